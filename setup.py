@@ -1,0 +1,21 @@
+"""Maps the import names ``odradek.*`` onto the repository layout.
+
+``shared/odradek`` is the common library; each ``services/<name>`` is the package
+``odradek.<name>``. Works for editable and wheel installs alike.
+"""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+ROOT = Path(__file__).parent
+SERVICES = sorted(p.name for p in (ROOT / "services").iterdir() if (p / "__init__.py").exists())
+
+package_dir = {"odradek": "shared/odradek"}
+packages = find_packages("shared", include=["odradek", "odradek.*"])
+for name in SERVICES:
+    package_dir[f"odradek.{name}"] = f"services/{name}"
+    packages.append(f"odradek.{name}")
+    packages += [f"odradek.{name}.{sub}" for sub in find_packages(f"services/{name}")]
+
+setup(packages=packages, package_dir=package_dir, package_data={"": ["py.typed", "*.pyi", "*.json"]})
