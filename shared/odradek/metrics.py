@@ -1,0 +1,67 @@
+"""Prometheus ``/metrics`` plus HTTP liveness/readiness probes on one small asyncio server.
+
+Each service owns one :class:`MetricsServer`: ``/metrics`` is Prometheus' text format
+from the default registry, ``/healthz`` answers 200 while the process runs (liveness)
+and ``/readyz`` answers 200 only once the service says it is ready to serve
+(readiness), 503 before. The same states are mirrored into the gRPC health service.
+It runs on the service's own event loop: no thread, nothing to lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+_MAX_REQUEST_HEAD = 8192
+
+
+class MetricsServer:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+        self.ready = False
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            if len(head) > _MAX_REQUEST_HEAD:
+                raise ValueError("request head too large")
+            parts = head.split(b" ", 2)
+            path = parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) > 1 else "/"
+            if path == "/metrics":
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
+            elif path == "/healthz":
+                status, ctype, body = "200 OK", "text/plain", b"ok\n"
+            elif path == "/readyz":
+                if self.ready:
+                    status, ctype, body = "200 OK", "text/plain", b"ready\n"
+                else:
+                    status, ctype, body = "503 Service Unavailable", "text/plain", b"not ready\n"
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                f"Connection: close\r\n\r\n".encode("latin-1") + body
+            )
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError,
+                ConnectionError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()

@@ -1,0 +1,1 @@
+"""Generated gRPC stubs; run `make proto` to refresh."""

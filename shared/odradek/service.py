@@ -1,0 +1,108 @@
+"""The process shell every service shares: arguments, uvloop, signals, ready file.
+
+``python -m odradek.<name> [--config FILE] [--set name=value ...] [--ready-file F]``
+builds the service, starts it, writes a JSON line describing its ports to the ready
+file (``odradek up`` waits for it), and on SIGTERM/SIGINT drains: the service's
+``stop()`` stops accepting, finishes in-flight work and leaves the cluster cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from odradek.config import Config, ConfigError, parse_overrides
+
+log = logging.getLogger("odradek.service")
+
+
+class Service(Protocol):
+    name: str
+
+    async def start(self) -> dict[str, int]:
+        """Start serving; return the bound ports by role (``kafka``, ``grpc``, ``metrics``)."""
+        ...
+
+    async def stop(self) -> None:
+        """Drain and stop; must be safe to call once after ``start``."""
+        ...
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def parse_args(prog: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--config", help="properties or YAML file with Kafka-named settings")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one setting (repeatable)",
+    )
+    parser.add_argument("--ready-file", help="write a JSON line with pid and ports here once serving")
+    parser.add_argument("--log-level", default=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
+    return parser.parse_args(argv)
+
+
+def run(
+    prog: str,
+    build: Callable[[Config], Service],
+    defaults: Mapping[str, str],
+    argv: Sequence[str] | None = None,
+) -> None:
+    """Entry point body for ``python -m odradek.<service>``."""
+    args = parse_args(prog, argv)
+    setup_logging(args.log_level)
+    try:
+        config = Config(defaults, file=args.config, overrides=parse_overrides(args.overrides))
+        service = build(config)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a hard dependency, but keep going
+        pass
+    try:
+        asyncio.run(_serve(service, args.ready_file))
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+async def _serve(service: Service, ready_file: str | None) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ports = await service.start()
+    info = {"name": service.name, "pid": os.getpid(), "ports": ports}
+    log.info("%s serving: %s", service.name, json.dumps(ports))
+    if ready_file:
+        tmp = Path(ready_file + ".tmp")
+        tmp.write_text(json.dumps(info) + "\n")
+        os.replace(tmp, ready_file)
+    await stop.wait()
+    log.info("%s draining", service.name)
+    with contextlib.suppress(asyncio.CancelledError):
+        await service.stop()
+    log.info("%s stopped", service.name)
