@@ -12,8 +12,13 @@ from odradek.records.batch import (
 
 def _seed_batch() -> bytearray:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False,
-        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     builder.append(0, timestamp=1524709879130, key=b"key", value=b"value", headers=[])
     return bytearray(builder.build())

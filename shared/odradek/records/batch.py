@@ -35,11 +35,10 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Union
 
 import crc32c as _crc32c
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 LOG_OVERHEAD = 12  # baseOffset + batchLength (or offset + size for v0/v1)
 HEADER_SIZE = 61  # RECORD_BATCH_OVERHEAD
@@ -114,7 +113,9 @@ class BatchView:
 
     def __init__(self, buf: Buffer, pos: int = 0) -> None:
         if len(buf) - pos < HEADER_SIZE:
-            raise CorruptRecordError(f"batch header needs {HEADER_SIZE} bytes, have {len(buf) - pos}")
+            raise CorruptRecordError(
+                f"batch header needs {HEADER_SIZE} bytes, have {len(buf) - pos}"
+            )
         self.buf = buf
         self.pos = pos
 
@@ -363,7 +364,9 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
             raise CorruptRecordError(f"batchLength {length} does not fit the request")
         size = LOG_OVERHEAD + length
         if max_batch_bytes is not None and size > max_batch_bytes:
-            raise BatchTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_batch_bytes}")
+            raise BatchTooLargeError(
+                f"batch of {size} bytes exceeds max.message.bytes {max_batch_bytes}"
+            )
         if crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
             raise CorruptRecordError(f"CRC mismatch in batch at position {pos}")
         if last_delta < 0 or count < 0:
@@ -376,9 +379,11 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
             summary.first_sequence = base_seq
             summary.is_transactional = bool(attrs & _TRANSACTIONAL_MASK)
             summary.is_control = bool(attrs & _CONTROL_MASK)
-            summary.compression = Compression(attrs & _COMPRESSION_MASK) if (
-                attrs & _COMPRESSION_MASK
-            ) <= 4 else Compression.NONE
+            summary.compression = (
+                Compression(attrs & _COMPRESSION_MASK)
+                if (attrs & _COMPRESSION_MASK) <= 4
+                else Compression.NONE
+            )
         elif pid != summary.producer_id or pepoch != summary.producer_epoch:
             raise InvalidRecordError("batches of one partition from different producers")
         if (attrs & _COMPRESSION_MASK) > 4:
