@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 COMMANDS: list[str] = [
+    "odradek.tools.up",
     "odradek.tools.dump_log",
 ]
 

@@ -17,6 +17,7 @@ a bad setting fails at start-up the way Kafka's ``ConfigException`` does.
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -132,22 +133,24 @@ class Config:
     def as_dict(self) -> dict[str, str]:
         return dict(self._values)
 
-    def source(self, name: str) -> str:
+    def source(self, name: builtins.str) -> builtins.str:
         return self._sources.get(name, "unset")
 
-    def _fail(self, name: str, value: str, why: str) -> ConfigError:
-        return ConfigError(f"Invalid value {value!r} for configuration {name} ({self.source(name)}): {why}")
+    def _fail(self, name: builtins.str, value: builtins.str, why: builtins.str) -> ConfigError:
+        return ConfigError(
+            f"Invalid value {value!r} for configuration {name} ({self.source(name)}): {why}"
+        )
 
-    def get(self, name: str, default: str | None = None) -> str | None:
+    def get(self, name: builtins.str, default: builtins.str | None = None) -> builtins.str | None:
         return self._values.get(name, default)
 
-    def str(self, name: str, default: str | None = None) -> str:
+    def str(self, name: builtins.str, default: builtins.str | None = None) -> builtins.str:
         value = self._values.get(name, default)
         if value is None:
             raise ConfigError(f"Missing required configuration {name}")
         return value
 
-    def int(self, name: str, default: int | None = None, *, min: int | None = None) -> int:
+    def int(self, name: builtins.str, default: builtins.int | None = None, *, min: builtins.int | None = None) -> builtins.int:
         raw = self._values.get(name)
         if raw is None or raw == "":
             if default is None:
@@ -161,7 +164,7 @@ class Config:
             raise self._fail(name, raw, f"value must be at least {min}")
         return value
 
-    def float(self, name: str, default: float | None = None) -> float:
+    def float(self, name: builtins.str, default: builtins.float | None = None) -> builtins.float:
         raw = self._values.get(name)
         if raw is None or raw == "":
             if default is None:
@@ -172,7 +175,7 @@ class Config:
         except ValueError:
             raise self._fail(name, raw, "not a number") from None
 
-    def bool(self, name: str, default: bool | None = None) -> bool:
+    def bool(self, name: builtins.str, default: builtins.bool | None = None) -> builtins.bool:
         raw = self._values.get(name)
         if raw is None or raw == "":
             if default is None:
@@ -185,7 +188,7 @@ class Config:
             return False
         raise self._fail(name, raw, "expected true or false")
 
-    def list(self, name: str, default: list[str] | None = None) -> list[str]:
+    def list(self, name: builtins.str, default: builtins.list[builtins.str] | None = None) -> builtins.list[builtins.str]:
         raw = self._values.get(name)
         if raw is None:
             return list(default or [])

@@ -24,7 +24,11 @@ log = logging.getLogger("odradek.controller_client")
 
 NOT_CONTROLLER = 41
 STALE_BROKER_EPOCH = 77
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+_RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+}
 
 T = TypeVar("T")
 
@@ -77,7 +81,9 @@ class ControllerClient:
             if remaining <= 0:
                 raise ControllerUnavailable(f"no active controller at {self.addresses}: {last}")
             try:
-                response = await method(self._stub())(request, timeout=min(attempt_timeout, remaining))
+                response = await method(self._stub())(
+                    request, timeout=min(attempt_timeout, remaining)
+                )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() not in _RETRYABLE:
                     raise
@@ -91,7 +97,9 @@ class ControllerClient:
             backoff = min(backoff * 2, 1.0)
 
     async def get_metadata(self, timeout: float = 30.0) -> common_pb2.ClusterMetadata:
-        return await self.call(lambda s: s.GetMetadata, controller_pb2.GetMetadataRequest(), timeout=timeout)
+        return await self.call(
+            lambda s: s.GetMetadata, controller_pb2.GetMetadataRequest(), timeout=timeout
+        )
 
     async def watch(
         self,
@@ -103,7 +111,9 @@ class ControllerClient:
         backoff = 0.05
         while stop is None or not stop.is_set():
             try:
-                stream = self._stub().WatchMetadata(controller_pb2.WatchMetadataRequest(known_version=known))
+                stream = self._stub().WatchMetadata(
+                    controller_pb2.WatchMetadataRequest(known_version=known)
+                )
                 async for snapshot in stream:
                     backoff = 0.05
                     if snapshot.version < known and snapshot.controller_epoch == 0:
@@ -144,7 +154,9 @@ class Membership:
             timeout=3600.0,
         )
         if response.error_code:
-            raise RuntimeError(f"registration refused: {response.error_code} {response.error_message}")
+            raise RuntimeError(
+                f"registration refused: {response.error_code} {response.error_message}"
+            )
         self.incarnation = response.incarnation
         self.cluster_id = response.cluster_id
         if response.heartbeat_interval_ms > 0:
@@ -162,7 +174,9 @@ class Membership:
                 await asyncio.sleep(self.heartbeat_interval)
                 response = await self.client.call(
                     lambda s: s.Heartbeat,
-                    controller_pb2.HeartbeatRequest(node_id=self.node.node_id, incarnation=self.incarnation),
+                    controller_pb2.HeartbeatRequest(
+                        node_id=self.node.node_id, incarnation=self.incarnation
+                    ),
                     timeout=max(2.0, self.heartbeat_interval * 3),
                     attempt_timeout=max(1.0, self.heartbeat_interval * 2),
                 )

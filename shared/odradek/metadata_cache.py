@@ -48,8 +48,10 @@ class Snapshot:
         if t is None or not 0 <= partition < len(t.partitions):
             return None
         p = t.partitions[partition]
-        return p if p.partition == partition else next(
-            (q for q in t.partitions if q.partition == partition), None
+        return (
+            p
+            if p.partition == partition
+            else next((q for q in t.partitions if q.partition == partition), None)
         )
 
     def nodes_of(self, kind: int, *, online_only: bool = True) -> list[common_pb2.Node]:

@@ -55,11 +55,17 @@ class MetricsServer:
                 status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
             writer.write(
                 f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                f"Connection: close\r\n\r\n".encode("latin-1") + body
+                f"Connection: close\r\n\r\n".encode("latin-1")
+                + body
             )
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError,
-                ConnectionError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ValueError,
+            ConnectionError,
+        ):
             pass
         finally:
             writer.close()

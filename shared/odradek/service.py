@@ -56,7 +56,9 @@ def parse_args(prog: str, argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="NAME=VALUE",
         help="override one setting (repeatable)",
     )
-    parser.add_argument("--ready-file", help="write a JSON line with pid and ports here once serving")
+    parser.add_argument(
+        "--ready-file", help="write a JSON line with pid and ports here once serving"
+    )
     parser.add_argument("--log-level", default=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
     return parser.parse_args(argv)
 

@@ -47,7 +47,9 @@ def generate(out_dir: Path) -> list[Path]:
             dest = out_dir / src.name
             dest.write_text(text)
             written.append(dest)
-        (out_dir / "__init__.py").write_text('"""Generated gRPC stubs; run `make proto` to refresh."""\n')
+        (out_dir / "__init__.py").write_text(
+            '"""Generated gRPC stubs; run `make proto` to refresh."""\n'
+        )
         return written
 
 

@@ -1,0 +1,31 @@
+"""One module per Kafka API. Each opens with the versions it serves and any deviation
+from Apache Kafka, and defines ``API_KEY`` and ``async def handle(gw, ctx, header,
+request)`` returning the response object (or None for "no response", acks=0).
+
+:func:`load_handlers` imports the modules listed in :data:`MODULES`; an API is
+advertised in ApiVersions only when its module is listed here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Handler = Callable[[Any, Any, Any, Any], Awaitable[Any]]
+
+MODULES = [
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+]
+
+
+def load_handlers() -> dict[int, Handler]:
+    handlers: dict[int, Handler] = {}
+    for name in MODULES:
+        module = importlib.import_module(f"odradek.gateway.apis.{name}")
+        handlers[int(module.API_KEY)] = module.handle
+    return handlers

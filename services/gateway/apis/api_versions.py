@@ -1,0 +1,24 @@
+"""ApiVersions (key 18), versions 0-4.
+
+The first request of every client. The header of the response is always v0 and
+default-valued tagged fields are never written (KAFKA-COMPAT items 1 and 22); an
+unknown request version is answered by the dispatcher before decoding (item 2). We
+list only APIs that have a handler in this gateway (item 4).
+Deviation: no SupportedFeatures/FinalizedFeatures (no KRaft feature levels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.api_versions import api_versions_response
+
+API_KEY = ApiKey.API_VERSIONS
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    if header.api_version >= 3:
+        ctx.client_software = getattr(request, "client_software_name", "") or ""
+        ctx.client_software_version = getattr(request, "client_software_version", "") or ""
+    return api_versions_response(supported=gw.advertised_versions)

@@ -1,0 +1,256 @@
+"""Fetch (key 1), versions 0-16.
+
+Partitions are grouped by the storage node leading them and fetched in parallel;
+each storage node long-polls on its own (``max_wait_ms``/``min_bytes``). As soon as
+the answers in hand reach ``min_bytes`` (or carry an error), the still-waiting nodes
+are cancelled and asked again without waiting, so one idle node never holds up data
+from another. Whole batches travel as raw bytes (KAFKA-COMPAT item 8); every
+partition entry carries high watermark, last stable offset and log start offset,
+error entries included (item 9).
+
+``max_bytes`` (v3+) bounds the response: the first partition with data is returned
+whole even when larger, later partitions are left empty once the budget is spent.
+
+Versions 0-3 can only read magic 0/1 message sets: batches are down-converted
+(magic 0 for v0-v1, magic 1 for v2-v3), as Kafka does for old consumers; zstd cannot
+be down-converted (UNSUPPORTED_COMPRESSION_TYPE). v13+ name topics by id.
+Deviations: fetch sessions (KIP-227) are not kept: every response carries session id
+0, which makes clients fetch sessionless (item 11). No rack-aware
+``preferred_read_replica`` (always -1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import grpc
+from prometheus_client import Counter
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import FetchResponse
+from odradek.records.batch import RecordsError
+from odradek.records.convert import downconvert
+from odradek.rpc.v1 import storage_pb2
+
+log = logging.getLogger("odradek.gateway.fetch")
+
+API_KEY = ApiKey.FETCH
+
+BYTES_OUT = Counter(
+    "odradek_gateway_bytes_out_total", "Record bytes fetched by consumers, by topic.", ["topic"]
+)
+
+TopicResp = FetchResponse.FetchableTopicResponse
+PartResp = TopicResp.PartitionData
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _empty(error: int) -> storage_pb2.FetchPartitionResult:
+    return storage_pb2.FetchPartitionResult(
+        error_code=error, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
+    )
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    snap = gw.metadata.current
+    by_id = version >= 13
+    # (key in the response, topic name or None, partition index) in request order
+    order: list[tuple[Any, str | None, int]] = []
+    results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult] = {}
+    by_node: dict[int, list[storage_pb2.FetchPartition]] = defaultdict(list)
+    for t in request.topics:
+        if by_id:
+            key: Any = t.topic_id
+            topic = snap.topics_by_id.get(t.topic_id.bytes) if t.topic_id is not None else None
+            name = topic.name if topic is not None else None
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            key = name = t.topic
+            topic = snap.topics.get(name)
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for p in t.partitions:
+            index = p.partition
+            order.append((key, name, index))
+            rkey = (name if name is not None else str(key), index)
+            part = snap.partition(name, index) if name is not None else None
+            if topic is None:
+                results[rkey] = _empty(unknown)
+            elif part is None:
+                results[rkey] = _empty(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif part.leader < 0:
+                results[rkey] = _empty(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            else:
+                by_node[part.leader].append(
+                    storage_pb2.FetchPartition(
+                        topic=name,
+                        partition=index,
+                        fetch_offset=p.fetch_offset,
+                        partition_max_bytes=p.partition_max_bytes,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1)
+                        if version >= 9
+                        else -1,
+                        log_start_offset=-1,
+                        last_fetched_epoch=-1,
+                    )
+                )
+    max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    isolation = request.isolation_level if version >= 4 else 0
+    if by_node:
+        await _fan_out(
+            gw, by_node, request.max_wait_ms, request.min_bytes, max_bytes, isolation, results
+        )
+    return _assemble(version, order, results, max_bytes, isolation)
+
+
+async def _call(
+    gw: Any,
+    node: int,
+    parts: list[storage_pb2.FetchPartition],
+    wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    isolation: int,
+) -> storage_pb2.FetchResponse:
+    rpc = storage_pb2.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max(0, wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation,
+        partitions=parts,
+    )
+    stub = gw.storage.stub(node)
+    response: storage_pb2.FetchResponse = await stub.Fetch(
+        rpc, timeout=max(0, wait_ms) / 1000.0 + 10.0
+    )
+    return response
+
+
+async def _fan_out(
+    gw: Any,
+    by_node: dict[int, list[storage_pb2.FetchPartition]],
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    isolation: int,
+    results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult],
+) -> None:
+    tasks: dict[asyncio.Task[storage_pb2.FetchResponse], int] = {
+        asyncio.ensure_future(
+            _call(gw, node, parts, max_wait_ms, min_bytes, max_bytes, isolation)
+        ): node
+        for node, parts in by_node.items()
+    }
+    pending = set(tasks)
+    got = 0
+    errored = False
+
+    def take(task: asyncio.Task[storage_pb2.FetchResponse], node: int) -> tuple[int, bool]:
+        try:
+            response = task.result()
+        except (grpc.aio.AioRpcError, Exception) as exc:
+            log.debug("fetch from storage node %s failed: %s", node, exc)
+            for p in by_node[node]:
+                results[(p.topic, p.partition)] = _empty(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return 0, True
+        size = 0
+        err = False
+        for r in response.partitions:
+            results[(r.topic, r.partition)] = r
+            size += len(r.records)
+            err = err or r.error_code != 0
+        return size, err
+
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            size, err = take(task, tasks[task])
+            got += size
+            errored = errored or err
+        if pending and (got >= min_bytes or errored):
+            # Enough to answer: stop the long polls and take what the others have now.
+            late = [tasks[t] for t in pending]
+            for t in pending:
+                t.cancel()
+            for t in pending:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            quick = {
+                asyncio.ensure_future(
+                    _call(gw, node, by_node[node], 0, 0, max_bytes, isolation)
+                ): node
+                for node in late
+            }
+            await asyncio.wait(set(quick))
+            for task, node in quick.items():
+                take(task, node)
+            return
+
+
+def _assemble(
+    version: int,
+    order: list[tuple[Any, str | None, int]],
+    results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult],
+    max_bytes: int,
+    isolation: int,
+) -> Any:
+    budget = max_bytes
+    first = True
+    topics: list[Any] = []
+    current_key: Any = object()
+    current: list[Any] = []
+    for key, name, index in order:
+        r = results.get((name if name is not None else str(key), index)) or _empty(
+            ErrorCode.UNKNOWN_SERVER_ERROR
+        )
+        records: bytes | None = r.records
+        error = r.error_code
+        if records:
+            if first:
+                first = False
+                budget -= len(records)
+            elif len(records) > budget:
+                records = b""
+            else:
+                budget -= len(records)
+        if records and version <= 3:
+            try:
+                records = downconvert(records, 0 if version <= 1 else 1)
+            except RecordsError as exc:
+                error = int(
+                    getattr(
+                        ErrorCode,
+                        getattr(exc, "kafka_error", "CORRUPT_MESSAGE"),
+                        ErrorCode.CORRUPT_MESSAGE,
+                    )
+                )
+                records = b""
+        if records and name is not None:
+            BYTES_OUT.labels(name).inc(len(records))
+        entry = PartResp(
+            partition_index=index,
+            error_code=error,
+            high_watermark=r.high_watermark,
+            last_stable_offset=r.last_stable_offset,
+            log_start_offset=r.log_start_offset,
+            aborted_transactions=[] if isolation == 1 else None,
+            preferred_read_replica=-1,
+            records=records or b"",
+        )
+        if key != current_key:
+            current = []
+            topics.append(
+                TopicResp(topic_id=key, partitions=current)
+                if version >= 13
+                else TopicResp(topic=key, partitions=current)
+            )
+            current_key = key
+        current.append(entry)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)

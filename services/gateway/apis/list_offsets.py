@@ -1,0 +1,110 @@
+"""ListOffsets (key 2), versions 0-8.
+
+-1 latest (the high watermark, or the last stable offset under READ_COMMITTED), -2
+earliest (log start offset), -3 the record with the largest timestamp (v7+), and a
+timestamp >= 0 finds the first offset whose timestamp is at least that, through the
+time index (KAFKA-COMPAT item 14). v1+ return one offset with its timestamp and, v4+,
+its leader epoch; v0 returns the old ``old_style_offsets`` list with one entry.
+Partitions are grouped by leading storage node and asked in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import ListOffsetsResponse
+from odradek.rpc.v1 import storage_pb2
+
+API_KEY = ApiKey.LIST_OFFSETS
+
+TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
+PartResp = TopicResp.ListOffsetsPartitionResponse
+
+
+def _error(code: int) -> storage_pb2.ListOffsetsPartitionResult:
+    return storage_pb2.ListOffsetsPartitionResult(
+        error_code=code, timestamp=-1, offset=-1, leader_epoch=-1
+    )
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    snap = gw.metadata.current
+    results: dict[tuple[str, int], storage_pb2.ListOffsetsPartitionResult] = {}
+    by_node: dict[int, list[storage_pb2.ListOffsetsPartition]] = defaultdict(list)
+    seen: set[tuple[str, int]] = set()
+    for t in request.topics:
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            if key in seen and version >= 1:
+                results[key] = _error(ErrorCode.INVALID_REQUEST)
+                continue
+            seen.add(key)
+            part = snap.partition(t.name, p.partition_index)
+            if part is None:
+                results[key] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif part.leader < 0:
+                results[key] = _error(ErrorCode.LEADER_NOT_AVAILABLE)
+            elif (p.timestamp == -3 and version < 7) or p.timestamp < -3:
+                results[key] = _error(
+                    ErrorCode.UNSUPPORTED_VERSION
+                    if p.timestamp == -3
+                    else ErrorCode.INVALID_REQUEST
+                )
+            else:
+                by_node[part.leader].append(
+                    storage_pb2.ListOffsetsPartition(
+                        topic=t.name,
+                        partition=p.partition_index,
+                        timestamp=p.timestamp,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1)
+                        if version >= 4
+                        else -1,
+                    )
+                )
+    isolation = request.isolation_level if version >= 2 else 0
+
+    async def ask(node: int, parts: list[storage_pb2.ListOffsetsPartition]) -> None:
+        try:
+            response = await gw.storage.stub(node).ListOffsets(
+                storage_pb2.ListOffsetsRequest(isolation_level=isolation, partitions=parts),
+                timeout=30.0,
+            )
+        except Exception:
+            for q in parts:
+                results[(q.topic, q.partition)] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        for r in response.partitions:
+            results[(r.topic, r.partition)] = r
+
+    await asyncio.gather(*(ask(n, ps) for n, ps in by_node.items()))
+
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            r = results.get((t.name, p.partition_index)) or _error(ErrorCode.UNKNOWN_SERVER_ERROR)
+            if version == 0:
+                parts.append(
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=r.error_code,
+                        old_style_offsets=[r.offset] if not r.error_code and r.offset >= 0 else [],
+                    )
+                )
+            else:
+                parts.append(
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=r.error_code,
+                        timestamp=r.timestamp,
+                        offset=r.offset,
+                        leader_epoch=r.leader_epoch,
+                    )
+                )
+        topics.append(TopicResp(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

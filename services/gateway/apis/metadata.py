@@ -1,0 +1,194 @@
+"""Metadata (key 3), versions 0-12.
+
+Brokers are the online gateways; every partition's leader is a gateway chosen by a
+stable hash (any gateway can serve any partition), while ``replica_nodes``/``isr_nodes``
+list the storage node ids that hold the data, so tools show the real replication
+factor and ISR. ``leader_epoch`` is the storage leader epoch (KAFKA-COMPAT item 13);
+topic ids are the controller's stable UUIDs (item 12).
+
+Auto-creation: a requested unknown topic is created when ``auto.create.topics.enable``
+is on and the request allows it (v4+ flag, always for older versions), with
+``num.partitions`` and ``default.replication.factor``; we wait briefly for its leaders
+so the client usually sees it ready at once (Kafka answers LEADER_NOT_AVAILABLE first;
+both are legal, clients retry either way).
+
+Deviations: no cluster/topic authorizer, so authorized operations report everything
+allowed when asked; ``controller_id`` is this gateway (admin requests may go to any).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from odradek.metadata_cache import Snapshot
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import MetadataResponse
+from odradek.rpc.v1 import controller_pb2
+
+API_KEY = ApiKey.METADATA
+
+NO_OPERATIONS = -2147483648
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+ZERO_UUID = uuid.UUID(int=0)
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = Topic.MetadataResponsePartition
+Broker = MetadataResponse.MetadataResponseBroker
+
+
+def _requested(request: Any, version: int) -> tuple[list[str] | None, list[uuid.UUID]]:
+    """Names asked for (None = all topics) and ids asked for by id only (v10+)."""
+    topics = request.topics
+    if topics is None or (version == 0 and len(topics) == 0):
+        return None, []
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    for t in topics:
+        name = getattr(t, "name", None)
+        if name:
+            names.append(name)
+        else:
+            tid = getattr(t, "topic_id", None)
+            if tid is not None and tid != ZERO_UUID:
+                ids.append(tid)
+    return names, ids
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    names, ids = _requested(request, version)
+    snap: Snapshot = gw.metadata.current
+    topic_results: list[Any] = []
+    include_ops = (
+        bool(getattr(request, "include_topic_authorized_operations", False)) and version >= 8
+    )
+
+    if names is not None:
+        allow = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+        missing = [n for n in dict.fromkeys(names) if n not in snap.topics]
+        created_errors: dict[str, int] = {}
+        if missing and allow and gw.cluster_config("auto.create.topics.enable", "true") == "true":
+            created_errors = await _auto_create(gw, missing)
+            snap = gw.metadata.current
+        for name in dict.fromkeys(names):
+            topic = snap.topics.get(name)
+            if topic is None:
+                code = created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topic_results.append(
+                    Topic(
+                        error_code=int(code),
+                        name=name,
+                        topic_id=ZERO_UUID,
+                        is_internal=False,
+                        partitions=[],
+                    )
+                )
+            else:
+                topic_results.append(_topic(gw, topic, include_ops))
+        for tid in ids:
+            topic = snap.topics_by_id.get(tid.bytes)
+            if topic is None:
+                topic_results.append(
+                    Topic(
+                        error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
+                        name=None,
+                        topic_id=tid,
+                        partitions=[],
+                    )
+                )
+            else:
+                topic_results.append(_topic(gw, topic, include_ops))
+    else:
+        for topic in sorted(snap.topics.values(), key=lambda t: t.name):
+            topic_results.append(_topic(gw, topic, include_ops))
+
+    brokers = [
+        Broker(
+            node_id=n.node_id,
+            host=n.advertised_host or n.host,
+            port=n.kafka_port,
+            rack=n.rack or None,
+        )
+        for n in gw.gateways()
+    ]
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=snap.cluster_id or None,
+        controller_id=gw.node_id,
+        topics=topic_results,
+        cluster_authorized_operations=(
+            CLUSTER_OPERATIONS
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else NO_OPERATIONS
+        ),
+    )
+
+
+def _topic(gw: Any, topic: Any, include_ops: bool) -> Any:
+    partitions = []
+    for p in topic.partitions:
+        if p.leader >= 0:
+            error = ErrorCode.NONE
+            leader = gw.gateway_for(topic.name, p.partition)
+        else:
+            error = ErrorCode.LEADER_NOT_AVAILABLE
+            leader = -1
+        partitions.append(
+            Partition(
+                error_code=int(error),
+                partition_index=p.partition,
+                leader_id=leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=list(p.offline_replicas),
+            )
+        )
+    return Topic(
+        error_code=0,
+        name=topic.name,
+        topic_id=uuid.UUID(bytes=bytes(topic.topic_id)) if len(topic.topic_id) == 16 else ZERO_UUID,
+        is_internal=topic.internal,
+        partitions=partitions,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+    )
+
+
+async def _auto_create(gw: Any, names: list[str]) -> dict[str, int]:
+    """Create ``names`` with the cluster defaults; return error codes of failures."""
+    request = controller_pb2.CreateTopicsRequest(
+        topics=[
+            controller_pb2.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
+            for n in names
+        ]
+    )
+    errors: dict[str, int] = {}
+    try:
+        response = await gw.controller.call(
+            lambda s: s.CreateTopics, request, timeout=gw.metadata_wait_s + 5
+        )
+    except Exception:
+        return {n: int(ErrorCode.LEADER_NOT_AVAILABLE) for n in names}
+    for result in response.results:
+        if result.error_code and result.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            errors[result.name] = result.error_code
+    wanted = [n for n in names if n not in errors]
+
+    def ready(s: Snapshot) -> bool:
+        for n in wanted:
+            t = s.topics.get(n)
+            if t is None or any(p.leader < 0 for p in t.partitions):
+                return False
+        return True
+
+    if wanted and not await gw.metadata.wait_for(ready, gw.metadata_wait_s):
+        for n in wanted:
+            if n not in gw.metadata.current.topics:
+                errors[n] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+    return errors

@@ -1,0 +1,197 @@
+"""Produce (key 0), versions 0-11.
+
+Records stay bytes: the gateway checks only the magic byte, groups partitions by the
+storage node leading them and sends one gRPC Produce per node, in parallel. The
+storage node validates CRCs, assigns offsets and answers per ``acks``.
+
+Ordering: like Kafka, which handles one request per connection at a time, Produce
+requests of one connection are forwarded strictly one after another (a per-connection
+lane), so records from one connection land in the order they were sent even with
+several requests in flight. Other APIs on the connection are not held up.
+
+Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
+batches before storage, which only keeps v2 (Kafka 4 does the same). v3+ must carry
+v2 batches (INVALID_RECORD otherwise, as Kafka answers).
+acks=0 gets no response at all (KAFKA-COMPAT item 6).
+Deviation: transactional produce is refused (INVALID_REQUEST) until transactions
+exist; InitProducerId never hands out transactional ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any
+
+import grpc
+from prometheus_client import Counter
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import ProduceResponse
+from odradek.records.batch import MAGIC_OFFSET, RecordsError
+from odradek.records.convert import upconvert_legacy
+from odradek.rpc.v1 import storage_pb2
+
+log = logging.getLogger("odradek.gateway.produce")
+
+API_KEY = ApiKey.PRODUCE
+
+BYTES_IN = Counter("odradek_gateway_bytes_in_total", "Record bytes produced, by topic.", ["topic"])
+PRODUCE_PARTITIONS = Counter(
+    "odradek_gateway_produce_partitions_total", "Partition entries produced, by topic.", ["topic"]
+)
+
+TopicResp = ProduceResponse.TopicProduceResponse
+PartResp = TopicResp.PartitionProduceResponse
+
+
+class _Result:
+    __slots__ = (
+        "base_offset",
+        "error",
+        "log_append_time",
+        "log_start_offset",
+        "message",
+        "record_errors",
+    )
+
+    def __init__(self, error: int, message: str | None = None) -> None:
+        self.error = error
+        self.message = message
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
+        self.record_errors: list[Any] = []
+
+
+def _lane(ctx: Any) -> asyncio.Lock:
+    lane = getattr(ctx, "produce_lane", None)
+    if lane is None:
+        lane = ctx.produce_lane = asyncio.Lock()
+    return lane
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    async with _lane(ctx):
+        results = await _produce(gw, header.api_version, request)
+    if request.acks == 0:
+        return None
+    responses = []
+    for topic, parts in results.items():
+        responses.append(
+            TopicResp(
+                name=topic,
+                partition_responses=[
+                    PartResp(
+                        index=index,
+                        error_code=r.error,
+                        base_offset=r.base_offset,
+                        log_append_time_ms=r.log_append_time,
+                        log_start_offset=r.log_start_offset,
+                        record_errors=[
+                            PartResp.BatchIndexAndErrorMessage(
+                                batch_index=e.batch_index,
+                                batch_index_error_message=e.message or None,
+                            )
+                            for e in r.record_errors
+                        ],
+                        error_message=r.message,
+                    )
+                    for index, r in parts.items()
+                ],
+            )
+        )
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+async def _produce(gw: Any, version: int, request: Any) -> dict[str, dict[int, _Result]]:
+    snap = gw.metadata.current
+    results: dict[str, dict[int, _Result]] = {}
+    by_node: dict[int, list[storage_pb2.ProducePartition]] = defaultdict(list)
+    transactional = bool(request.transactional_id) if version >= 3 else False
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        topic_results = results.setdefault(name, {})
+        topic = snap.topics.get(name)
+        for pdata in topic_data.partition_data:
+            index = pdata.index
+            if transactional:
+                topic_results[index] = _Result(
+                    ErrorCode.INVALID_REQUEST, "transactions are not supported by this cluster yet"
+                )
+                continue
+            if topic is None or not 0 <= index < len(topic.partitions):
+                topic_results[index] = _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            part = snap.partition(name, index)
+            if part is None or part.leader < 0:
+                topic_results[index] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                continue
+            records = pdata.records
+            if records is None or len(records) == 0:
+                topic_results[index] = _Result(ErrorCode.INVALID_RECORD, "empty records")
+                continue
+            magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
+            if version < 3 and magic in (0, 1):
+                try:
+                    data = upconvert_legacy(records)
+                except RecordsError as exc:
+                    topic_results[index] = _Result(ErrorCode.CORRUPT_MESSAGE, str(exc))
+                    continue
+            elif magic != 2:
+                topic_results[index] = _Result(
+                    ErrorCode.INVALID_RECORD,
+                    f"Produce v{version} requires magic 2 record batches, found magic {magic}",
+                )
+                continue
+            else:
+                data = bytes(records)
+            BYTES_IN.labels(name).inc(len(data))
+            PRODUCE_PARTITIONS.labels(name).inc()
+            topic_results[index] = _Result(ErrorCode.NONE)
+            by_node[part.leader].append(
+                storage_pb2.ProducePartition(topic=name, partition=index, records=data)
+            )
+    if by_node:
+        await asyncio.gather(
+            *(_send(gw, node, parts, request, results) for node, parts in by_node.items())
+        )
+    return results
+
+
+async def _send(
+    gw: Any,
+    node_id: int,
+    parts: list[storage_pb2.ProducePartition],
+    request: Any,
+    results: dict[str, dict[int, _Result]],
+) -> None:
+    rpc = storage_pb2.ProduceRequest(
+        acks=request.acks, timeout_ms=request.timeout_ms, partitions=parts
+    )
+    try:
+        stub = gw.storage.stub(node_id)
+        response = await stub.Produce(rpc, timeout=max(1.0, request.timeout_ms / 1000.0) + 5.0)
+    except grpc.aio.AioRpcError as exc:
+        code = (
+            ErrorCode.REQUEST_TIMED_OUT
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        )
+        log.debug("produce to storage node %s failed: %s", node_id, exc.code())
+        for p in parts:
+            results[p.topic][p.partition] = _Result(code)
+        return
+    except Exception as exc:  # StorageUnavailable and friends: let the client refresh metadata
+        for p in parts:
+            results[p.topic][p.partition] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
+        return
+    for pr in response.partitions:
+        r = _Result(pr.error_code, pr.error_message or None)
+        r.base_offset = pr.base_offset if not pr.error_code else -1
+        r.log_append_time = pr.log_append_time
+        r.log_start_offset = pr.log_start_offset
+        r.record_errors = list(pr.record_errors)
+        results[pr.topic][pr.partition] = r

@@ -1,0 +1,109 @@
+"""``odradek up``: start a local cluster in the foreground; Ctrl-C stops it."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from odradek.launcher import Cluster, ClusterError, ClusterOptions
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "up",
+        help="start a local cluster (controller, storage nodes, group services, gateway)",
+        description="Start every Odradek service on 127.0.0.1 as separate processes. "
+        "Kafka clients connect to the gateway (default 127.0.0.1:9092).",
+    )
+    p.add_argument(
+        "--data-dir", default="./data", type=Path, help="where every service keeps its data"
+    )
+    p.add_argument("--storage-nodes", type=int, default=1, metavar="N")
+    p.add_argument("--gateways", type=int, default=1, metavar="N")
+    p.add_argument("--coordinators", type=int, default=1, metavar="N")
+    p.add_argument("--port", type=int, default=9092, help="Kafka port of the first gateway")
+    p.add_argument("--replication-factor", type=int, default=1, help="default.replication.factor")
+    p.add_argument(
+        "--metadata", default="", help="metadata store: etcd://HOST:PORT (default: embedded)"
+    )
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Kafka-named setting passed to every service (repeatable)",
+    )
+    p.add_argument("--no-groups", action="store_true", help="skip the coordinator and offset store")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = {}
+    for item in args.settings:
+        if "=" not in item:
+            print(f"odradek up: --set expects NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        k, v = item.split("=", 1)
+        settings[k.strip()] = v.strip()
+    if args.storage_nodes < 1 or args.gateways < 1:
+        print("odradek up: need at least one storage node and one gateway", file=sys.stderr)
+        return 2
+    if args.replication_factor > args.storage_nodes:
+        print(
+            f"odradek up: --replication-factor {args.replication_factor} is larger than "
+            f"--storage-nodes {args.storage_nodes}",
+            file=sys.stderr,
+        )
+        return 2
+    opts = ClusterOptions(
+        data_dir=args.data_dir,
+        storage_nodes=args.storage_nodes,
+        gateways=args.gateways,
+        coordinators=args.coordinators,
+        port=args.port,
+        replication_factor=args.replication_factor,
+        metadata=args.metadata,
+        settings=settings,
+        with_groups=not args.no_groups,
+    )
+    cluster = Cluster(opts)
+    stopping = False
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    print(f"starting Odradek in {cluster.data_dir} ...", flush=True)
+    try:
+        cluster.start()
+    except ClusterError as exc:
+        print(f"odradek up: {exc}", file=sys.stderr)
+        return 1
+    for svc in cluster.services:
+        ports = " ".join(f"{k}={v}" for k, v in sorted(svc.ports.items()))
+        print(f"  {svc.spec.name:<18} pid {svc.process.pid:<8} {ports}", flush=True)
+    print(f"cluster file: {cluster.cluster_file}")
+    print(f"Kafka bootstrap servers: {cluster.bootstrap_servers}")
+    print("press Ctrl-C to stop", flush=True)
+    reported: set[int] = set()
+    while not stopping:
+        time.sleep(0.2)
+        for svc in cluster.dead():
+            if svc.process.pid not in reported:
+                reported.add(svc.process.pid)
+                print(
+                    f"  {svc.spec.name} (pid {svc.process.pid}) exited with code "
+                    f"{svc.process.returncode}; see {svc.log_file}",
+                    flush=True,
+                )
+    print("stopping ...", flush=True)
+    cluster.stop()
+    print("stopped", flush=True)
+    return 0
