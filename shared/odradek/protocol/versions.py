@@ -1,0 +1,88 @@
+"""THE table of API versions the gateway advertises in ApiVersions and serves, and the
+header versions Kafka uses for each (API, version).
+
+Clients pick the highest version both sides support, so every (API, version) listed
+here must be fully served: decoded, handled and answered in that version's encoding
+(KAFKA-COMPAT item 4). Other modules narrow the table by editing it here; nothing else
+in Odradek keeps its own list. Every entry is within what kafka-python 3.0.12's codec
+encodes and decodes; versions below the Kafka 4 JSON minimum (Produce 0-2, Fetch 0-3,
+ListOffsets 0, OffsetCommit 0-1, OffsetFetch 0, CreateTopics 0-1, DeleteTopics 0,
+OffsetForLeaderEpoch 0-1, DescribeConfigs 0) were checked byte for byte against the
+old struct definitions in ``kafka/protocol/old`` (tests/unit/protocol).
+"""
+
+from __future__ import annotations
+
+from odradek.protocol import catalog
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.exceptions import UnknownApiKeyError
+
+SUPPORTED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 11),  # codec 0-13; v12 is transactions v2 (KIP-890), v13 names topics by id
+    ApiKey.FETCH: (
+        0,
+        16,
+    ),  # codec 0-18; v17 KIP-853 dir ids, v18 KIP-1166; v13+ need topic ids (COMPAT 12)
+    ApiKey.LIST_OFFSETS: (
+        0,
+        8,
+    ),  # codec 0-11; v9-v11 are tiered-storage lookups (KIP-1005/1075/1023)
+    ApiKey.METADATA: (0, 12),  # codec 0-13; v13 adds a top-level error code (rebootstrap)
+    ApiKey.OFFSET_COMMIT: (0, 9),  # codec 0-10; v10 names topics by id (KIP-848)
+    ApiKey.OFFSET_FETCH: (0, 9),  # codec 0-10; v10 names topics by id (KIP-848)
+    ApiKey.FIND_COORDINATOR: (0, 6),  # codec 0-6 (v6 adds share-group keys, KIP-932)
+    ApiKey.JOIN_GROUP: (0, 9),  # codec 0-9
+    ApiKey.HEARTBEAT: (0, 4),  # codec 0-4
+    ApiKey.LEAVE_GROUP: (0, 5),  # codec 0-5
+    ApiKey.SYNC_GROUP: (0, 5),  # codec 0-5
+    ApiKey.DESCRIBE_GROUPS: (0, 5),  # codec 0-6; v6 answers GROUP_ID_NOT_FOUND (KIP-1043)
+    ApiKey.LIST_GROUPS: (0, 5),  # codec 0-5
+    ApiKey.API_VERSIONS: (0, 4),  # codec 0-4
+    ApiKey.CREATE_TOPICS: (0, 7),  # codec 0-7
+    ApiKey.DELETE_TOPICS: (0, 6),  # codec 0-6
+    ApiKey.DELETE_RECORDS: (0, 2),  # codec 0-2
+    ApiKey.INIT_PRODUCER_ID: (0, 5),  # codec 0-6; v6 is two-phase commit (KIP-939)
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),  # codec 0-4
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),  # codec 0-4
+    ApiKey.ALTER_CONFIGS: (0, 2),  # codec 0-2
+    ApiKey.CREATE_PARTITIONS: (0, 3),  # codec 0-3
+    ApiKey.DELETE_GROUPS: (0, 2),  # codec 0-2
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # codec 0-1
+    ApiKey.OFFSET_DELETE: (0, 0),  # codec 0-0
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),  # codec 0-2; v2 adds IncludeFencedBrokers (KIP-1073)
+    # SASL_HANDSHAKE / SASL_AUTHENTICATE: not served (no authentication yet).
+    # CONSUMER_GROUP_HEARTBEAT (KIP-848): not served; kafka-python ships no schema for it.
+    # Transaction APIs: not advertised until transactions exist (KAFKA-COMPAT item 20).
+}
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    versions = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+    return versions is not None and versions[0] <= api_version <= versions[1]
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether ``api_version`` of ``api_key`` uses the flexible (compact + tagged
+    fields) encoding. UnknownApiKeyError when we have no schema for the key."""
+    try:
+        first = catalog.flexible_min(ApiKey(api_key))
+    except (ValueError, KeyError):
+        raise UnknownApiKeyError(api_key) from None
+    return first is not None and api_version >= first
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 for flexible request versions, else 1, exactly as Kafka's
+    ``ApiMessageType.requestHeaderVersion`` (which, like this, also answers for
+    versions above the schema's maximum). ControlledShutdown v0's header v0 is not
+    modelled: we have no schema for that API."""
+    return 2 if is_flexible(api_key, api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 for flexible versions, else 0; ApiVersions responses always use v0 so a
+    client can parse the answer before it knows which versions we speak
+    (KAFKA-COMPAT items 1 and 3)."""
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0
