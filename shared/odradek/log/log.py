@@ -1,0 +1,1016 @@
+"""One partition's log (Kafka's UnifiedLog): segments, offsets, appends, reads, retention.
+
+Directory ``<topic>-<partition>/`` holds the segments (``<base offset, 20 digits>.log``,
+``.index``, ``.timeindex``), producer snapshots (``<offset>.snapshot``),
+``leader-epoch-checkpoint`` and ``partition.metadata`` (``version: 0`` and the topic id
+as base64 UUID, no trailing newline, as Kafka writes it).
+
+Invariants: segments are sorted by base offset and never overlap; only the last one
+(the active segment) is appended to; ``log_start_offset <= high_watermark <=
+log_end_offset``; every offset below ``recovery_point`` is fsynced.
+
+Threads: the storage service appends and reads on its event-loop thread. Readers
+take one snapshot of the immutable segment list (copy-on-write) and never lock;
+structural changes (roll, truncation, retention deletes, compaction swaps) replace
+the list under ``self.lock``. Flush, recovery and compaction may run on a worker
+thread (``asyncio.to_thread``) while the loop thread keeps appending and reading.
+
+Crash behaviour: see :mod:`odradek.log.recovery`; deleted segments are renamed to
+``.deleted`` and their files removed by :meth:`PartitionLog.purge_deleted` after
+``file.delete.delay.ms`` (still-open readers keep working meanwhile).
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import shutil
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.log.checkpoints import atomic_write_text, fsync_dir
+from odradek.log.errors import (
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from odradek.log.leader_epoch import CHECKPOINT_FILE, LeaderEpochCache
+from odradek.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from odradek.log.recovery import load_segments, rebuild_producer_state
+from odradek.log.segment import DELETED_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentSettings
+from odradek.records.batch import (
+    _TIMESTAMP_TYPE_MASK,
+    LOG_OVERHEAD,
+    BatchTooLargeError,
+    BatchView,
+    CorruptRecordError,
+    assign_offsets,
+    validate_v2_batches,
+)
+from odradek.topic_config import LONG_MAX, LogConfig
+
+PARTITION_METADATA_FILE = "partition.metadata"
+_LENGTH_LAST_DELTA = struct.Struct(">q i 4x b 4x 2x i 8x q")  # base, len, magic, lastDelta, maxTs
+_Q = struct.Struct(">q")
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """``<topic>-<partition>`` -> (topic, partition); None for other directories."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    duplicate: bool
+    log_start_offset: int
+    record_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches as stored; ``segment_path``/``file_position`` allow a sendfile."""
+
+    records: bytes
+    first_offset: int
+    segment_path: Path | None
+    file_position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class _SegmentList:
+    """Immutable snapshot of the segments, replaced as a whole (copy-on-write)."""
+
+    bases: tuple[int, ...]
+    segments: tuple[LogSegment, ...]
+
+    @staticmethod
+    def of(segments: Iterable[LogSegment]) -> _SegmentList:
+        segs = tuple(segments)
+        return _SegmentList(tuple(s.base_offset for s in segs), segs)
+
+    def floor_index(self, offset: int) -> int:
+        return bisect.bisect_right(self.bases, offset) - 1
+
+
+class PartitionLog:
+    """A partition's log. Create with :meth:`open`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock_ms: Callable[[], int],
+        producer_id_expiration_ms: int,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock_ms = clock_ms
+        self.lock = threading.RLock()
+        self._segments = _SegmentList((), ())
+        self._log_end_offset = 0
+        self._log_start_offset = 0
+        self._high_watermark = 0
+        self._recovery_point = 0
+        self._last_flush_ms = clock_ms()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._dir_dirty = False
+        self._rolled_unsynced: list[LogSegment] = []  # rolled since the last flush
+        self.truncations = 0  # bumped by every truncation (a running compaction aborts)
+        self._closed = False
+        self.leader_epoch_cache = LeaderEpochCache(self.dir / CHECKPOINT_FILE)
+        self.producer_state = ProducerStateManager(
+            self.dir,
+            topic_partition=f"{topic}-{partition}",
+            producer_id_expiration_ms=producer_id_expiration_ms,
+        )
+        self.last_recovery_truncated_bytes = 0
+
+    # -- open ---------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clean_shutdown: bool = False,
+        high_watermark: int | None = None,
+        topic_id: str | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> PartitionLog:
+        """Open (creating if needed) and recover the log in ``directory``.
+
+        Without ``clean_shutdown`` every segment from ``recovery_point`` on is validated.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, topic, partition, config, clock_ms, producer_id_expiration_ms)
+        if topic_id is not None:
+            log._write_partition_metadata(topic_id)
+        loaded = load_segments(
+            directory,
+            lambda _base: log.segment_settings(),
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+            max_message_size=log._max_batch_size(),
+            epoch_cache=log.leader_epoch_cache,
+            jitter_for=log._roll_jitter,
+        )
+        log._segments = _SegmentList.of(loaded.segments)
+        log._log_end_offset = loaded.log_end_offset
+        log._log_start_offset = loaded.log_start_offset
+        log._recovery_point = loaded.recovery_point
+        log.last_recovery_truncated_bytes = loaded.truncated_bytes
+        if log._log_start_offset > log._log_end_offset:
+            log.truncate_fully_and_start_at(log._log_start_offset)
+        log.leader_epoch_cache.truncate_from_end(log._log_end_offset)
+        log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
+        log.producer_state.delete_snapshots_below(log._segments.bases[0])
+        rebuild_producer_state(
+            log.producer_state,
+            log._segments.segments,
+            log_start_offset=log._log_start_offset,
+            log_end_offset=log._log_end_offset,
+            now_ms=clock_ms(),
+        )
+        hw = log._log_start_offset if high_watermark is None else high_watermark
+        log._high_watermark = min(max(hw, log._log_start_offset), log._log_end_offset)
+        return log
+
+    def segment_settings(self) -> SegmentSettings:
+        c = self.config
+        return SegmentSettings(
+            index_interval_bytes=c.index_interval_bytes,
+            max_index_size=c.segment_index_bytes,
+            segment_bytes=c.segment_bytes,
+            preallocate=c.preallocate,
+        )
+
+    def _roll_jitter(self) -> int:
+        j = self.config.segment_jitter_ms
+        if j <= 0:
+            return 0
+        return random.randrange(min(j, self.config.segment_ms))
+
+    def _max_batch_size(self) -> int:
+        return max(self.config.max_message_bytes, self.config.segment_bytes) + LOG_OVERHEAD
+
+    # -- partition.metadata -------------------------------------------------------------
+    def _write_partition_metadata(self, topic_id: str) -> None:
+        existing = self.topic_id
+        if existing is not None:
+            if existing != topic_id:
+                raise KafkaStorageError(
+                    f"Tried to assign topic ID {topic_id} to log for {self.topic}-{self.partition}, "
+                    f"but log already contained topic ID {existing}"
+                )
+            return
+        atomic_write_text(self.dir / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id}")
+
+    @property
+    def topic_id(self) -> str | None:
+        path = self.dir / PARTITION_METADATA_FILE
+        try:
+            text = path.read_text("utf-8")
+        except FileNotFoundError:
+            return None
+        fields = {}
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+        if fields.get("version") != "0" or "topic_id" not in fields:
+            raise KafkaStorageError(f"Malformed partition metadata file {path}")
+        return fields["topic_id"]
+
+    # -- offsets ------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self._high_watermark = min(max(value, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments.segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments.segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments.segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments.segments[-1]
+
+    def earliest(self) -> int:
+        return self._log_start_offset
+
+    def latest(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    # -- append -------------------------------------------------------------------------
+    def append_as_leader(
+        self, records: bytearray, leader_epoch: int, *, now_ms: int | None = None
+    ) -> AppendResult:
+        """Validate, dedupe, assign offsets (in place) and append a produced records blob.
+
+        Raises BatchTooLargeError (MESSAGE_TOO_LARGE), CorruptRecordError,
+        InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError,
+        InvalidProducerEpochError, OutOfOrderSequenceError.
+        """
+        cfg = self.config
+        now = self.clock_ms() if now_ms is None else now_ms
+        summary = validate_v2_batches(records, max_batch_bytes=cfg.max_message_bytes)
+        total = len(records)
+        if total > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {total} bytes in append to partition {self.name} which "
+                f"exceeds the maximum configured segment size of {cfg.segment_bytes}."
+            )
+        positions = summary.positions
+        log_append = cfg.log_append_time
+        infos: list[list[int]] = []
+        for pos in positions:
+            _base, length, _magic, last_delta, max_ts = _LENGTH_LAST_DELTA.unpack_from(records, pos)
+            infos.append([pos, length + LOG_OVERHEAD, last_delta, max_ts])
+        self._check_timestamps(records, positions, now, log_append)
+        with self.lock:
+            self._check_open()
+            first = self._log_end_offset
+            dup = self.producer_state.check_and_prepare(records, positions, first)
+            if dup is not None:
+                return AppendResult(
+                    dup.first_offset,
+                    dup.last_offset,
+                    -1,
+                    dup.timestamp,
+                    dup.last_offset,
+                    True,
+                    self._log_start_offset,
+                    summary.record_count,
+                )
+            next_offset = assign_offsets(records, positions, first, leader_epoch)
+            last = next_offset - 1
+            cursor = first
+            batches: list[tuple[int, int, int, int]] = []
+            for info in infos:
+                pos, size, last_delta, max_ts = info
+                if log_append:
+                    BatchView(records, pos).set_log_append_time(now)
+                    max_ts = now
+                cursor += last_delta + 1
+                batches.append((pos, size, cursor - 1, max_ts))
+            if log_append:
+                max_timestamp = now
+                offset_of_max = first
+            else:
+                max_timestamp = summary.max_timestamp
+                offset_of_max = (
+                    first + summary.offset_of_max_timestamp_delta if max_timestamp >= 0 else -1
+                )
+            if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first)
+            segment = self._maybe_roll(total, max_timestamp, last, first, now)
+            segment.append(records, batches)
+            ps = self.producer_state
+            if summary.producer_id >= 0:
+                for pos in positions:
+                    ps.update_from_batch(records, pos)
+            ps.map_end_offset = next_offset
+            self._log_end_offset = next_offset
+        self._maybe_flush_on_messages()
+        return AppendResult(
+            first,
+            last,
+            now if log_append else -1,
+            max_timestamp,
+            offset_of_max,
+            False,
+            self._log_start_offset,
+            summary.record_count,
+        )
+
+    def _check_timestamps(
+        self, records: bytearray, positions: Iterable[int], now: int, log_append: bool
+    ) -> None:
+        cfg = self.config
+        before = cfg.message_timestamp_before_max_ms
+        after = cfg.message_timestamp_after_max_ms
+        check_bounds = not log_append and (before < LONG_MAX or after < LONG_MAX)
+        for pos in positions:
+            attrs = struct.unpack_from(">h", records, pos + 21)[0]
+            if attrs & _TIMESTAMP_TYPE_MASK:
+                raise InvalidTimestampError(
+                    f"Invalid timestamp type in message at position {pos} in partition {self.name}: "
+                    "producers must not set the timestamp type to LogAppendTime"
+                )
+            if not check_bounds:
+                continue
+            base_ts = _Q.unpack_from(records, pos + 27)[0]
+            max_ts = _Q.unpack_from(records, pos + 35)[0]
+            for ts in (base_ts, max_ts):
+                if ts < 0:
+                    continue
+                if ts < now - before or ts > now + after:
+                    raise InvalidTimestampError(
+                        f"Timestamp {ts} of message in partition {self.name} is out of range. The "
+                        f"timestamp should be within [{now - before}, {now + after}]"
+                    )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append replicated batches whose offsets and epochs the leader assigned."""
+        cfg = self.config
+        buf = records
+        total = len(buf)
+        if total == 0:
+            return AppendResult(
+                self._log_end_offset,
+                self._log_end_offset - 1,
+                -1,
+                -1,
+                -1,
+                False,
+                self._log_start_offset,
+                0,
+            )
+        if total > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {total} bytes in append to partition {self.name} which "
+                f"exceeds the maximum configured segment size of {cfg.segment_bytes}."
+            )
+        batches: list[tuple[int, int, int, int]] = []
+        epochs: list[tuple[int, int]] = []
+        pos = 0
+        first = -1
+        prev_next = -1
+        record_count = 0
+        max_timestamp, offset_of_max = -1, -1
+        while pos < total:
+            if total - pos < 61:
+                raise CorruptRecordError("trailing bytes shorter than a batch header")
+            view = BatchView(buf, pos)
+            view.validate()
+            size = view.size
+            if size > cfg.max_message_bytes:
+                raise BatchTooLargeError(
+                    f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}"
+                )
+            base, last = view.base_offset, view.last_offset
+            if first < 0:
+                first = base
+            if base < prev_next:
+                raise UnexpectedAppendOffsetError(
+                    f"Out of order offsets found in append to {self.name}", first, last
+                )
+            max_ts = view.max_timestamp
+            if max_ts > max_timestamp:
+                max_timestamp, offset_of_max = max_ts, last
+            ple = view.partition_leader_epoch
+            if ple >= 0:
+                epochs.append((ple, base))
+            record_count += view.record_count
+            batches.append((pos, size, last, max_ts))
+            prev_next = last + 1
+            pos += size
+        with self.lock:
+            self._check_open()
+            if first < self._log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"Unexpected offset in append to {self.name}. First offset {first} is less than "
+                    f"the next offset {self._log_end_offset}.",
+                    first,
+                    prev_next - 1,
+                )
+            for epoch, start in epochs:
+                latest = self.leader_epoch_cache.latest_epoch
+                if latest is None or epoch > latest:
+                    self.leader_epoch_cache.assign(epoch, start)
+            now = self.clock_ms()
+            segment = self._maybe_roll(total, max_timestamp, prev_next - 1, first, now)
+            segment.append(buf, batches)
+            ps = self.producer_state
+            for rel_pos, _size, _last, _ts in batches:
+                ps.update_from_batch(buf, rel_pos)
+            ps.map_end_offset = prev_next
+            self._log_end_offset = prev_next
+        self._maybe_flush_on_messages()
+        return AppendResult(
+            first,
+            prev_next - 1,
+            -1,
+            max_timestamp,
+            offset_of_max,
+            False,
+            self._log_start_offset,
+            record_count,
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.name} is closed")
+
+    def _maybe_flush_on_messages(self) -> None:
+        if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    # -- roll ---------------------------------------------------------------------------
+    def _maybe_roll(
+        self, size: int, max_timestamp: int, max_offset: int, first_offset: int, now: int
+    ) -> LogSegment:
+        seg = self._segments.segments[-1]
+        if seg.should_roll(
+            messages_size=size,
+            max_timestamp=max_timestamp,
+            max_offset=max_offset,
+            now_ms=now,
+            segment_ms=self.config.segment_ms,
+        ):
+            return self._roll(first_offset)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(``expected_next_offset``, log end offset)."""
+        return self._roll(
+            self._log_end_offset if expected_next_offset is None else expected_next_offset
+        )
+
+    def _roll(self, expected_next_offset: int) -> LogSegment:
+        with self.lock:
+            self._check_open()
+            new_base = max(expected_next_offset, self._log_end_offset)
+            segs = self._segments.segments
+            active = segs[-1]
+            if active.base_offset == new_base:
+                if active.size == 0:
+                    return active
+                raise KafkaStorageError(
+                    f"Trying to roll a new log segment for {self.name} with start offset {new_base} "
+                    "while it already exists"
+                )
+            if active.base_offset > new_base:
+                raise KafkaStorageError(
+                    f"Trying to roll a new log segment for {self.name} with start offset {new_base} "
+                    f"lower than the active segment's base offset {active.base_offset}"
+                )
+            active.on_become_inactive()
+            self._rolled_unsynced.append(active)
+            self.producer_state.map_end_offset = new_base
+            self.producer_state.take_snapshot()
+            # A stale file of the same name can only be a leftover from truncation.
+            new = LogSegment(
+                self.dir,
+                new_base,
+                self.segment_settings(),
+                active=True,
+                create=True,
+                roll_jitter_ms=self._roll_jitter(),
+                created_ms=self.clock_ms(),
+            )
+            self._segments = _SegmentList.of((*segs, new))
+            self._dir_dirty = True
+            return new
+
+    # -- read ---------------------------------------------------------------------------
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> ReadResult:
+        """Whole batches starting with the one holding ``offset``.
+
+        ``max_offset`` (exclusive, e.g. the high watermark) excludes every batch that
+        holds an offset >= it. Raises OffsetOutOfRangeError outside [log start, log end].
+        """
+        sl = self._segments
+        leo = self._log_end_offset
+        lso = self._log_start_offset
+        if offset < lso or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for partition {self.name}, but we only have "
+                f"log segments in the range {lso} to {leo}."
+            )
+        segs = sl.segments
+        if max_offset is not None and max_offset >= leo:
+            max_offset = None  # nothing to hide beyond the log end
+        if offset == leo or (max_offset is not None and offset >= max_offset):
+            last = segs[-1]
+            return ReadResult(b"", offset, last.log_path, last.size, 0)
+        i = max(sl.floor_index(offset), 0)
+        while i < len(segs):
+            seg = segs[i]
+            max_position = None
+            if max_offset is not None:
+                next_base = sl.bases[i + 1] if i + 1 < len(segs) else None
+                if next_base is None or max_offset < next_base:
+                    h = seg.translate_offset(max_offset)
+                    if h is not None:
+                        max_position = h.position
+            fetched = seg.read(offset, max_bytes, max_position, min_one_message)
+            if fetched is not None:
+                return ReadResult(
+                    fetched.records,
+                    fetched.first_offset,
+                    seg.log_path,
+                    fetched.position,
+                    fetched.size,
+                )
+            i += 1
+        last = segs[-1]
+        return ReadResult(b"", offset, last.log_path, last.size, 0)
+
+    # -- lookups ------------------------------------------------------------------------
+    def offset_for_timestamp(
+        self, timestamp: int, *, max_offset: int | None = None
+    ) -> tuple[int, int, int] | None:
+        """ListOffsets by time: (offset, timestamp, leader epoch) of the first record >= ts.
+
+        Special timestamps: -1 latest, -2 earliest, -3 max timestamp (as Kafka).
+        ``max_offset`` (e.g. the high watermark) hides records at or above it.
+        """
+        if timestamp == -2:
+            return self._log_start_offset, -1, self._epoch_or_minus1(self._log_start_offset)
+        if timestamp == -1:
+            return self._log_end_offset, -1, self._latest_epoch_or_minus1()
+        if timestamp == -3:
+            return self.max_timestamp_offset()
+        segs = self._segments.segments
+        for seg in segs:
+            if seg.largest_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    ts, off, epoch = found
+                    limit = (
+                        self._log_end_offset
+                        if max_offset is None
+                        else min(max_offset, self._log_end_offset)
+                    )
+                    if off >= limit:
+                        return None
+                    return off, ts, epoch
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int, int] | None:
+        """ListOffsets -3: (offset, timestamp, epoch) of the first record with the max timestamp."""
+        segs = self._segments.segments
+        best: LogSegment | None = None
+        for seg in segs:
+            if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = seg
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        target = best.max_timestamp_so_far
+        found = best.find_offset_by_timestamp(target, max(self._log_start_offset, best.base_offset))
+        if found is None:
+            return None
+        ts, off, epoch = found
+        return off, ts, epoch
+
+    def _epoch_or_minus1(self, offset: int) -> int:
+        e = self.leader_epoch_cache.epoch_for_offset(offset)
+        return -1 if e is None else e
+
+    def _latest_epoch_or_minus1(self) -> int:
+        e = self.leader_epoch_cache.latest_epoch
+        return -1 if e is None else e
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on this replica."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    # -- truncation ---------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: drop everything at or above ``offset``. Returns whether it did."""
+        if offset < 0:
+            raise ValueError(
+                f"cannot truncate partition {self.name} to a negative offset ({offset})"
+            )
+        with self.lock:
+            self._check_open()
+            if offset >= self._log_end_offset:
+                return False
+            segs = self._segments.segments
+            if offset < segs[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            self.truncations += 1
+            keep = [s for s in segs if s.base_offset <= offset]
+            drop = [s for s in segs if s.base_offset > offset]
+            target = keep[-1]
+            removed_base = target.first_removed_base_offset(offset)
+            new_leo = (
+                offset
+                if removed_base is None
+                else min(offset, max(removed_base, target.base_offset))
+            )
+            if drop:
+                self._segments = _SegmentList.of(keep)
+                self._schedule_delete(drop)
+            target.truncate_to(offset)
+            self._log_end_offset = new_leo
+            self._recovery_point = min(self._recovery_point, new_leo)
+            self._high_watermark = min(self._high_watermark, new_leo)
+            if self._log_start_offset > new_leo:
+                self._log_start_offset = new_leo
+            self.leader_epoch_cache.truncate_from_end(new_leo)
+            rebuild_producer_state(
+                self.producer_state,
+                self._segments.segments,
+                log_start_offset=self._log_start_offset,
+                log_end_offset=new_leo,
+                now_ms=self.clock_ms(),
+                take_snapshot=False,
+            )
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        with self.lock:
+            self._check_open()
+            self.truncations += 1
+            old = list(self._segments.segments)
+            for seg in old:
+                if seg.base_offset == offset:
+                    # The new segment takes this name; move the old files away first.
+                    seg.change_suffix(DELETED_SUFFIX)
+            new = LogSegment(
+                self.dir,
+                offset,
+                self.segment_settings(),
+                active=True,
+                create=True,
+                roll_jitter_ms=self._roll_jitter(),
+                created_ms=self.clock_ms(),
+            )
+            self._segments = _SegmentList.of([new])
+            self._schedule_delete(old)
+            self._log_end_offset = offset
+            self._log_start_offset = offset
+            self._recovery_point = offset
+            self._high_watermark = offset
+            self._dir_dirty = True
+            self.leader_epoch_cache.clear()
+            self.producer_state.truncate_fully_and_start_at(offset)
+
+    # -- log start / retention ----------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up (``-1`` means the high watermark)."""
+        target = self._high_watermark if offset == -1 else offset
+        if target < 0 or target > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {target} of partition {self.name} since "
+                f"it is larger than the high watermark {self._high_watermark}"
+            )
+        with self.lock:
+            self._maybe_increment_log_start_offset(target)
+        return self._log_start_offset
+
+    def _maybe_increment_log_start_offset(self, new_start: int) -> None:
+        if new_start > self._log_start_offset:
+            self._log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+
+    def _deletable_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
+    ) -> list[LogSegment]:
+        segs = self._segments.segments
+        out: list[LogSegment] = []
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            if nxt is not None:
+                upper, last_and_empty = nxt.base_offset, False
+            else:
+                upper, last_and_empty = self._log_end_offset, seg.size == 0
+            if self._high_watermark >= upper and not last_and_empty and predicate(seg, nxt):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int | None = None
+    ) -> int:
+        with self.lock:
+            self._check_open()
+            deletable = self._deletable_segments(predicate)
+            if not deletable:
+                return 0
+            if len(deletable) == len(self._segments.segments):
+                # Always keep one segment: roll first, then delete the old active one.
+                self.roll()
+            gone = {id(s) for s in deletable}
+            remaining = [s for s in self._segments.segments if id(s) not in gone]
+            self._segments = _SegmentList.of(remaining)
+            self._schedule_delete(deletable, now_ms)
+            self._maybe_increment_log_start_offset(remaining[0].base_offset)
+            self.producer_state.delete_snapshots_below(remaining[0].base_offset)
+            return len(deletable)
+
+    def delete_retention_ms_breached_segments(self, now_ms: int | None = None) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        now = self.clock_ms() if now_ms is None else now_ms
+        return self._delete_old_segments(
+            lambda seg, _n: now - seg.largest_timestamp > retention, now
+        )
+
+    def delete_retention_size_breached_segments(self, now_ms: int | None = None) -> int:
+        retention = self.config.retention_bytes
+        if retention < 0:
+            return 0
+        diff = [self.size_bytes - retention]
+        if diff[0] < 0:
+            return 0
+
+        def breached(seg: LogSegment, _next: LogSegment | None) -> bool:
+            if diff[0] - seg.size >= 0:
+                diff[0] -= seg.size
+                return True
+            return False
+
+        return self._delete_old_segments(breached, now_ms)
+
+    def delete_log_start_offset_breached_segments(self, now_ms: int | None = None) -> int:
+        lso = self._log_start_offset
+        return self._delete_old_segments(
+            lambda _seg, nxt: nxt is not None and nxt.base_offset <= lso, now_ms
+        )
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention pass per cleanup.policy (Kafka's UnifiedLog.deleteOldSegments)."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        if self.config.delete:
+            return (
+                self.delete_log_start_offset_breached_segments(now)
+                + self.delete_retention_size_breached_segments(now)
+                + self.delete_retention_ms_breached_segments(now)
+            )
+        return self.delete_log_start_offset_breached_segments(now)
+
+    def _schedule_delete(self, segments: Iterable[LogSegment], now_ms: int | None = None) -> None:
+        due = (self.clock_ms() if now_ms is None else now_ms) + self.config.file_delete_delay_ms
+        for seg in segments:
+            if seg.suffix != DELETED_SUFFIX:
+                seg.change_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((due, seg))
+
+    def purge_deleted(self, now_ms: int | None = None) -> int:
+        """Remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        with self.lock:
+            due = [(d, s) for d, s in self._pending_deletes if d <= now]
+            self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+        for _, seg in due:
+            seg.delete_files()
+        return len(due)
+
+    @property
+    def pending_deletes(self) -> int:
+        return len(self._pending_deletes)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        with self.lock:
+            return self.producer_state.remove_expired_producers(
+                self.clock_ms() if now_ms is None else now_ms
+            )
+
+    # -- compaction support -------------------------------------------------------------
+    def replace_segments(
+        self,
+        new_segment: LogSegment,
+        old: list[LogSegment],
+        crash_hook: Callable[[str], None],
+        truncations: int | None = None,
+    ) -> bool:
+        """Swap a compacted segment in for ``old``; False when ``old`` is no longer all there
+        or the log was truncated since ``truncations`` was read (the compaction is stale).
+
+        Order (Kafka's LocalLog.replaceSegments): ``.cleaned`` -> ``.swap``; the
+        in-memory list; old segments -> ``.deleted``; ``.swap`` -> final names.
+        """
+        with self.lock:
+            if self._closed or (truncations is not None and truncations != self.truncations):
+                return False
+            segs = self._segments.segments
+            ids = {id(s) for s in segs}
+            if any(id(s) not in ids for s in old):
+                return False
+            new_segment.change_suffix(SWAP_SUFFIX, after_log=lambda: crash_hook("mid_swap_rename"))
+            crash_hook("after_swap_rename")
+            old_ids = {id(s) for s in old}
+            replaced: list[LogSegment] = []
+            inserted = False
+            for s in segs:
+                if id(s) in old_ids:
+                    if not inserted:
+                        replaced.append(new_segment)
+                        inserted = True
+                else:
+                    replaced.append(s)
+            self._segments = _SegmentList.of(replaced)
+            crash_hook("after_segment_list_swap")
+            for n, seg in enumerate(old):
+                seg.change_suffix(DELETED_SUFFIX)
+                if n == 0:
+                    crash_hook("after_first_old_deleted")
+            self._pending_deletes.extend(
+                (self.clock_ms() + self.config.file_delete_delay_ms, s) for s in old
+            )
+            crash_hook("after_old_deleted")
+            new_segment.change_suffix("", after_log=lambda: crash_hook("mid_swap_final"))
+            crash_hook("after_swap_final")
+            self._dir_dirty = True
+            return True
+
+    # -- flush / close ------------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets below ``up_to`` (default: everything) and advance
+        the recovery point; safe to call from a worker thread."""
+        offset = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+        if offset <= self._recovery_point:
+            return
+        sl = self._segments
+        start = self._recovery_point
+        for i, seg in enumerate(sl.segments):
+            next_base = sl.bases[i + 1] if i + 1 < len(sl.bases) else None
+            if next_base is not None and next_base <= start:
+                continue
+            if seg.base_offset >= offset:
+                break
+            try:
+                seg.flush()
+            except OSError:
+                if not seg.closed:
+                    raise
+        with self.lock:
+            rolled, self._rolled_unsynced = self._rolled_unsynced, []
+        for seg in rolled:
+            try:
+                seg.flush()  # a rolled segment's trimmed indexes and final time index entry
+            except OSError:
+                if not seg.closed:
+                    raise
+        if self._dir_dirty:
+            self._dir_dirty = False
+            fsync_dir(self.dir)
+        self.producer_state.flush_snapshots()
+        with self.lock:
+            if offset > self._recovery_point:
+                self._recovery_point = offset
+        self._last_flush_ms = self.clock_ms()
+
+    def flush_rolled_segments(self) -> None:
+        """Flush everything below the active segment (Kafka schedules this at each roll)."""
+        active_base = self._segments.segments[-1].base_offset
+        if active_base > self._recovery_point:
+            self.flush(active_base)
+
+    def maybe_flush_for_time(self, now_ms: int | None = None) -> bool:
+        """Apply ``flush.ms``: flush when the last flush is older than it."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        if self.config.flush_ms < LONG_MAX and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic configs apply to the next append/roll/retention pass."""
+        self.config = config
+
+    def close(self, *, flush: bool = True) -> None:
+        """Clean close: flush, producer snapshot at the log end, trimmed indexes."""
+        with self.lock:
+            if self._closed:
+                return
+            if flush:
+                self.flush()
+            self.producer_state.map_end_offset = self._log_end_offset
+            self.producer_state.take_snapshot(sync=flush)
+            for seg in self._segments.segments:
+                seg.close(sync=flush)
+            if flush:
+                fsync_dir(self.dir)
+            self._closed = True
+            pending = self._pending_deletes
+            self._pending_deletes = []
+        for _, seg in pending:
+            seg.delete_files()
+
+    def close_handles(self) -> None:
+        """Close every descriptor without flushing or writing (the directory is going away)."""
+        with self.lock:
+            for seg in self._segments.segments:
+                seg.close_handles()
+            for _, seg in self._pending_deletes:
+                seg.close_handles()
+            self._pending_deletes = []
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def delete(self) -> None:
+        """Remove the whole partition directory."""
+        self.close_handles()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,823 @@
+"""One log segment: the ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
+
+Files, named by the segment's base offset zero-padded to 20 digits::
+
+    00000000000003257573.log        v2 record batches exactly as on the wire
+    00000000000003257573.index      offset -> position  (see offset_index)
+    00000000000003257573.timeindex  timestamp -> offset (see time_index)
+
+``.log`` byte layout: batches back to back, no header or padding. Each batch starts
+with ``int64 baseOffset, int32 batchLength`` (layout in :mod:`odradek.records.batch`),
+so the file is walked by sizes alone; ``baseOffset`` holds absolute offsets.
+
+Invariants: the first batch's baseOffset >= the segment base offset; batch offsets
+strictly increase (gaps only after compaction); every offset in the segment fits an
+int32 relative to the base; ``size`` is the byte length of the valid batches. The
+offset index gets an entry ``(batch last offset, batch position)`` whenever more
+than ``index.interval.bytes`` were appended since the previous entry; the time index
+gets ``(max timestamp so far, last offset of the batch holding it)`` at the same
+moments, and once more when the segment stops being active.
+
+Crash behaviour: appends are one ``pwrite`` per produce at the tracked end position
+and are durable only after :meth:`LogSegment.flush`. After a crash the file may end
+in a partial batch, garbage, or zeros (a preallocated or grown-but-unwritten tail);
+:meth:`LogSegment.recover` validates every batch (size bounds, magic, CRC-32C,
+increasing offsets), truncates at the first invalid byte and rebuilds both indexes.
+
+Concurrency: readers use ``pread`` only (no shared file position), so a worker
+thread may read, recover or flush a segment that the loop thread does not append to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import crc32c as _crc32c
+
+from odradek.log.index_file import CorruptIndexError
+from odradek.log.leader_epoch import LeaderEpochCache
+from odradek.log.offset_index import OffsetIndex
+from odradek.log.producer_state import ProducerStateManager
+from odradek.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from odradek.records.batch import HEADER_SIZE, LOG_OVERHEAD, Buffer
+from odradek.records.batch import CorruptRecordError as _BatchCorrupt
+from odradek.records.record import decode_batch
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+INT32_MAX = 0x7FFFFFFF
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp: everything the log layer reads from a batch header.
+_HEAD = struct.Struct(">qiibIhiqq")
+_HEAD_SIZE = _HEAD.size  # 43
+_MIN_BATCH = HEADER_SIZE  # 61: a v2 batch with no records
+_SCAN_CHUNK = 64 * 1024
+_FIRST_CHUNK = 4 * 1024
+_RECOVER_CHUNK = 4 * 1024 * 1024
+_CRC_START = 21
+
+
+def log_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{LOG_SUFFIX}"
+
+
+def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[Path, Path, Path]:
+    stem = f"{base_offset:020d}"
+    return (
+        directory / f"{stem}{LOG_SUFFIX}{suffix}",
+        directory / f"{stem}{INDEX_SUFFIX}{suffix}",
+        directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}",
+    )
+
+
+class BatchHeader(NamedTuple):
+    """Where a batch sits and the header fields the log layer needs."""
+
+    position: int
+    base_offset: int
+    size: int
+    partition_leader_epoch: int
+    magic: int
+    attributes: int
+    last_offset: int
+    max_timestamp: int
+
+
+class FetchSlice(NamedTuple):
+    """Whole batches read from one segment: bytes plus where they lie in the file."""
+
+    records: bytes
+    first_offset: int  # base offset of the first returned batch
+    position: int
+    size: int
+
+
+@dataclass(frozen=True)
+class SegmentSettings:
+    """The topic configs a segment needs (taken from LogConfig when created)."""
+
+    index_interval_bytes: int = 4096
+    max_index_size: int = 10_485_760
+    segment_bytes: int = 1_073_741_824
+    preallocate: bool = False
+
+
+def read_header(buf: Buffer, off: int, position: int) -> BatchHeader:
+    base, length, ple, magic, _crc, attrs, last_delta, _bt, max_ts = _HEAD.unpack_from(buf, off)
+    return BatchHeader(
+        position, base, length + LOG_OVERHEAD, ple, magic, attrs, base + last_delta, max_ts
+    )
+
+
+class LogSegment:
+    """A segment's files and the in-memory facts about them."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        settings: SegmentSettings,
+        *,
+        active: bool,
+        suffix: str = "",
+        roll_jitter_ms: int = 0,
+        created_ms: int | None = None,
+        create: bool = False,
+    ) -> None:
+        self.dir = Path(directory)
+        self.base_offset = base_offset
+        self.settings = settings
+        self.suffix = suffix
+        self.roll_jitter_ms = roll_jitter_ms
+        self.log_path, self.index_path, self.time_index_path = segment_paths(
+            self.dir, base_offset, suffix
+        )
+        flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
+        if create:
+            for stale in (self.index_path, self.time_index_path):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        if create and settings.preallocate and self._size == 0:
+            with contextlib.suppress(OSError):
+                os.posix_fallocate(self._fd, 0, settings.segment_bytes)
+        self._active = active
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._max_ts = NO_TIMESTAMP  # max timestamp so far and the batch offset holding it
+        self._offset_of_max_ts = -1
+        self._max_ts_loaded = False
+        self._bytes_since_index = 0
+        self._rolling_ts: int | None = None  # first batch's max timestamp (segment.ms)
+        self._rolling_ts_loaded = False
+        self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
+        self._unflushed = False
+        self.index_corrupt = False
+        self._next_fetch: tuple[int, int] | None = None  # (offset, position) after the last read
+        if active:
+            self.offset_index  # noqa: B018 - open (and preallocate) now
+            self.time_index  # noqa: B018
+
+    # -- files --------------------------------------------------------------------------
+    @property
+    def offset_index(self) -> OffsetIndex:
+        idx = self._offset_index
+        if idx is None:
+            idx = OffsetIndex(
+                self.index_path,
+                self.base_offset,
+                self.settings.max_index_size,
+                writable=self._active,
+            )
+            self._offset_index = idx
+        return idx
+
+    @property
+    def time_index(self) -> TimeIndex:
+        idx = self._time_index
+        if idx is None:
+            idx = TimeIndex(
+                self.time_index_path,
+                self.base_offset,
+                self.settings.max_index_size,
+                writable=self._active,
+            )
+            self._time_index = idx
+        return idx
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def set_last_modified(self, ms: int) -> None:
+        os.utime(self.log_path, (ms / 1000, ms / 1000))
+
+    def indexes_exist(self) -> bool:
+        return self.index_path.exists() and self.time_index_path.exists()
+
+    def sanity_check(self, next_offset: int | None = None) -> None:
+        """Raise CorruptIndexError (or FileNotFoundError) when the indexes cannot be trusted."""
+        if not self.index_path.exists() or not self.time_index_path.exists():
+            raise FileNotFoundError(f"index files of segment {self.base_offset} are missing")
+        self.offset_index.sanity_check(self._size, next_offset)
+        self.time_index.sanity_check(next_offset)
+
+    # -- timestamps ---------------------------------------------------------------------
+    def _load_max_timestamp(self) -> None:
+        if self._max_ts_loaded:
+            return
+        last = self.time_index.last_entry()
+        max_ts, max_off = last.timestamp, last.offset
+        if self._active:
+            # Batches after the last indexed one are not in the time index yet; a closed
+            # segment's last time index entry is its final maximum (appended at roll).
+            start = self._checked_index_position(self.offset_index.last_entry().offset)
+            for h in self.iter_headers(start):
+                if h.max_timestamp > max_ts:
+                    max_ts, max_off = h.max_timestamp, h.last_offset
+        self._max_ts, self._offset_of_max_ts = max_ts, max_off
+        self._max_ts_loaded = True
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        self._load_max_timestamp()
+        return self._max_ts
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        self._load_max_timestamp()
+        return self._offset_of_max_ts
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The max timestamp of the segment, else its mtime (retention by time)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts > 0 else self.last_modified_ms
+
+    def rolling_based_timestamp(self) -> int | None:
+        if not self._rolling_ts_loaded:
+            self._rolling_ts = None
+            for h in self.iter_headers(0):
+                self._rolling_ts = h.max_timestamp
+                break
+            self._rolling_ts_loaded = True
+        return self._rolling_ts
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        ts = self.rolling_based_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        messages_size: int,
+        max_timestamp: int,
+        max_offset: int,
+        now_ms: int,
+        segment_ms: int,
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self._size > self.settings.segment_bytes - messages_size
+            or (self._size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_convert_to_relative_offset(max_offset)
+        )
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # -- append -------------------------------------------------------------------------
+    def append(self, records: Buffer, batches: list[tuple[int, int, int, int]]) -> int:
+        """Append whole batches; ``batches`` = (relative position, size, last offset, max ts).
+
+        Returns the file position the records were written at.
+        """
+        if not self._active:
+            raise ValueError(f"append to inactive segment {self.base_offset}")
+        self._load_max_timestamp()  # before the write: the scan need not cover new batches
+        position = self._size
+        view = memoryview(records)
+        written = 0
+        total = len(view)
+        while written < total:
+            written += os.pwrite(self._fd, view[written:], position + written)
+        self._size = position + total
+        self._unflushed = True
+        if not self._rolling_ts_loaded and position == 0 and batches:
+            self._rolling_ts = batches[0][3]
+            self._rolling_ts_loaded = True
+        oi = self.offset_index
+        ti = self.time_index
+        interval = self.settings.index_interval_bytes
+        since = self._bytes_since_index
+        for rel_pos, size, last_offset, max_ts in batches:
+            if max_ts > self._max_ts:
+                self._max_ts = max_ts
+                self._offset_of_max_ts = last_offset
+            if since > interval and not oi.is_full and not ti.is_full:
+                oi.append(last_offset, position + rel_pos)
+                ti.maybe_append(self._max_ts, self._offset_of_max_ts)
+                since = 0
+            since += size
+        self._bytes_since_index = since
+        return position
+
+    # -- reading ------------------------------------------------------------------------
+    def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Batch headers from ``start`` (a batch boundary); stops at a partial/invalid entry."""
+        for h, _buf, _off in self._iter_raw_headers(start, end):
+            yield h
+
+    def iter_header_bytes(
+        self, start: int = 0, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Each batch header with its first 61 bytes (producer-state replay needs them)."""
+        for h, buf, off in self._iter_raw_headers(start, end):
+            yield h, buf[off : off + HEADER_SIZE]
+
+    def _iter_raw_headers(
+        self, start: int, end: int | None
+    ) -> Iterator[tuple[BatchHeader, bytes, int]]:
+        fd = self._fd
+        limit = self._size if end is None else min(end, self._size)
+        pos = start
+        buf = b""
+        buf_start = start
+        chunk = _FIRST_CHUNK
+        while pos + HEADER_SIZE <= limit:
+            off = pos - buf_start
+            if off < 0 or off + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, max(HEADER_SIZE, min(chunk, limit - pos)), pos)
+                buf_start = pos
+                off = 0
+                if len(buf) < HEADER_SIZE:
+                    return
+                chunk = min(chunk * 2, _SCAN_CHUNK)
+            h = read_header(buf, off, pos)
+            if h.size < _MIN_BATCH or pos + h.size > limit:
+                return
+            yield h, buf, off
+            if h.size >= _SCAN_CHUNK // 4:
+                chunk = HEADER_SIZE  # big batches: read just the next header
+            pos += h.size
+
+    def header_at(self, position: int) -> BatchHeader | None:
+        if position + HEADER_SIZE > self._size:
+            return None
+        buf = os.pread(self._fd, _HEAD_SIZE, position)
+        if len(buf) < _HEAD_SIZE:
+            return None
+        h = read_header(buf, 0, position)
+        if h.size < _MIN_BATCH or position + h.size > self._size:
+            return None
+        return h
+
+    def _checked_index_entry(self, offset: int) -> tuple[int, BatchHeader | None]:
+        """Index lookup whose entry is verified against the batch it points at.
+
+        Returns the position to scan from and the batch header found there. A corrupt
+        entry (not a batch boundary ending at the entry's offset) falls back to
+        position 0 and marks the index for rebuilding.
+        """
+        entry = self.offset_index.lookup(offset)
+        if entry.position == 0:
+            return 0, None
+        h = self.header_at(entry.position)
+        if h is None or h.last_offset != entry.offset:
+            self.index_corrupt = True
+            return 0, None
+        return entry.position, h
+
+    def _checked_index_position(self, offset: int) -> int:
+        return self._checked_index_entry(offset)[0]
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+        """The first batch whose last offset >= ``offset``, via the index then a header scan.
+
+        A consumer's next fetch usually starts where the previous read of this segment
+        ended; that position is remembered and checked against the batch header first.
+        """
+        cached = self._next_fetch
+        if cached is not None and cached[0] == offset and cached[1] >= starting_position:
+            h = self.header_at(cached[1])
+            if h is not None and h.last_offset >= offset:
+                return h
+        position, h = self._checked_index_entry(offset)
+        if h is not None and position >= starting_position:
+            if h.last_offset >= offset:
+                return h
+            position += h.size
+        for h in self.iter_headers(max(position, starting_position)):
+            if h.last_offset >= offset:
+                return h
+        return None
+
+    def _batch_end_at_or_before(self, first: BatchHeader, limit: int) -> tuple[int, int]:
+        """Largest batch boundary <= ``limit`` after ``first`` (at least its end), and the
+        offset a fetch continuing from there asks for."""
+        end = first.position + first.size
+        next_offset = first.last_offset + 1
+        if end >= limit:
+            return end, next_offset
+        start = end
+        jump = self.offset_index.lookup_position_floor(limit)
+        if jump is not None and jump.position > start:
+            h = self.header_at(jump.position)
+            if h is not None and h.last_offset == jump.offset:
+                start = end = jump.position
+                next_offset = h.base_offset
+            else:
+                self.index_corrupt = True
+        for h in self.iter_headers(start, limit):
+            end = h.position + h.size
+            next_offset = h.last_offset + 1
+        return end, next_offset
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchSlice | None:
+        """Whole batches from the one holding ``start_offset``, within ``max_size`` bytes.
+
+        ``min_one_message`` returns the first batch even when larger than ``max_size``;
+        ``max_position`` (exclusive) bounds the bytes (e.g. the high watermark's position).
+        None when no batch in this segment reaches ``start_offset``.
+        """
+        limit_pos = self._size if max_position is None else min(max_position, self._size)
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        if first.position >= limit_pos:
+            return FetchSlice(b"", first.base_offset, first.position, 0)
+        adjusted = max(max_size, first.size) if min_one_message else max_size
+        if first.size > adjusted or first.position + first.size > limit_pos:
+            return FetchSlice(b"", first.base_offset, first.position, 0)
+        limit = min(limit_pos, first.position + adjusted)
+        end, next_offset = self._batch_end_at_or_before(first, limit)
+        data = os.pread(self._fd, end - first.position, first.position)
+        self._next_fetch = (next_offset, end)
+        return FetchSlice(data, first.base_offset, first.position, len(data))
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def iter_batches(
+        self, start: int = 0, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Each whole batch's header and bytes (compaction, replay)."""
+        limit = self._size if end is None else min(end, self._size)
+        pos = start
+        while pos < limit:
+            want = min(_RECOVER_CHUNK, limit - pos)
+            buf = os.pread(self._fd, want, pos)
+            off = 0
+            while off + _HEAD_SIZE <= len(buf):
+                h = read_header(buf, off, pos + off)
+                if h.size < _MIN_BATCH or h.position + h.size > limit:
+                    return
+                if off + h.size > len(buf):
+                    if off == 0:
+                        buf = os.pread(self._fd, h.size, h.position)
+                        if len(buf) < h.size:
+                            return
+                        yield h, buf
+                        off = h.size
+                    break
+                yield h, buf[off : off + h.size]
+                off += h.size
+            if off == 0:
+                return
+            pos += off
+
+    def read_next_offset(self) -> int:
+        """Next offset after the last batch (Kafka scans from the last index entry)."""
+        last = None
+        start = self._checked_index_position(self.offset_index.last_entry().offset)
+        for h in self.iter_headers(start):
+            last = h
+        if last is None:
+            # The index's last entry may be stale or absent; fall back to a full scan.
+            for h in self.iter_headers(0):
+                last = h
+        return self.base_offset if last is None else last.last_offset + 1
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int, int] | None:
+        """First record with timestamp >= ``timestamp`` and offset >= ``starting_offset``.
+
+        Time index (largest entry <= target) -> offset index -> scan batches whose max
+        timestamp reaches the target -> records. Returns (timestamp, offset, leader epoch).
+        """
+        entry: TimestampOffset = self.time_index.lookup(timestamp)
+        position = self._checked_index_position(max(entry.offset, starting_offset))
+        for h in self.iter_headers(position):
+            if h.last_offset < starting_offset or h.max_timestamp < timestamp:
+                continue
+            data = self.read_bytes(h.position, h.size)
+            epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else -1
+            for offset, ts in record_offsets_and_timestamps(data):
+                if ts >= timestamp and offset >= starting_offset:
+                    return ts, offset, epoch
+        return None
+
+    # -- truncation / recovery ----------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches ending at or after ``offset``; returns bytes removed.
+
+        The segment becomes the active one (its indexes writable and preallocated).
+        """
+        mapping = self.translate_offset(offset)
+        self._next_fetch = None
+        self.make_active()
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        if mapping is None:
+            return 0
+        removed = self._size - mapping.position
+        os.ftruncate(self._fd, mapping.position)
+        self._size = mapping.position
+        self._bytes_since_index = 0
+        self._max_ts_loaded = False
+        self._rolling_ts_loaded = False
+        if self._size == 0:
+            self.created_ms = int(time.time() * 1000)
+        self._unflushed = True
+        return removed
+
+    def first_removed_base_offset(self, offset: int) -> int | None:
+        h = self.translate_offset(offset)
+        return None if h is None else h.base_offset
+
+    def recover(
+        self,
+        max_message_size: int,
+        producer_state: ProducerStateManager | None = None,
+        epoch_cache: LeaderEpochCache | None = None,
+        *,
+        expected_start_offset: int | None = None,
+    ) -> int:
+        """Validate every batch, rebuild both indexes, truncate at the first bad byte.
+
+        Also replays batches into ``producer_state`` and the leader epoch cache. Returns
+        the number of bytes truncated.
+        """
+        oi = self.offset_index
+        ti = self.time_index
+        self._next_fetch = None
+        oi.make_writable()
+        ti.make_writable()
+        oi.reset()
+        ti.reset()
+        file_size = os.fstat(self._fd).st_size
+        self._size = file_size
+        valid = 0
+        last_index_pos = 0
+        max_ts, max_off = NO_TIMESTAMP, -1
+        next_expected = self.base_offset if expected_start_offset is None else expected_start_offset
+        interval = self.settings.index_interval_bytes
+        epochs: list[tuple[int, int]] = []
+        latest_epoch = epoch_cache.latest_epoch if epoch_cache is not None else None
+        for h, data in self._iter_for_recovery(file_size, max_message_size):
+            if not _batch_is_valid(h, data, next_expected, self.base_offset):
+                break
+            if h.max_timestamp > max_ts:
+                max_ts, max_off = h.max_timestamp, h.last_offset
+            if valid - last_index_pos > interval:
+                oi.append(h.last_offset, valid)
+                ti.maybe_append(max_ts, max_off)
+                last_index_pos = valid
+            valid += h.size
+            next_expected = h.last_offset + 1
+            if h.partition_leader_epoch >= 0 and (
+                latest_epoch is None or h.partition_leader_epoch > latest_epoch
+            ):
+                epochs.append((h.partition_leader_epoch, h.base_offset))
+                latest_epoch = h.partition_leader_epoch
+            if producer_state is not None:
+                producer_state.update_from_batch(data, 0)
+        if epoch_cache is not None and epochs:
+            epoch_cache.assign_many(epochs)
+        truncated = file_size - valid
+        if truncated:
+            os.ftruncate(self._fd, valid)
+        self._size = valid
+        self.index_corrupt = False
+        self._max_ts, self._offset_of_max_ts = max_ts, max_off
+        self._max_ts_loaded = True
+        self._rolling_ts_loaded = False
+        self._bytes_since_index = valid - last_index_pos
+        if not self._active:
+            if max_ts >= 0:
+                ti.maybe_append(max_ts, max_off, skip_full_check=True)
+            oi.trim()
+            ti.trim()
+        self._unflushed = True
+        return truncated
+
+    def _iter_for_recovery(
+        self, file_size: int, max_message_size: int
+    ) -> Iterator[tuple[BatchHeader, bytes]]:
+        pos = 0
+        while pos < file_size:
+            buf = os.pread(self._fd, min(_RECOVER_CHUNK, file_size - pos), pos)
+            off = 0
+            while True:
+                if off + _HEAD_SIZE > len(buf):
+                    break
+                h = read_header(buf, off, pos + off)
+                if (
+                    h.size < _MIN_BATCH
+                    or h.size > max_message_size
+                    or h.position + h.size > file_size
+                ):
+                    return
+                if off + h.size > len(buf):
+                    if off == 0:
+                        buf = os.pread(self._fd, h.size, h.position)
+                        yield h, buf
+                        off = h.size
+                    break
+                yield h, buf[off : off + h.size]
+                off += h.size
+            if off == 0:
+                return  # fewer bytes left than a header: a torn tail
+            pos += off
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def make_active(self) -> None:
+        if self._active:
+            return
+        self._active = True
+        if self._offset_index is not None:
+            self._offset_index.make_writable()
+        if self._time_index is not None:
+            self._time_index.make_writable()
+        self.offset_index  # noqa: B018
+        self.time_index  # noqa: B018
+        self._bytes_since_index = 0
+
+    def on_become_inactive(self) -> None:
+        """At roll: final time index entry, trim indexes (and a preallocated log)."""
+        if not self._active:
+            return
+        self._load_max_timestamp()
+        if self._max_ts >= 0:
+            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        if self.settings.preallocate:
+            os.ftruncate(self._fd, self._size)
+        self._active = False
+
+    def flush(self) -> None:
+        """fsync the log and, once the segment is no longer active, its indexes.
+
+        An active segment's indexes are never trusted after a crash (the segment holding
+        the recovery point is always recovered, which rebuilds them), so syncing them
+        would only double the cost of ``flush.messages=1``.
+        """
+        if self._fd < 0:
+            return  # deleted meanwhile: nothing left to make durable
+        os.fsync(self._fd)
+        if not self._active:
+            self.flush_indexes()
+        self._unflushed = False
+
+    def flush_indexes(self) -> None:
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.flush()
+
+    @property
+    def unflushed(self) -> bool:
+        return self._unflushed
+
+    def close(self, *, sync: bool = False) -> None:
+        """Clean close: final time index entry, trimmed indexes and log file (fsynced if ``sync``)."""
+        if self._fd < 0:
+            return
+        try:
+            if self._active:
+                self._load_max_timestamp()
+                if self._max_ts >= 0:
+                    self.time_index.maybe_append(
+                        self._max_ts, self._offset_of_max_ts, skip_full_check=True
+                    )
+            if self.settings.preallocate or os.fstat(self._fd).st_size != self._size:
+                os.ftruncate(self._fd, self._size)
+                if sync:
+                    os.fsync(self._fd)
+        finally:
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close(sync=sync)
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_handles_of_indexes(self) -> None:
+        """Release a closed segment's index descriptors; they reopen lazily on use."""
+        if self._active:
+            return
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handle()
+        self._offset_index = None
+        self._time_index = None
+
+    def close_handles(self) -> None:
+        """Close file descriptors without trimming (files are deleted or renamed away)."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handle()
+        self._offset_index = None
+        self._time_index = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def change_suffix(self, new_suffix: str, after_log: Callable[[], None] | None = None) -> None:
+        """Rename all three files (log first, as Kafka) to ``new_suffix``; fds stay valid."""
+        new_log, new_index, new_time = segment_paths(self.dir, self.base_offset, new_suffix)
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        if after_log is not None:
+            after_log()
+        for old, new in ((self.index_path, new_index), (self.time_index_path, new_time)):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(old, new)
+        self.index_path, self.time_index_path = new_index, new_time
+        if self._offset_index is not None:
+            self._offset_index.path = new_index
+        if self._time_index is not None:
+            self._time_index.path = new_time
+        self.suffix = new_suffix
+
+    def delete_files(self) -> None:
+        self.close_handles()
+        for p in (self.log_path, self.index_path, self.time_index_path):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    def rebuild_indexes(self, max_message_size: int) -> int:
+        """Rebuild indexes (missing or corrupt) by recovering the segment."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handle()
+        self._offset_index = self._time_index = None
+        for p in (self.index_path, self.time_index_path):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        return self.recover(max_message_size)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self._size}, active={self._active})"
+
+
+def _batch_is_valid(h: BatchHeader, data: bytes, next_expected: int, base_offset: int) -> bool:
+    if h.magic != 2 or len(data) != h.size:
+        return False
+    if h.base_offset < next_expected or h.last_offset < h.base_offset:
+        return False
+    if h.last_offset - base_offset > INT32_MAX:
+        return False
+    crc = struct.unpack_from(">I", data, 17)[0]
+    return bool(_crc32c.crc32c(memoryview(data)[_CRC_START:]) == crc)
+
+
+def record_offsets_and_timestamps(batch: bytes) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of one v2 batch (decompressing if needed)."""
+    try:
+        decoded = decode_batch(batch, 0, verify_crc=False)
+    except (_BatchCorrupt, ValueError):
+        return []
+    return [(r.offset, r.timestamp) for r in decoded.records]
+
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "DELETED_SUFFIX",
+    "SWAP_SUFFIX",
+    "BatchHeader",
+    "CorruptIndexError",
+    "FetchSlice",
+    "LogSegment",
+    "SegmentSettings",
+    "log_file_name",
+    "segment_paths",
+]
