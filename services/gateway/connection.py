@@ -26,7 +26,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol.exceptions import ProtocolError
@@ -58,6 +58,8 @@ class ConnectionContext:
     peer: str
     client_software: str = ""
     client_software_version: str = ""
+    # Produce requests of one connection are forwarded one at a time (see apis/produce.py).
+    produce_lane: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -91,8 +93,7 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())

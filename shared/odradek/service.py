@@ -74,7 +74,6 @@ def run(
     setup_logging(args.log_level)
     try:
         config = Config(defaults, file=args.config, overrides=parse_overrides(args.overrides))
-        service = build(config)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -85,13 +84,15 @@ def run(
     except ImportError:  # pragma: no cover - uvloop is a hard dependency, but keep going
         pass
     try:
-        asyncio.run(_serve(service, args.ready_file))
+        # Built inside the running loop: grpc.aio servers and channels bind to it.
+        asyncio.run(_serve(lambda: build(config), args.ready_file))
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
-async def _serve(service: Service, ready_file: str | None) -> None:
+async def _serve(build: Callable[[], Service], ready_file: str | None) -> None:
+    service = build()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -20,6 +20,16 @@ MODULES = [
     "produce",
     "fetch",
     "list_offsets",
+    "offset_for_leader_epoch",
+    "init_producer_id",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "delete_records",
 ]
 
 

@@ -29,11 +29,13 @@ from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.METADATA
 
-NO_OPERATIONS = -2147483648
+# Authorized operations are bit sets of AclOperation codes; None encodes Kafka's
+# "not requested" value (-2147483648).
+NO_OPERATIONS = None
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
 # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 ZERO_UUID = uuid.UUID(int=0)
 
 Topic = MetadataResponse.MetadataResponseTopic
@@ -122,7 +124,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
         cluster_id=snap.cluster_id or None,
         controller_id=gw.node_id,
         topics=topic_results,
-        cluster_authorized_operations=(
+        authorized_operations=(
             CLUSTER_OPERATIONS
             if getattr(request, "include_cluster_authorized_operations", False)
             else NO_OPERATIONS
@@ -156,7 +158,7 @@ def _topic(gw: Any, topic: Any, include_ops: bool) -> Any:
         topic_id=uuid.UUID(bytes=bytes(topic.topic_id)) if len(topic.topic_id) == 16 else ZERO_UUID,
         is_internal=topic.internal,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+        authorized_operations=TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
     )
 
 

@@ -66,15 +66,8 @@ class _Result:
         self.record_errors: list[Any] = []
 
 
-def _lane(ctx: Any) -> asyncio.Lock:
-    lane = getattr(ctx, "produce_lane", None)
-    if lane is None:
-        lane = ctx.produce_lane = asyncio.Lock()
-    return lane
-
-
 async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
-    async with _lane(ctx):
+    async with ctx.produce_lane:
         results = await _produce(gw, header.api_version, request)
     if request.acks == 0:
         return None

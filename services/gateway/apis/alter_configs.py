@@ -1,0 +1,63 @@
+"""AlterConfigs (key 33), versions 0-2.
+
+The legacy, non-incremental form: the configs given replace every override the
+resource had (a config left out returns to its default), exactly as Kafka applies
+it. TOPIC resources change topic overrides; BROKER ``""`` changes the cluster-wide
+defaults that Kafka allows to change at run time. Forwarded to the controller
+(:mod:`odradek.gateway.apis.config_changes`), which validates names and values and
+answers per resource with Kafka's codes and messages: INVALID_CONFIG for a bad
+value, UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, INVALID_REQUEST for a null
+value. ``validate_only`` checks and changes nothing.
+
+Deviations: per-broker dynamic configs (a gateway id as the BROKER name) are
+refused by the controller, since gateways share one configuration; BROKER_LOGGER
+and other resource types are INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.gateway.apis.config_changes import ResourceChange, alter
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.messages import AlterConfigsResponse
+from odradek.rpc.v1 import controller_pb2
+
+API_KEY = ApiKey.ALTER_CONFIGS
+
+Response = AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    rows = [
+        ResourceChange(
+            resource.resource_type,
+            resource.resource_name,
+            [
+                controller_pb2.ConfigChange(name=c.name, op=controller_pb2.SET, value=c.value)
+                if c.value is not None
+                else controller_pb2.ConfigChange(name=c.name, op=controller_pb2.SET)
+                for c in resource.configs
+            ],
+        )
+        for resource in request.resources
+    ]
+    await alter(
+        gw,
+        rows,
+        incremental=False,
+        validate_only=bool(request.validate_only),
+        api_name="AlterConfigs",
+    )
+    return AlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            Response(
+                error_code=row.error_code,
+                error_message=row.error_message,
+                resource_type=row.resource_type,
+                resource_name=row.resource_name,
+            )
+            for row in rows
+        ],
+    )

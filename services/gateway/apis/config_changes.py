@@ -1,0 +1,134 @@
+"""AlterConfigs and IncrementalAlterConfigs share this path to the controller.
+
+The API modules turn their request into :class:`ResourceChange` rows; this module
+refuses what never reaches the controller (unknown or unsupported resource types,
+a resource named twice, a broker name that is no gateway), forwards the rest in one
+``AlterConfigs`` call and, once anything changed, waits (bounded) until this
+gateway's metadata has caught up with the controller, so a DescribeConfigs right
+after the change sees it.
+
+The controller validates names and values with the topic and broker catalogs and
+answers Kafka's codes and messages (INVALID_CONFIG "Invalid value x for
+configuration y: ...", UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST for duplicate
+keys or null values).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.gateway.apis.config_entries import ResourceType, broker_name_problem
+from odradek.gateway.apis.controller_forward import (
+    AdminDeadline,
+    ControllerFailure,
+    call_controller,
+    wait_visible,
+)
+from odradek.protocol.errors import ErrorCode
+from odradek.rpc.v1 import controller_pb2
+
+log = logging.getLogger("odradek.gateway.alter_configs")
+
+_FORWARDED = (ResourceType.TOPIC, ResourceType.BROKER)
+_KNOWN_TYPES = frozenset(int(t) for t in ResourceType if t is not ResourceType.UNKNOWN)
+
+
+@dataclass
+class ResourceChange:
+    """One resource of the request, and what became of it."""
+
+    resource_type: int
+    resource_name: str
+    changes: list[controller_pb2.ConfigChange] = field(default_factory=list)
+    error_code: int = 0
+    error_message: str | None = None
+
+    def fail(self, code: int, message: str | None) -> None:
+        self.error_code, self.error_message = int(code), message
+
+
+def _refuse_early(gw: Any, rows: list[ResourceChange], api_name: str) -> list[ResourceChange]:
+    """Rows the gateway answers itself; returns the rows to forward."""
+    counts = Counter((r.resource_type, r.resource_name) for r in rows)
+    gateway_ids = [n.node_id for n in gw.gateways()]
+    forward = []
+    for row in rows:
+        rtype = row.resource_type
+        if row.error_code:
+            continue
+        if rtype not in _KNOWN_TYPES:
+            row.fail(ErrorCode.UNSUPPORTED_VERSION, f"Unknown resource type {rtype}.")
+        elif rtype not in _FORWARDED:
+            row.fail(
+                ErrorCode.INVALID_REQUEST,
+                f"{api_name} does not support the resource type {ResourceType(rtype).name}",
+            )
+        elif counts[(rtype, row.resource_name)] > 1:
+            row.fail(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
+        elif rtype == ResourceType.BROKER and (
+            problem := broker_name_problem(
+                row.resource_name, gw.node_id, gateway_ids, empty_allowed=True
+            )
+        ):
+            row.fail(ErrorCode.INVALID_REQUEST, problem)
+        else:
+            forward.append(row)
+    return forward
+
+
+async def alter(
+    gw: Any,
+    rows: list[ResourceChange],
+    *,
+    incremental: bool,
+    validate_only: bool,
+    api_name: str,
+) -> None:
+    """Apply ``rows`` through the controller, filling in each row's outcome."""
+    forward = _refuse_early(gw, rows, api_name)
+    if not forward:
+        return
+    deadline = AdminDeadline(gw, 0)
+    answer = await call_controller(
+        gw,
+        lambda s: s.AlterConfigs,
+        controller_pb2.AlterConfigsRequest(
+            resources=[
+                controller_pb2.ConfigResourceChange(
+                    type=row.resource_type,  # type: ignore[arg-type]
+                    name=row.resource_name,
+                    changes=row.changes,
+                    incremental=incremental,
+                )
+                for row in forward
+            ],
+            validate_only=validate_only,
+        ),
+        deadline,
+    )
+    if isinstance(answer, ControllerFailure):
+        for row in forward:
+            row.fail(answer.error_code, answer.message)
+        return
+    # One result per resource, in request order.
+    for row, result in zip(forward, answer.results, strict=False):
+        if result.error_code:
+            row.fail(result.error_code, result.error_message or None)
+    for row in forward[len(answer.results) :]:
+        row.fail(ErrorCode.UNKNOWN_SERVER_ERROR, "The controller gave no answer.")
+    if not validate_only and any(not row.error_code for row in forward):
+        await _catch_up(gw, deadline)
+
+
+async def _catch_up(gw: Any, deadline: AdminDeadline) -> None:
+    """Wait until our metadata is at least as new as the controller's right now."""
+    try:
+        current = await gw.controller.get_metadata(timeout=deadline.call_s)
+    except Exception as exc:
+        log.info("cannot learn the controller's metadata version: %s", exc)
+        return
+    version = current.version
+    await wait_visible(gw, lambda snap: snap.version >= version, deadline.remaining())

@@ -1,0 +1,185 @@
+"""CreateTopics (key 19), versions 0-7.
+
+Forwarded to the controller, which validates names, partition counts, replication
+factors, assignments and configs and answers Kafka's error codes and messages
+(e.g. TOPIC_ALREADY_EXISTS "Topic 'x' already exists."). ``num_partitions`` and
+``replication_factor`` of -1 take the cluster's ``num.partitions`` and
+``default.replication.factor``. Error messages are sent from v1; v5+ answer the
+partition count, replication factor and every config of the new topic with its
+source (as DescribeConfigs reports it); v7 the topic id. ``validate_only`` (v1+)
+checks everything and creates nothing.
+
+``timeout_ms``: after the controller accepted the topics we wait, bounded by it,
+until this gateway's metadata shows them with a leader for every partition, so a
+client that creates a topic and produces at once does not race the metadata
+stream. Running out of time is not an error: the topic exists (as in KRaft mode,
+where the answer follows the controller's commit).
+
+Deviations: names starting with ``__`` are reserved for internal topics and
+refused with INVALID_TOPIC_EXCEPTION (Kafka only warns). A topic named twice in
+one request gets INVALID_REQUEST "Duplicate topic name." once, as KRaft answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.gateway.apis.config_entries import settings_of, topic_config_entries
+from odradek.gateway.apis.controller_forward import (
+    AdminDeadline,
+    ControllerFailure,
+    call_controller,
+    leaders_ready,
+    message_or_none,
+    wait_visible,
+)
+from odradek.metadata_cache import Snapshot
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import CreateTopicsResponse
+from odradek.rpc.v1 import controller_pb2
+from odradek.topic_config import InvalidConfigError
+
+log = logging.getLogger("odradek.gateway.create_topics")
+
+API_KEY = ApiKey.CREATE_TOPICS
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ResultConfig = Result.CreatableTopicConfigs
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass
+class _Outcome:
+    error_code: int = 0
+    message: str | None = None
+    topic_id: bytes = b""
+    num_partitions: int = -1
+    replication_factor: int = -1
+    overrides: dict[str, str] = field(default_factory=dict)
+
+
+def _spec(topic: Any) -> controller_pb2.CreatableTopic | _Outcome:
+    configs: dict[str, str] = {}
+    for c in topic.configs or []:
+        if c.value is None:
+            return _Outcome(
+                int(ErrorCode.INVALID_CONFIG),
+                f"Null value not supported for topic configs: {c.name}",
+            )
+        configs[c.name] = c.value
+    return controller_pb2.CreatableTopic(
+        name=topic.name,
+        num_partitions=topic.num_partitions,
+        replication_factor=topic.replication_factor,
+        configs=configs,
+        assignments=[
+            controller_pb2.ReplicaAssignment(
+                partition=a.partition_index, replicas=list(a.broker_ids)
+            )
+            for a in topic.assignments or []
+        ],
+    )
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    deadline = AdminDeadline(gw, request.timeout_ms)
+    validate_only = bool(getattr(request, "validate_only", False)) if version >= 1 else False
+    counts = Counter(t.name for t in request.topics)
+    outcomes: dict[str, _Outcome] = {}
+    specs: list[controller_pb2.CreatableTopic] = []
+    for topic in request.topics:
+        if topic.name in outcomes:
+            continue
+        if counts[topic.name] > 1:
+            outcomes[topic.name] = _Outcome(int(ErrorCode.INVALID_REQUEST), "Duplicate topic name.")
+            continue
+        spec = _spec(topic)
+        if isinstance(spec, _Outcome):
+            outcomes[topic.name] = spec
+        else:
+            outcomes[topic.name] = _Outcome()
+            specs.append(spec)
+
+    if specs:
+        answer = await call_controller(
+            gw,
+            lambda s: s.CreateTopics,
+            controller_pb2.CreateTopicsRequest(topics=specs, validate_only=validate_only),
+            deadline,
+        )
+        if isinstance(answer, ControllerFailure):
+            for spec in specs:
+                outcomes[spec.name] = _Outcome(answer.error_code, answer.message)
+        else:
+            requested = {spec.name: dict(spec.configs) for spec in specs}
+            for r in answer.results:
+                if r.name not in outcomes:
+                    continue
+                outcomes[r.name] = (
+                    _Outcome(r.error_code, r.error_message or None)
+                    if r.error_code
+                    else _Outcome(
+                        topic_id=bytes(r.topic_id),
+                        num_partitions=r.num_partitions,
+                        replication_factor=r.replication_factor,
+                        overrides=requested.get(r.name, {}),
+                    )
+                )
+        created = [spec.name for spec in specs if not outcomes[spec.name].error_code]
+        if created and not validate_only:
+
+            def visible(snap: Snapshot) -> bool:
+                return all(leaders_ready(snap.topics.get(name)) for name in created)
+
+            if not await wait_visible(gw, visible, deadline.remaining()):
+                log.info("created topics %s are not all visible with leaders yet", created)
+
+    snap: Snapshot = gw.metadata.current
+    results = [_result(snap, version, name, o) for name, o in outcomes.items()]
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _result(snap: Snapshot, version: int, name: str, o: _Outcome) -> Any:
+    if o.error_code:
+        return Result(
+            name=name,
+            topic_id=ZERO_UUID,
+            error_code=o.error_code,
+            error_message=message_or_none(o.message, version),
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=[],
+        )
+    return Result(
+        name=name,
+        topic_id=uuid.UUID(bytes=o.topic_id) if len(o.topic_id) == 16 else ZERO_UUID,
+        error_code=0,
+        error_message=None,
+        num_partitions=o.num_partitions,
+        replication_factor=o.replication_factor,
+        configs=_configs(snap, o.overrides) if version >= 5 else [],
+    )
+
+
+def _configs(snap: Snapshot, overrides: dict[str, str]) -> list[Any]:
+    try:
+        entries = topic_config_entries(overrides, settings_of(snap.raw), include_synonyms=False)
+    except InvalidConfigError as exc:  # the controller accepted them; do not fail the create
+        log.warning("cannot describe the configs of a created topic: %s", exc)
+        return []
+    return [
+        ResultConfig(
+            name=e.name,
+            value=e.value,
+            read_only=e.read_only,
+            config_source=int(e.source),
+            is_sensitive=e.is_sensitive,
+        )
+        for e in entries
+    ]

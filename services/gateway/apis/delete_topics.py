@@ -1,0 +1,169 @@
+"""DeleteTopics (key 20), versions 0-6.
+
+Forwarded to the controller. v0-v5 name topics; v6 names each by name or by topic
+id (the answer then carries both, and a null name for an unknown id). Rows are
+checked the way KRaft's ``ControllerApis.deleteTopics`` does, with its messages:
+neither name nor id, both, a duplicate name or id, a name whose id another row
+already names: INVALID_REQUEST. An unknown name is UNKNOWN_TOPIC_OR_PARTITION, an
+unknown id UNKNOWN_TOPIC_ID. ``delete.topic.enable=false`` answers
+TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, which has no such code).
+Error messages are sent from v5.
+
+``timeout_ms``: once the controller deleted the topics we wait, bounded by it,
+until this gateway's metadata no longer shows them; running out of time is not an
+error (KRaft answers after the controller's commit).
+Deviation: internal topics cannot be deleted (INVALID_REQUEST from the controller).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.gateway.apis.controller_forward import (
+    AdminDeadline,
+    ControllerFailure,
+    call_controller,
+    message_or_none,
+    wait_visible,
+)
+from odradek.metadata_cache import Snapshot
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import DeleteTopicsResponse
+from odradek.rpc.v1 import controller_pb2
+
+API_KEY = ApiKey.DELETE_TOPICS
+
+Result = DeleteTopicsResponse.DeletableTopicResult
+ZERO_UUID = uuid.UUID(int=0)
+
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
+
+
+@dataclass
+class _Row:
+    name: str | None
+    topic_id: uuid.UUID
+    error_code: int = 0
+    message: str | None = None
+
+    def fail(self, code: int, message: str | None) -> None:
+        self.error_code, self.message = code, message
+
+
+def _rows(request: Any, version: int, snap: Snapshot) -> tuple[list[_Row], list[_Row], list[_Row]]:
+    """(every row in answer order, rows to delete by name, rows to delete by id)."""
+    if version < 6:
+        given = [(name, ZERO_UUID) for name in request.topic_names]
+    else:
+        given = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    names = Counter(n for n, tid in given if n is not None and tid == ZERO_UUID)
+    ids = Counter(tid for n, tid in given if n is None and tid != ZERO_UUID)
+    rows: list[_Row] = []
+    by_name: list[_Row] = []
+    by_id: list[_Row] = []
+    reported: set[Any] = set()
+    for name, tid in given:
+        row = _Row(name, tid)
+        if name is None and tid == ZERO_UUID:
+            row.fail(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
+        elif name is not None and tid != ZERO_UUID:
+            row.fail(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+        elif name is not None:
+            if name in reported:
+                continue
+            if names[name] > 1:
+                reported.add(name)
+                row.fail(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            else:
+                by_name.append(row)
+        else:
+            if tid in reported:
+                continue
+            if ids[tid] > 1:
+                reported.add(tid)
+                row.fail(ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+            else:
+                by_id.append(row)
+        rows.append(row)
+    # A name that resolves to an id another row already names.
+    wanted_ids = {row.topic_id.bytes for row in by_id}
+    for row in list(by_name):
+        topic = snap.topics.get(row.name or "")
+        if topic is not None and bytes(topic.topic_id) in wanted_ids:
+            row.topic_id = uuid.UUID(bytes=bytes(topic.topic_id))
+            row.fail(
+                ErrorCode.INVALID_REQUEST,
+                "The provided topic name maps to an ID that was already supplied.",
+            )
+            by_name.remove(row)
+    return rows, by_name, by_id
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    deadline = AdminDeadline(gw, request.timeout_ms)
+    rows, by_name, by_id = _rows(request, version, gw.metadata.current)
+    if by_name or by_id:
+        answer = await call_controller(
+            gw,
+            lambda s: s.DeleteTopics,
+            controller_pb2.DeleteTopicsRequest(
+                names=[row.name for row in by_name if row.name is not None],
+                topic_ids=[row.topic_id.bytes for row in by_id],
+            ),
+            deadline,
+        )
+        targets = by_name + by_id
+        if isinstance(answer, ControllerFailure):
+            for row in targets:
+                row.fail(answer.error_code, answer.message)
+        else:
+            # The controller answers names first, then ids, each in request order.
+            for row, r in zip(targets, answer.results, strict=False):
+                _apply(row, r, version)
+            for row in targets[len(answer.results) :]:
+                row.fail(ErrorCode.UNKNOWN_SERVER_ERROR, "The controller gave no answer.")
+        deleted = [row for row in targets if not row.error_code]
+        if deleted:
+            gone_names = {row.name for row in deleted if row.name}
+            gone_ids = {row.topic_id.bytes for row in deleted}
+
+            def gone(snap: Snapshot) -> bool:
+                return not any(n in snap.topics for n in gone_names) and not any(
+                    i in snap.topics_by_id for i in gone_ids
+                )
+
+            await wait_visible(gw, gone, deadline.remaining())
+    return DeleteTopicsResponse(
+        throttle_time_ms=0,
+        responses=[
+            Result(
+                name=row.name,
+                topic_id=row.topic_id,
+                error_code=row.error_code,
+                error_message=message_or_none(row.message, version, 5),
+            )
+            for row in rows
+        ],
+    )
+
+
+def _apply(row: _Row, r: controller_pb2.TopicResult, version: int) -> None:
+    if len(r.topic_id) == 16:
+        row.topic_id = uuid.UUID(bytes=bytes(r.topic_id))
+    if r.name:
+        row.name = r.name
+    code = r.error_code
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        row.fail(code, UNKNOWN_TOPIC_MESSAGE)
+    elif code == ErrorCode.UNKNOWN_TOPIC_ID:
+        row.fail(code, UNKNOWN_TOPIC_ID_MESSAGE)
+    elif code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
+        row.fail(ErrorCode.INVALID_REQUEST, "This version does not support topic deletion.")
+    elif code:
+        row.fail(code, r.error_message or None)

@@ -1,0 +1,86 @@
+"""DescribeCluster (key 60), versions 0-1.
+
+Brokers are the online gateways (as in Metadata), the cluster id is the
+controller's, and the controller id is this gateway: any gateway takes admin
+requests. Authorized operations are reported (everything allowed: there is no
+authorizer yet) only when asked, else Kafka's "not requested" value.
+
+v1 carries ``endpoint_type``: gateways are brokers (1). A request for controller
+endpoints (2) is MISMATCHED_ENDPOINT_TYPE and an unknown type
+UNSUPPORTED_ENDPOINT_TYPE, with Kafka's messages (INVALID_REQUEST in v0, which has
+neither code).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import DescribeClusterResponse
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+
+Broker = DescribeClusterResponse.DescribeClusterBroker
+
+# Kafka's EndpointType ids.
+ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
+BROKER_ENDPOINT = 1
+
+# AclOperation ids the cluster resource supports: CREATE, ALTER, DESCRIBE,
+# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+
+
+def _endpoint_error(version: int, requested: int) -> tuple[int, str] | None:
+    if requested == BROKER_ENDPOINT:
+        return None
+    name = ENDPOINT_TYPES.get(requested)
+    if name is None:
+        code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        message = f"Unsupported endpoint type {requested}"
+    else:
+        code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        message = (
+            f"The request was sent to an endpoint of type BROKER, "
+            f"but we wanted an endpoint of type {name}"
+        )
+    return int(code if version >= 1 else ErrorCode.INVALID_REQUEST), message
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    snap = gw.metadata.current
+    requested = getattr(request, "endpoint_type", BROKER_ENDPOINT) if version >= 1 else 1
+    problem = _endpoint_error(version, requested)
+    if problem is not None:
+        return DescribeClusterResponse(
+            throttle_time_ms=0,
+            error_code=problem[0],
+            error_message=problem[1],
+            endpoint_type=BROKER_ENDPOINT,
+            cluster_id=snap.cluster_id,
+            controller_id=-1,
+            brokers=[],
+            authorized_operations=None,
+        )
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=BROKER_ENDPOINT,
+        cluster_id=snap.cluster_id,
+        controller_id=gw.node_id,
+        brokers=[
+            Broker(
+                broker_id=n.node_id,
+                host=n.advertised_host or n.host,
+                port=n.kafka_port,
+                rack=n.rack or None,
+            )
+            for n in gw.gateways()
+        ],
+        authorized_operations=(
+            set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None
+        ),
+    )

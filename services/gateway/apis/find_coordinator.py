@@ -1,0 +1,73 @@
+"""FindCoordinator (key 10), versions 0-6.
+
+Key type 0 (GROUP): answers a gateway, the ``shard % n``-th online one for the
+group's ``__consumer_offsets`` shard, which forwards the group's requests to the
+coordinator service owning the shard (any gateway would do; a fixed one keeps
+ListGroups answers disjoint). COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets``
+does not exist yet, the shard has no live coordinator, or no offset store is online;
+clients retry. v4+ batch several keys with an error per key (KAFKA-COMPAT item 18).
+Deviation: key type 1 (TRANSACTION) and 2 (SHARE, v6) answer INVALID_REQUEST, since
+transactions and share groups are not supported (KAFKA-COMPAT item 20).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.gateway.group_routing import router
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import FindCoordinatorResponse
+
+API_KEY = ApiKey.FIND_COORDINATOR
+
+GROUP = 0
+TRANSACTION = 1
+
+
+def _answer(gw: Any, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+    """(error, message, node id, host, port) for one key."""
+    if key_type == TRANSACTION:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "transactions are not supported by this cluster",
+            -1,
+            "",
+            -1,
+        )
+    if key_type != GROUP:
+        return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not supported", -1, "", -1
+    groups = router(gw)
+    if not groups.available(key):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    node = groups.coordinator_gateway(key)
+    return ErrorCode.NONE, None, node.node_id, node.advertised_host or node.host, node.kafka_port
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    key_type = request.key_type if version >= 1 else GROUP
+    if version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message, node_id, host, port = _answer(gw, key, key_type)
+            coordinators.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key,
+                    node_id=node_id,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=message,
+                )
+            )
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    error, message, node_id, host, port = _answer(gw, request.key, key_type)
+    return FindCoordinatorResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=message,
+        node_id=node_id,
+        host=host,
+        port=port,
+    )

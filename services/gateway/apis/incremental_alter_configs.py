@@ -1,0 +1,76 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1.
+
+Each config names an operation: SET (0), DELETE (1, back to the default), APPEND
+(2) and SUBTRACT (3) for list configs such as ``cleanup.policy``; configs not
+named keep their value. TOPIC resources change topic overrides; BROKER ``""``
+changes the cluster-wide defaults Kafka allows to change at run time. Forwarded to
+the controller (:mod:`odradek.gateway.apis.config_changes`), which answers per
+resource with Kafka's codes and messages: INVALID_CONFIG for a bad value or an
+APPEND/SUBTRACT on a non-list config, UNKNOWN_TOPIC_OR_PARTITION for an unknown
+topic, INVALID_REQUEST for duplicate keys or a null value outside DELETE. An
+operation id outside 0-3 is INVALID_REQUEST here. ``validate_only`` checks and
+changes nothing.
+
+Deviations: per-broker dynamic configs (a gateway id as the BROKER name) are
+refused by the controller, since gateways share one configuration; BROKER_LOGGER,
+GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.gateway.apis.config_changes import ResourceChange, alter
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import IncrementalAlterConfigsResponse
+from odradek.rpc.v1 import controller_pb2
+
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+
+Response = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+# Kafka's AlterConfigOp ids, which the controller's ConfigOp shares.
+OPERATIONS = {
+    0: controller_pb2.SET,
+    1: controller_pb2.DELETE,
+    2: controller_pb2.APPEND,
+    3: controller_pb2.SUBTRACT,
+}
+
+
+def _row(resource: Any) -> ResourceChange:
+    row = ResourceChange(resource.resource_type, resource.resource_name)
+    for c in resource.configs:
+        op = OPERATIONS.get(c.config_operation)
+        if op is None:
+            row.fail(ErrorCode.INVALID_REQUEST, f"Unknown operation type {c.config_operation}")
+            break
+        change = controller_pb2.ConfigChange(name=c.name, op=op)
+        if c.value is not None and op != controller_pb2.DELETE:
+            change.value = c.value
+        row.changes.append(change)
+    return row
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    rows = [_row(resource) for resource in request.resources]
+    await alter(
+        gw,
+        rows,
+        incremental=True,
+        validate_only=bool(request.validate_only),
+        api_name="IncrementalAlterConfigs",
+    )
+    return IncrementalAlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            Response(
+                error_code=row.error_code,
+                error_message=row.error_message,
+                resource_type=row.resource_type,
+                resource_name=row.resource_name,
+            )
+            for row in rows
+        ],
+    )

@@ -1,0 +1,72 @@
+"""ListGroups (key 16), versions 0-5.
+
+Asks every coordinator in parallel and answers the groups whose coordinator gateway
+(what FindCoordinator names) is this one, so admin clients that ask every broker and
+merge see each group once. v4+ filter by state, v5+ by type: every group here is a
+classic group (``group_type`` "classic"), so a types filter without "classic"
+matches nothing. COORDINATOR_LOAD_IN_PROGRESS while some shard is still loading (the
+groups found so far are still listed); COORDINATOR_NOT_AVAILABLE if a coordinator
+could not be asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from odradek.gateway.group_routing import router
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import ListGroupsResponse
+from odradek.rpc.v1 import coordinator_pb2
+
+API_KEY = ApiKey.LIST_GROUPS
+
+Listed = ListGroupsResponse.ListedGroup
+CLASSIC = "classic"
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    states = list(request.states_filter or []) if version >= 4 else []
+    types = [t.lower() for t in (request.types_filter or [])] if version >= 5 else []
+    groups = router(gw)
+    if types and CLASSIC not in types:
+        return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[])
+    call = coordinator_pb2.ListGroupsRequest(states_filter=states)
+    errors: list[int] = []
+    listed: dict[str, coordinator_pb2.ListedGroup] = {}
+
+    async def ask(stub: Any) -> None:
+        try:
+            r = await stub.ListGroups(call, timeout=groups.group_timeout_s())
+        except grpc.aio.AioRpcError:
+            errors.append(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return
+        if r.error_code:
+            errors.append(r.error_code)
+        for g in r.groups:
+            listed[g.group_id] = g
+
+    await asyncio.gather(*(ask(s) for s in groups.all_coordinators()))
+    error = ErrorCode.NONE
+    if ErrorCode.COORDINATOR_NOT_AVAILABLE in errors:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif errors:
+        error = errors[0]
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        groups=[
+            Listed(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=CLASSIC,
+            )
+            for g in sorted(listed.values(), key=lambda g: g.group_id)
+            if groups.listed_here(g.group_id)
+        ],
+    )

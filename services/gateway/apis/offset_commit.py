@@ -1,0 +1,93 @@
+"""OffsetCommit (key 8), versions 0-9: checked by the group's coordinator, written by
+the offset store with acks=all, answered once durable.
+
+Partitions of topics or partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
+here, as Kafka's broker does, and are not forwarded. The coordinator checks member id,
+generation and static instance (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS), and metadata size
+(OFFSET_METADATA_TOO_LARGE above ``offset.metadata.max.bytes``). v0 and commits with
+generation -1 are for groups not using group management (allowed while the group is
+Empty). v1's per-partition commit timestamp is ignored (Kafka ignores it too since
+v2); v2-v4's ``retention_time_ms`` is stored as an expire timestamp. The metadata
+string and the committed leader epoch (v6+) round-trip to OffsetFetch
+(KAFKA-COMPAT item 18).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from odradek.gateway.group_routing import router, rpc_error
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import OffsetCommitResponse
+from odradek.rpc.v1 import offsets_pb2
+
+API_KEY = ApiKey.OFFSET_COMMIT
+
+TopicResp = OffsetCommitResponse.OffsetCommitResponseTopic
+PartResp = TopicResp.OffsetCommitResponsePartition
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    snap = gw.metadata.current
+    errors: dict[tuple[str, int], int] = {}
+    call = offsets_pb2.CommitOffsetsRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id_or_member_epoch if version >= 1 else -1,
+        member_id=request.member_id if version >= 1 else "",
+        retention_time_ms=request.retention_time_ms if 2 <= version <= 4 else -1,
+    )
+    if version >= 7 and request.group_instance_id is not None:
+        call.group_instance_id = request.group_instance_id
+    for topic in request.topics:
+        known = snap.topics.get(topic.name)
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if known is None or not 0 <= p.partition_index < len(known.partitions):
+                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            entry = call.partitions.add(
+                topic=topic.name,
+                partition=p.partition_index,
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+            )
+            if p.committed_metadata is not None:
+                entry.metadata = p.committed_metadata
+    if call.partitions:
+        groups = router(gw)
+        stub = groups.coordinator_stub(request.group_id)
+        if stub is None:
+            r = offsets_pb2.CommitOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
+        else:
+            try:
+                r = await stub.CommitOffsets(call, timeout=groups.group_timeout_s())
+            except grpc.aio.AioRpcError as exc:
+                r = offsets_pb2.CommitOffsetsResponse(error_code=rpc_error(exc))
+        for p in call.partitions:
+            errors.setdefault((p.topic, p.partition), r.error_code)
+        if not r.error_code:
+            for pe in r.partitions:
+                errors[(pe.topic, pe.partition)] = pe.error_code
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            TopicResp(
+                name=topic.name,
+                partitions=[
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=errors.get(
+                            (topic.name, p.partition_index), ErrorCode.UNKNOWN_SERVER_ERROR
+                        ),
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )

@@ -1,0 +1,69 @@
+"""OffsetDelete (key 47), version 0 (KIP-496): checked by the group's coordinator,
+tombstoned by the offset store.
+
+Group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a non-consumer group with
+members). Per partition: GROUP_SUBSCRIBED_TO_TOPIC while a member of a consumer group
+subscribes to the topic, UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from odradek.gateway.group_routing import router, rpc_error
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import OffsetDeleteResponse
+from odradek.rpc.v1 import common_pb2, offsets_pb2
+
+API_KEY = ApiKey.OFFSET_DELETE
+
+TopicResp = OffsetDeleteResponse.OffsetDeleteResponseTopic
+PartResp = TopicResp.OffsetDeleteResponsePartition
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    snap = gw.metadata.current
+    errors: dict[tuple[str, int], int] = {}
+    call = offsets_pb2.DeleteOffsetsRequest(group_id=request.group_id)
+    for topic in request.topics:
+        known = snap.topics.get(topic.name)
+        for p in topic.partitions:
+            if known is None or not 0 <= p.partition_index < len(known.partitions):
+                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                call.partitions.append(
+                    common_pb2.TopicPartition(topic=topic.name, partition=p.partition_index)
+                )
+    groups = router(gw)
+    stub = groups.coordinator_stub(request.group_id)
+    if stub is None:
+        r = offsets_pb2.DeleteOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
+    else:
+        try:
+            r = await stub.DeleteOffsets(call, timeout=groups.group_timeout_s())
+        except grpc.aio.AioRpcError as exc:
+            r = offsets_pb2.DeleteOffsetsResponse(error_code=rpc_error(exc))
+    if r.error_code:
+        return OffsetDeleteResponse(error_code=r.error_code, throttle_time_ms=0, topics=[])
+    for pe in r.partitions:
+        errors[(pe.topic, pe.partition)] = pe.error_code
+    return OffsetDeleteResponse(
+        error_code=ErrorCode.NONE,
+        throttle_time_ms=0,
+        topics=[
+            TopicResp(
+                name=topic.name,
+                partitions=[
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )

@@ -1,0 +1,122 @@
+"""OffsetFetch (key 9), versions 0-9: served by the offset store from its cache.
+
+v0-7 ask about one group, v8+ about several, each with its own error (KAFKA-COMPAT
+item 18). ``topics`` null (v2+) means every partition the group committed. A partition
+without a committed offset answers offset -1 and no error; the metadata string and
+committed leader epoch (v5+) come back as committed. COORDINATOR_LOAD_IN_PROGRESS while
+the shard loads, NOT_COORDINATOR when the shard is moving. ``require_stable`` (v7+)
+needs nothing: without transactions no commit is ever pending. v9's member id and
+epoch are for KIP-848 groups; classic groups ignore them, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.gateway.group_routing import router
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import OffsetFetchResponse
+from odradek.rpc.v1 import common_pb2, offsets_pb2
+
+API_KEY = ApiKey.OFFSET_FETCH
+
+OldTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+OldPartition = OldTopic.OffsetFetchResponsePartition
+Group = OffsetFetchResponse.OffsetFetchResponseGroup
+NewTopic = Group.OffsetFetchResponseTopics
+NewPartition = NewTopic.OffsetFetchResponsePartitions
+
+
+async def _fetch(gw: Any, group_id: str, topics: Any) -> offsets_pb2.FetchOffsetsGroupResult:
+    groups = router(gw)
+    wanted = offsets_pb2.FetchOffsetsGroup(group_id=group_id, all_topics=topics is None)
+    if topics is not None:
+        for t in topics:
+            for index in t.partition_indexes:
+                wanted.partitions.append(common_pb2.TopicPartition(topic=t.name, partition=index))
+    response = await groups.offsets.fetch(
+        groups.shard(group_id), offsets_pb2.FetchOffsetsRequest(groups=[wanted])
+    )
+    if not response.groups:
+        return offsets_pb2.FetchOffsetsGroupResult(
+            group_id=group_id, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+    return response.groups[0]
+
+
+def _by_topic(
+    result: offsets_pb2.FetchOffsetsGroupResult, topics: Any
+) -> list[tuple[str, list[tuple[int, offsets_pb2.CommittedOffset | None]]]]:
+    """The answer in request order (or the store's order for "all topics")."""
+    found = {(o.topic, o.partition): o for o in result.offsets}
+    if topics is None:
+        order: dict[str, list[tuple[int, offsets_pb2.CommittedOffset | None]]] = {}
+        for o in result.offsets:
+            order.setdefault(o.topic, []).append((o.partition, o))
+        return list(order.items())
+    return [(t.name, [(i, found.get((t.name, i))) for i in t.partition_indexes]) for t in topics]
+
+
+def _fields(o: offsets_pb2.CommittedOffset | None, error: int) -> dict[str, Any]:
+    if o is None or error:
+        return {
+            "committed_offset": -1,
+            "committed_leader_epoch": -1,
+            "metadata": "",
+            "error_code": error,
+        }
+    return {
+        "committed_offset": o.offset,
+        "committed_leader_epoch": o.leader_epoch,
+        "metadata": o.metadata if o.HasField("metadata") else "",
+        "error_code": o.error_code,
+    }
+
+
+async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    version = header.api_version
+    if version >= 8:
+        results = await asyncio.gather(*(_fetch(gw, g.group_id, g.topics) for g in request.groups))
+        out = []
+        for g, result in zip(request.groups, results, strict=True):
+            error = result.error_code
+            topics = [] if error and g.topics is None else _by_topic(result, g.topics)
+            out.append(
+                Group(
+                    group_id=g.group_id,
+                    error_code=error,
+                    topics=[
+                        NewTopic(
+                            name=name,
+                            partitions=[
+                                NewPartition(partition_index=i, **_fields(o, ErrorCode.NONE))
+                                for i, o in parts
+                            ],
+                        )
+                        for name, parts in topics
+                    ],
+                )
+            )
+        return OffsetFetchResponse(throttle_time_ms=0, groups=out)
+    topics_req = request.topics if version >= 2 else (request.topics or [])
+    result = await _fetch(gw, request.group_id, topics_req)
+    error = result.error_code
+    # v0/v1 have no group-level error: it goes on every partition.
+    per_partition_error = error if version < 2 else ErrorCode.NONE
+    topics = [] if error and topics_req is None else _by_topic(result, topics_req)
+    return OffsetFetchResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        topics=[
+            OldTopic(
+                name=name,
+                partitions=[
+                    OldPartition(partition_index=i, **_fields(o, per_partition_error))
+                    for i, o in parts
+                ],
+            )
+            for name, parts in topics
+        ],
+    )

@@ -1,0 +1,134 @@
+"""Where the gateway sends group requests, shared by the group API modules.
+
+- Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), DescribeGroups,
+  DeleteGroups, OffsetCommit and OffsetDelete go to the coordinator owning the group's
+  shard (``abs(java hash(group id)) % offsets.topic.num.partitions``; owners from
+  ``ClusterMetadata.coordinator_shards``). Commits pass through the coordinator
+  because only it can check member ids and generations; it then has the offset store
+  write them.
+- OffsetFetch goes straight to the offset store owning the shard: reads are served
+  from its cache, and need no group state.
+
+Every group has one "coordinator" gateway, the ``shard % n``-th online gateway: what
+FindCoordinator answers, and which gateway lists the group in ListGroups (admin
+clients ask every broker and merge). Any gateway still forwards any group's requests,
+so a client holding an old answer keeps working. A coordinator that cannot be reached
+becomes NOT_COORDINATOR, so clients look the coordinator up again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import grpc
+
+from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, shard_of
+from odradek.offsets.client import OffsetStoreClient
+from odradek.protocol.errors import ErrorCode
+from odradek.rpc.channel import open_channel
+from odradek.rpc.v1 import common_pb2, coordinator_pb2_grpc
+
+log = logging.getLogger("odradek.gateway.groups")
+
+# Long-polls (JoinGroup/SyncGroup) wait this much beyond what the coordinator itself
+# bounds them by, so the coordinator's answer always arrives first.
+LONG_POLL_MARGIN_S = 10.0
+# SyncGroup does not carry a rebalance timeout; the coordinator bounds it by the
+# group's (pending-sync expiry). This is only a backstop.
+SYNC_BACKSTOP_S = 1800.0
+
+
+class GroupRouter:
+    def __init__(self, gw: Any) -> None:
+        self.gw = gw
+        self.offsets = OffsetStoreClient(gw.metadata)
+        self._channels: dict[
+            int, tuple[str, grpc.aio.Channel, coordinator_pb2_grpc.GroupCoordinatorStub]
+        ] = {}
+        self._retired: list[grpc.aio.Channel] = []
+
+    @property
+    def raw(self) -> common_pb2.ClusterMetadata:
+        return self.gw.metadata.current.raw  # type: ignore[no-any-return]
+
+    def shard(self, group_id: str) -> int:
+        return shard_of(self.raw, group_id)
+
+    def coordinator_node(self, group_id: str) -> common_pb2.Node | None:
+        owner, _ = coordinator_of(self.raw, self.shard(group_id))
+        node = self.gw.metadata.current.nodes.get(owner) if owner >= 0 else None
+        if node is None or node.state != common_pb2.ONLINE or node.grpc_port <= 0:
+            return None
+        return node  # type: ignore[no-any-return]
+
+    def coordinator_stub(self, group_id: str) -> coordinator_pb2_grpc.GroupCoordinatorStub | None:
+        node = self.coordinator_node(group_id)
+        if node is None:
+            return None
+        return self._stub(node)
+
+    def _stub(self, node: common_pb2.Node) -> coordinator_pb2_grpc.GroupCoordinatorStub:
+        address = f"{node.host}:{node.grpc_port}"
+        entry = self._channels.get(node.node_id)
+        if entry is None or entry[0] != address:
+            if entry is not None:
+                self._retired.append(entry[1])
+            channel = open_channel(address)
+            entry = (address, channel, coordinator_pb2_grpc.GroupCoordinatorStub(channel))
+            self._channels[node.node_id] = entry
+        return entry[2]
+
+    def all_coordinators(self) -> list[coordinator_pb2_grpc.GroupCoordinatorStub]:
+        nodes = self.gw.metadata.current.nodes_of(common_pb2.COORDINATOR)
+        return [self._stub(n) for n in nodes if n.grpc_port > 0]
+
+    def available(self, group_id: str) -> bool:
+        """Whether FindCoordinator may name a coordinator for the group now."""
+        snap = self.gw.metadata.current
+        if OFFSETS_TOPIC not in snap.topics:
+            return False
+        return (
+            self.coordinator_node(group_id) is not None
+            and self.offsets.stub(self.shard(group_id)) is not None
+        )
+
+    def coordinator_gateway(self, group_id: str) -> common_pb2.Node:
+        gateways = self.gw.gateways()
+        return gateways[self.shard(group_id) % len(gateways)]  # type: ignore[no-any-return]
+
+    def listed_here(self, group_id: str) -> bool:
+        return bool(self.coordinator_gateway(group_id).node_id == self.gw.node_id)
+
+    def group_timeout_s(self) -> float:
+        return self.gw.request_timeout_ms / 1000.0 + 5.0  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        for channel in [e[1] for e in self._channels.values()] + self._retired:
+            with contextlib.suppress(Exception):
+                await channel.close(None)
+        self._channels.clear()
+        await self.offsets.close()
+
+
+def router(gw: Any) -> GroupRouter:
+    found = gw.state.get("group_router")
+    if found is None:
+        found = gw.state["group_router"] = GroupRouter(gw)
+    return found  # type: ignore[no-any-return]
+
+
+def rpc_error(exc: grpc.aio.AioRpcError, *, long_poll: bool = False) -> int:
+    """A failed call to a coordinator, as the Kafka error a client retries on."""
+    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and long_poll:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    log.debug("coordinator call failed: %s", exc.code())
+    return ErrorCode.NOT_COORDINATOR
+
+
+def client_host(ctx: Any) -> str:
+    """Kafka's ``/address`` form of the client's host, as DescribeGroups shows it."""
+    peer = str(getattr(ctx, "peer", "") or "")
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]") if host else ""
