@@ -1,0 +1,154 @@
+"""The records the controller keeps per node, topic, partition and coordinator shard.
+
+Each record turns into a small JSON-able dict (``to_json``/``from_json``) so the
+controller can persist it as one key of the metadata store; field names follow
+common.proto (and through it Kafka's metadata records).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class NodeKind(IntEnum):
+    """Values of common.proto ``NodeKind``."""
+
+    UNSPECIFIED = 0
+    GATEWAY = 1
+    STORAGE = 2
+    CONTROLLER = 3
+    COORDINATOR = 4
+    OFFSET_STORE = 5
+
+
+class NodeState(IntEnum):
+    """Values of common.proto ``NodeState``."""
+
+    UNSPECIFIED = 0
+    ONLINE = 1
+    OFFLINE = 2
+    SHUTTING_DOWN = 3
+
+
+NO_LEADER = -1
+
+
+@dataclass
+class NodeInfo:
+    node_id: int
+    kind: NodeKind
+    host: str = ""
+    kafka_port: int = 0
+    grpc_port: int = 0
+    metrics_port: int = 0
+    rack: str = ""
+    state: NodeState = NodeState.ONLINE
+    incarnation: int = 0
+    advertised_host: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "kind": int(self.kind),
+            "host": self.host,
+            "kafka_port": self.kafka_port,
+            "grpc_port": self.grpc_port,
+            "metrics_port": self.metrics_port,
+            "rack": self.rack,
+            "state": int(self.state),
+            "incarnation": self.incarnation,
+            "advertised_host": self.advertised_host,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> NodeInfo:
+        return cls(
+            node_id=int(obj["node_id"]),
+            kind=NodeKind(obj["kind"]),
+            host=obj.get("host", ""),
+            kafka_port=int(obj.get("kafka_port", 0)),
+            grpc_port=int(obj.get("grpc_port", 0)),
+            metrics_port=int(obj.get("metrics_port", 0)),
+            rack=obj.get("rack", ""),
+            state=NodeState(obj.get("state", NodeState.ONLINE)),
+            incarnation=int(obj.get("incarnation", 0)),
+            advertised_host=obj.get("advertised_host", ""),
+        )
+
+
+@dataclass
+class PartitionState:
+    partition: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+    def to_json(self) -> list[Any]:
+        return [
+            self.partition,
+            self.replicas,
+            self.isr,
+            self.leader,
+            self.leader_epoch,
+            self.partition_epoch,
+        ]
+
+    @classmethod
+    def from_json(cls, row: list[Any]) -> PartitionState:
+        return cls(int(row[0]), list(row[1]), list(row[2]), int(row[3]), int(row[4]), int(row[5]))
+
+    def copy(self) -> PartitionState:
+        return PartitionState(
+            self.partition,
+            list(self.replicas),
+            list(self.isr),
+            self.leader,
+            self.leader_epoch,
+            self.partition_epoch,
+        )
+
+
+@dataclass
+class TopicState:
+    name: str
+    topic_id: bytes
+    partitions: list[PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topic_id": str(uuid.UUID(bytes=self.topic_id)),
+            "internal": self.internal,
+            "configs": dict(sorted(self.configs.items())),
+            "partitions": [p.to_json() for p in self.partitions],
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> TopicState:
+        return cls(
+            name=obj["name"],
+            topic_id=uuid.UUID(obj["topic_id"]).bytes,
+            partitions=[PartitionState.from_json(row) for row in obj["partitions"]],
+            configs={str(k): str(v) for k, v in obj.get("configs", {}).items()},
+            internal=bool(obj.get("internal", False)),
+        )
+
+
+@dataclass
+class ShardState:
+    """Ownership of one ``__consumer_offsets`` shard by a coordinator node."""
+
+    shard: int
+    coordinator_id: int = NO_LEADER
+    epoch: int = 0

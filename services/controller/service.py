@@ -1,0 +1,151 @@
+"""The controller process: metadata store, election, gRPC API and metrics.
+
+Settings (Kafka names where Kafka has one): ``node.id`` (3000), ``grpc.listener``
+(``127.0.0.1:9093``, port 0 = ephemeral), ``metrics.port`` (0 = ephemeral),
+``metadata.store`` (``file:///path`` or a path; ``./data/controller``),
+``broker.heartbeat.interval.ms`` (1000), ``broker.session.timeout.ms`` (6000),
+``controller.lease.ttl.ms`` (6000), ``producer.id.block.size`` (1000),
+``metadata.store.snapshot.entries`` (1000), plus the cluster-wide broker settings of
+:mod:`.broker_defaults` with Kafka's defaults, which the controller publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from odradek.config import Config, ConfigError
+from odradek.controller import broker_defaults
+from odradek.controller.controller import Controller, ControllerSettings
+from odradek.controller.embedded_store import EmbeddedStore
+from odradek.controller.errors import ControllerError
+from odradek.controller.servicer import ControllerServicer
+from odradek.controller.store import MetadataStore, StoreError
+from odradek.metrics import MetricsServer
+from odradek.rpc.server import RpcServer
+from odradek.rpc.v1 import controller_pb2_grpc
+
+log = logging.getLogger("odradek.controller.service")
+
+DEFAULTS: dict[str, str] = {
+    "node.id": "3000",
+    "grpc.listener": "127.0.0.1:9093",
+    "metrics.port": "0",
+    "metadata.store": "./data/controller",
+    "broker.heartbeat.interval.ms": "1000",
+    "broker.session.timeout.ms": "6000",
+    "controller.lease.ttl.ms": "6000",
+    "producer.id.block.size": "1000",
+    "metadata.store.snapshot.entries": "1000",
+    **broker_defaults.defaults(),
+}
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(
+            f"Invalid value {value!r} for configuration grpc.listener: expected host:port"
+        )
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def store_path(value: str) -> Path:
+    """``file:///abs/path``, ``file://relative`` or a plain path."""
+    if "://" not in value:
+        return Path(value)
+    url = urlparse(value)
+    if url.scheme != "file":
+        raise ConfigError(
+            f"Invalid value {value!r} for configuration metadata.store: "
+            f"the {url.scheme!r} backend is not available in this build (use file://)"
+        )
+    return Path(unquote(url.netloc + url.path))
+
+
+class ControllerService:
+    name = "controller"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.host, self.grpc_port = parse_listener(config.str("grpc.listener"))
+        self.metrics_port = config.int("metrics.port", 0, min=0)
+        self.store_dir = store_path(config.str("metadata.store"))
+        self.snapshot_entries = config.int("metadata.store.snapshot.entries", 1000, min=1)
+        try:
+            static = broker_defaults.static_values(config.as_dict())
+        except ControllerError as exc:
+            raise ConfigError(exc.message) from None
+        self.settings = ControllerSettings(
+            node_id=config.int("node.id", 3000, min=0),
+            heartbeat_interval_ms=config.int("broker.heartbeat.interval.ms", 1000, min=1),
+            session_timeout_ms=config.int("broker.session.timeout.ms", 6000, min=1),
+            lease_ttl_ms=config.int("controller.lease.ttl.ms", 6000, min=100),
+            producer_id_block_size=config.int("producer.id.block.size", 1000, min=1),
+            static_configs=static,
+        )
+        if self.settings.session_timeout_ms <= self.settings.heartbeat_interval_ms:
+            raise ConfigError(
+                "broker.session.timeout.ms must be larger than broker.heartbeat.interval.ms "
+                f"({self.settings.session_timeout_ms} <= {self.settings.heartbeat_interval_ms})"
+            )
+        self.store: MetadataStore | None = None
+        self.controller: Controller | None = None
+        self.rpc: RpcServer | None = None
+        self.metrics: MetricsServer | None = None
+        self._health_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> dict[str, int]:
+        try:
+            self.store = await EmbeddedStore.open(
+                self.store_dir, snapshot_every=self.snapshot_entries
+            )
+        except StoreError as exc:
+            raise ConfigError(f"cannot open metadata store {self.store_dir}: {exc}") from exc
+        self.controller = Controller(self.store, self.settings)
+        self.rpc = RpcServer(self.host, self.grpc_port)
+        controller_pb2_grpc.add_ControllerServicer_to_server(
+            ControllerServicer(self.controller), self.rpc.server
+        )
+        grpc_port = await self.rpc.start()
+        self.metrics = MetricsServer(self.host, self.metrics_port)
+        metrics_port = await self.metrics.start()
+        self.controller.on_state_change = self._health_changed
+        await self.controller.start()
+        await self.controller.wait_settled(30.0)
+        await self._publish_health()
+        return {"grpc": grpc_port, "metrics": metrics_port}
+
+    def _health_changed(self) -> None:
+        if self._health_task is None or self._health_task.done():
+            self._health_task = asyncio.get_running_loop().create_task(self._publish_health())
+
+    async def _publish_health(self) -> None:
+        ready = self.controller is not None and self.controller.healthy
+        if self.metrics is not None:
+            self.metrics.ready = ready
+        if self.rpc is not None:
+            with contextlib.suppress(Exception):
+                await self.rpc.set_serving(live=True, ready=ready)
+
+    async def stop(self) -> None:
+        if self.controller is not None:
+            self.controller.on_state_change = None
+            await self.controller.stop()
+        if self.rpc is not None:
+            await self.rpc.stop(grace=2.0)
+        if self.metrics is not None:
+            await self.metrics.stop()
+        if self._health_task is not None:
+            self._health_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._health_task
+        if self.store is not None:
+            await self.store.close()
+
+
+def build(config: Config) -> ControllerService:
+    return ControllerService(config)

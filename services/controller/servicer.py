@@ -1,0 +1,304 @@
+"""gRPC face of the controller: proto in, model calls, proto out.
+
+Conventions the shared clients rely on: a response with a top-level ``error_code``
+carries NOT_CONTROLLER (41) when this process is not the active controller;
+responses without one (metadata, topic and config results) fail the call with
+gRPC UNAVAILABLE instead, which :class:`odradek.controller_client.ControllerClient`
+also treats as "try the next controller".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import cast
+
+import grpc
+
+from odradek.controller.cluster_state import NodeInfo, NodeKind
+from odradek.controller.controller import (
+    ConfigResourceChange,
+    Controller,
+    PartitionCountChange,
+)
+from odradek.controller.errors import ControllerError, NotControllerError
+from odradek.controller.model import (
+    ConfigChange,
+    ConfigOp,
+    ElectionType,
+    ResourceType,
+    TopicResult,
+    TopicSpec,
+)
+from odradek.controller.snapshot import partition_proto
+from odradek.protocol.errors import ErrorCode
+from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+
+log = logging.getLogger("odradek.controller.servicer")
+
+_NOT_ACTIVE = "this controller is not active"
+
+
+def _topic_result(result: TopicResult) -> controller_pb2.TopicResult:
+    return controller_pb2.TopicResult(
+        name=result.name,
+        error_code=result.error_code,
+        error_message=result.error_message,
+        topic_id=result.topic_id,
+        num_partitions=result.num_partitions,
+        replication_factor=result.replication_factor,
+        configs=result.configs,
+    )
+
+
+async def _unavailable(context: grpc.aio.ServicerContext) -> None:
+    await context.abort(grpc.StatusCode.UNAVAILABLE, _NOT_ACTIVE)
+
+
+class ControllerServicer(controller_pb2_grpc.ControllerServicer):
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    # ------------------------------------------------------------------ nodes
+
+    async def RegisterNode(
+        self, request: controller_pb2.RegisterNodeRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.RegisterNodeResponse:
+        n = request.node
+        try:
+            kind = NodeKind(n.kind)
+        except ValueError:
+            kind = NodeKind.UNSPECIFIED
+        node = NodeInfo(
+            node_id=n.node_id,
+            kind=kind,
+            host=n.host,
+            kafka_port=n.kafka_port,
+            grpc_port=n.grpc_port,
+            metrics_port=n.metrics_port,
+            rack=n.rack,
+            advertised_host=n.advertised_host,
+        )
+        try:
+            registered = await self.controller.register_node(node)
+        except ControllerError as exc:
+            return controller_pb2.RegisterNodeResponse(
+                error_code=exc.code, error_message=exc.message
+            )
+        model = self.controller.model
+        log.info(
+            "registered %s node %d incarnation %d", kind.name, node.node_id, registered.incarnation
+        )
+        return controller_pb2.RegisterNodeResponse(
+            incarnation=registered.incarnation,
+            heartbeat_interval_ms=self.controller.settings.heartbeat_interval_ms,
+            session_timeout_ms=self.controller.settings.session_timeout_ms,
+            cluster_id=model.cluster_id if model is not None else "",
+        )
+
+    async def Heartbeat(
+        self, request: controller_pb2.HeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.HeartbeatResponse:
+        try:
+            ready = self.controller.heartbeat(request.node_id, request.incarnation)
+        except ControllerError as exc:
+            return controller_pb2.HeartbeatResponse(error_code=exc.code)
+        return controller_pb2.HeartbeatResponse(shutdown_ready=ready)
+
+    async def ShutdownNode(
+        self, request: controller_pb2.ShutdownNodeRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.ShutdownNodeResponse:
+        try:
+            remaining = await self.controller.shutdown_node(request.node_id, request.incarnation)
+        except ControllerError as exc:
+            return controller_pb2.ShutdownNodeResponse(error_code=exc.code)
+        return controller_pb2.ShutdownNodeResponse(
+            remaining_leaderships=[
+                common_pb2.TopicPartition(topic=t, partition=p) for t, p in remaining
+            ]
+        )
+
+    # ------------------------------------------------------------------ metadata
+
+    async def GetMetadata(
+        self, request: controller_pb2.GetMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.ClusterMetadata:
+        try:
+            return self.controller.metadata()
+        except NotControllerError:
+            await _unavailable(context)
+            raise  # unreachable: abort raises
+
+    async def WatchMetadata(
+        self, request: controller_pb2.WatchMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[common_pb2.ClusterMetadata]:
+        try:
+            watch = self.controller.watch(request.known_version)
+        except NotControllerError:
+            await _unavailable(context)
+            return
+        try:
+            while (snapshot := await watch.next()) is not None:
+                yield snapshot
+        finally:
+            self.controller.unwatch(watch)
+
+    # ------------------------------------------------------------------ topics
+
+    async def CreateTopics(
+        self, request: controller_pb2.CreateTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.CreateTopicsResponse:
+        specs = [
+            TopicSpec(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                configs=dict(t.configs),
+                assignments={a.partition: list(a.replicas) for a in t.assignments},
+            )
+            for t in request.topics
+        ]
+        try:
+            results = await self.controller.create_topics(
+                specs, validate_only=request.validate_only, internal=request.internal
+            )
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        return controller_pb2.CreateTopicsResponse(results=[_topic_result(r) for r in results])
+
+    async def DeleteTopics(
+        self, request: controller_pb2.DeleteTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.DeleteTopicsResponse:
+        try:
+            results = await self.controller.delete_topics(
+                list(request.names), [bytes(t) for t in request.topic_ids]
+            )
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        return controller_pb2.DeleteTopicsResponse(results=[_topic_result(r) for r in results])
+
+    async def CreatePartitions(
+        self, request: controller_pb2.CreatePartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.CreatePartitionsResponse:
+        changes = [
+            PartitionCountChange(t.topic, t.count, [list(a.replicas) for a in t.assignments])
+            for t in request.topics
+        ]
+        try:
+            results = await self.controller.create_partitions(
+                changes, validate_only=request.validate_only
+            )
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        return controller_pb2.CreatePartitionsResponse(results=[_topic_result(r) for r in results])
+
+    async def AlterConfigs(
+        self, request: controller_pb2.AlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.AlterConfigsResponse:
+        resources: list[ConfigResourceChange] = []
+        invalid: dict[int, str] = {}
+        for i, r in enumerate(request.resources):
+            try:
+                rtype = ResourceType(r.type)
+                changes = [
+                    ConfigChange(c.name, ConfigOp(c.op), c.value if c.HasField("value") else None)
+                    for c in r.changes
+                ]
+            except ValueError as exc:
+                invalid[i] = str(exc)
+                rtype, changes = ResourceType.UNKNOWN, []
+            resources.append(ConfigResourceChange(rtype, r.name, changes, r.incremental))
+        try:
+            results = await self.controller.alter_configs(
+                [res for i, res in enumerate(resources) if i not in invalid],
+                validate_only=request.validate_only,
+            )
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        out = []
+        it = iter(results)
+        for i, r in enumerate(request.resources):
+            if i in invalid:
+                out.append(
+                    controller_pb2.ConfigResourceResult(
+                        type=r.type,
+                        name=r.name,
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message=invalid[i],
+                    )
+                )
+            else:
+                res = next(it)
+                out.append(
+                    controller_pb2.ConfigResourceResult(
+                        type=cast(controller_pb2.ConfigResourceType, int(res.type)),
+                        name=res.name,
+                        error_code=res.error_code,
+                        error_message=res.error_message,
+                    )
+                )
+        return controller_pb2.AlterConfigsResponse(results=out)
+
+    # ------------------------------------------------------------------ producer ids, partitions
+
+    async def AllocateProducerIds(
+        self, request: controller_pb2.AllocateProducerIdsRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.AllocateProducerIdsResponse:
+        try:
+            first, count = await self.controller.allocate_producer_ids(
+                request.node_id, request.incarnation
+            )
+        except ControllerError as exc:
+            return controller_pb2.AllocateProducerIdsResponse(error_code=exc.code)
+        return controller_pb2.AllocateProducerIdsResponse(first_producer_id=first, count=count)
+
+    async def AlterPartition(
+        self, request: controller_pb2.AlterPartitionRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.AlterPartitionResponse:
+        try:
+            state = await self.controller.alter_partition(
+                request.node_id,
+                request.incarnation,
+                request.topic,
+                request.partition,
+                request.leader_epoch,
+                request.partition_epoch,
+                list(request.new_isr),
+            )
+        except ControllerError as exc:
+            response = controller_pb2.AlterPartitionResponse(error_code=exc.code)
+            current = (
+                None
+                if isinstance(exc, NotControllerError)
+                else self.controller.partition_state(request.topic, request.partition)
+            )
+            if current is not None:  # let a stale leader adopt the current state
+                response.partition.CopyFrom(partition_proto(current, self.controller.model))
+            return response
+        return controller_pb2.AlterPartitionResponse(
+            partition=partition_proto(state, self.controller.model)
+        )
+
+    async def ElectLeaders(
+        self, request: controller_pb2.ElectLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.ElectLeadersResponse:
+        partitions = [(tp.topic, tp.partition) for tp in request.partitions] or None
+        try:
+            results = await self.controller.elect_leaders(ElectionType(request.type), partitions)
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        return controller_pb2.ElectLeadersResponse(
+            results=[
+                controller_pb2.ElectionResult(
+                    partition=common_pb2.TopicPartition(topic=r.topic, partition=r.partition),
+                    error_code=r.error_code,
+                    error_message=r.error_message,
+                )
+                for r in results
+            ]
+        )

@@ -1,0 +1,67 @@
+"""The published form of the model: a ``ClusterMetadata`` message per version."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from odradek.controller.cluster_state import NodeInfo, PartitionState, TopicState
+from odradek.controller.model import ClusterModel
+from odradek.rpc.v1 import common_pb2
+
+
+def node_proto(node: NodeInfo) -> common_pb2.Node:
+    return common_pb2.Node(
+        node_id=node.node_id,
+        kind=cast(common_pb2.NodeKind, int(node.kind)),
+        host=node.host,
+        kafka_port=node.kafka_port,
+        grpc_port=node.grpc_port,
+        metrics_port=node.metrics_port,
+        rack=node.rack,
+        state=cast(common_pb2.NodeState, int(node.state)),
+        incarnation=node.incarnation,
+        advertised_host=node.advertised_host,
+    )
+
+
+def partition_proto(p: PartitionState, model: ClusterModel | None = None) -> common_pb2.Partition:
+    offline = [r for r in p.replicas if model is not None and not model.live(r)]
+    return common_pb2.Partition(
+        partition=p.partition,
+        replicas=p.replicas,
+        isr=p.isr,
+        leader=p.leader,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        offline_replicas=offline,
+    )
+
+
+def topic_proto(topic: TopicState, model: ClusterModel) -> common_pb2.Topic:
+    return common_pb2.Topic(
+        name=topic.name,
+        topic_id=topic.topic_id,
+        configs=topic.configs,
+        partitions=[partition_proto(p, model) for p in topic.partitions],
+        internal=topic.internal,
+    )
+
+
+def build_metadata(
+    model: ClusterModel, controller_id: int, controller_epoch: int
+) -> common_pb2.ClusterMetadata:
+    return common_pb2.ClusterMetadata(
+        version=model.metadata_version,
+        cluster_id=model.cluster_id,
+        controller_id=controller_id,
+        controller_epoch=controller_epoch,
+        nodes=[node_proto(model.nodes[n]) for n in sorted(model.nodes)],
+        topics=[topic_proto(model.topics[t], model) for t in sorted(model.topics)],
+        cluster_configs=model.effective_configs(),
+        coordinator_shards=[
+            common_pb2.CoordinatorShard(
+                shard=s.shard, coordinator_id=s.coordinator_id, epoch=s.epoch
+            )
+            for s in model.shards
+        ],
+    )

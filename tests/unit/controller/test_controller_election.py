@@ -1,0 +1,143 @@
+"""Controller election, fencing and publishing against a real embedded store (in process)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from odradek.controller.cluster_state import NodeInfo, NodeKind, NodeState
+from odradek.controller.controller import Controller, ControllerSettings
+from odradek.controller.embedded_store import EmbeddedStore
+from odradek.controller.errors import ControllerError, NotControllerError
+from odradek.controller.model import TopicSpec
+from odradek.protocol.errors import ErrorCode
+
+
+def settings(node_id: int, session_timeout_ms: int = 400) -> ControllerSettings:
+    return ControllerSettings(
+        node_id=node_id,
+        heartbeat_interval_ms=50,
+        session_timeout_ms=session_timeout_ms,
+        lease_ttl_ms=600,
+    )
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_one_active_standby_takes_over_and_stale_writes_are_fenced(tmp_path: Path) -> None:
+    store = await EmbeddedStore.open(tmp_path)
+    a = Controller(store, settings(3000))
+    b = Controller(store, settings(3001))
+    await a.start()
+    assert await a.wait_settled(5)
+    await b.start()
+    assert await b.wait_settled(5)
+    assert a.active and not b.active and b.healthy
+    with pytest.raises(NotControllerError):
+        await b.create_topics([TopicSpec("t")])
+    await a.register_node(NodeInfo(100, NodeKind.STORAGE))
+    [created] = await a.create_topics([TopicSpec("t", 2, 1)])
+    assert created.error_code == 0
+    cluster_id, version = a.metadata().cluster_id, a.metadata().version
+
+    # A loses its lease (e.g. a long pause): B takes over with a higher epoch ...
+    await store.revoke(a._lease)
+    await wait_until(lambda: b.active)
+    assert b.epoch == a.epoch + 1
+    assert b.metadata().cluster_id == cluster_id and b.metadata().version > version
+    assert b.model is not None and b.model.topics["t"].topic_id == created.topic_id
+    # ... and anything A still tries to write is fenced; A steps down.
+    if a.active:
+        with pytest.raises(NotControllerError):
+            await a.create_topics([TopicSpec("late", 1, 1)])
+    await wait_until(lambda: not a.active)
+    assert "late" not in b.model.topics
+    await a.stop()
+    await b.stop()
+    await store.close()
+
+
+async def test_watchers_get_each_version_or_skip_to_the_latest(tmp_path: Path) -> None:
+    store = await EmbeddedStore.open(tmp_path)
+    c = Controller(store, settings(3000))
+    await c.start()
+    await c.wait_settled(5)
+    await c.register_node(NodeInfo(100, NodeKind.STORAGE))
+    fast = c.watch(0)
+    first = await fast.next()
+    assert first is not None and first.version == c.metadata().version
+    await c.create_topics([TopicSpec("a", 1, 1)])
+    got = await fast.next()
+    assert got is not None and [t.name for t in got.topics] == ["a"]
+    slow = c.watch(got.version)
+    for name in ("b", "c", "d"):
+        await c.create_topics([TopicSpec(name, 1, 1)])
+    latest = await slow.next()  # skipped the intermediate versions
+    assert latest is not None and latest.version == c.metadata().version
+    assert [t.name for t in latest.topics] == ["a", "b", "c", "d"]
+    await c.stop()
+    pending = await fast.next()  # what it had not read yet, then the end of the stream
+    assert pending is not None and pending.version == latest.version
+    assert await fast.next() is None
+    await store.close()
+
+
+async def test_heartbeats_sessions_and_incarnations(tmp_path: Path) -> None:
+    store = await EmbeddedStore.open(tmp_path)
+    c = Controller(store, settings(3000, session_timeout_ms=800))
+    await c.start()
+    await c.wait_settled(5)
+    node = await c.register_node(NodeInfo(100, NodeKind.STORAGE))
+    with pytest.raises(ControllerError) as info:
+        c.heartbeat(100, node.incarnation + 1)
+    assert info.value.code is ErrorCode.STALE_BROKER_EPOCH
+    for _ in range(20):  # heartbeating keeps it online past the session timeout
+        assert c.heartbeat(100, node.incarnation) is False
+        await asyncio.sleep(0.06)
+    assert c.model is not None and c.model.nodes[100].state is NodeState.ONLINE
+    await wait_until(
+        lambda: c.model is not None and c.model.nodes[100].state is NodeState.OFFLINE, 2
+    )
+    with pytest.raises(ControllerError):
+        c.heartbeat(100, node.incarnation)  # fenced: must register again
+    again = await c.register_node(NodeInfo(100, NodeKind.STORAGE))
+    assert again.incarnation > node.incarnation
+    await c.stop()
+    await store.close()
+
+
+async def test_restart_keeps_state_and_versions_move_forward(tmp_path: Path) -> None:
+    store = await EmbeddedStore.open(tmp_path)
+    c = Controller(store, settings(3000, session_timeout_ms=60000))
+    await c.start()
+    await c.wait_settled(5)
+    node = await c.register_node(NodeInfo(100, NodeKind.STORAGE))
+    await c.create_topics([TopicSpec("t", 3, 1)])
+    first, _ = await c.allocate_producer_ids(100, node.incarnation)
+    before = c.metadata()
+    await c.stop()
+    await store.close()
+
+    store = await EmbeddedStore.open(tmp_path)
+    c = Controller(store, settings(3000, session_timeout_ms=60000))
+    await c.start()
+    await c.wait_settled(5)
+    after = c.metadata()
+    assert after.cluster_id == before.cluster_id and after.version > before.version
+    assert after.controller_epoch == before.controller_epoch + 1
+    assert [t.topic_id for t in after.topics] == [t.topic_id for t in before.topics]
+    c.heartbeat(100, node.incarnation)  # the registration survived: no re-register storm
+    second, _ = await c.allocate_producer_ids(100, node.incarnation)
+    assert second >= first + 1000
+    await c.stop()
+    await store.close()
