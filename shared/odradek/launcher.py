@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -151,8 +152,20 @@ class ClusterOptions:
     start_timeout: float = 60.0
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free right now (the controller keeps one fixed address across restarts)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 def plan(opts: ClusterOptions) -> list[ServiceSpec]:
-    """Which processes to start, in start order, with their settings."""
+    """Which processes to start, in start order, with their settings.
+
+    The controller gets a fixed port so a restarted controller is found again at
+    the address every other service was given; the rest use ephemeral ports and are
+    found through the metadata (and cluster.json).
+    """
     data = opts.data_dir.resolve()
     common = dict(opts.settings)
     metadata_store = opts.metadata or f"file://{data / 'controller'}"
@@ -163,7 +176,7 @@ def plan(opts: ClusterOptions) -> list[ServiceSpec]:
         "controller",
         {
             "node.id": str(CONTROLLER_ID),
-            "grpc.listener": f"{opts.host}:0",
+            "grpc.listener": f"{opts.host}:{free_port(opts.host)}",
             "metadata.store": metadata_store,
             "default.replication.factor": str(opts.replication_factor),
             "offsets.topic.replication.factor": str(rf_offsets),

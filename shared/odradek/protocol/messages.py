@@ -205,8 +205,8 @@ def _codec_range(api_key: ApiKey) -> tuple[int, int]:
 
 def decode_request(header: RequestHeader, body: bytes | bytearray | memoryview) -> Message:
     """Decode the body that follows ``header`` in a request frame. Only versions in
-    :data:`~odradek.protocol.versions.SUPPORTED` are accepted; every byte of the body
-    must be used. Raises UnknownApiKeyError, UnsupportedVersionError or
+    :data:`~odradek.protocol.versions.SUPPORTED` are accepted; bytes after the last
+    field are ignored, as Kafka's parsers do. Raises UnknownApiKeyError, UnsupportedVersionError or
     InvalidRequestError, all carrying the correlation id."""
     key = _known(header.api_key, header.correlation_id)
     supported = SUPPORTED.get(key)
@@ -214,7 +214,11 @@ def decode_request(header: RequestHeader, body: bytes | bytearray | memoryview) 
         raise UnsupportedVersionError(
             key, header.api_version, correlation_id=header.correlation_id, supported=supported
         )
-    return _decode(catalog.REQUESTS[key], key, header.api_version, body, header.correlation_id)
+    # Like Kafka's request parsers, ignore bytes after the last field: librdkafka 2.16
+    # sends three extra bytes after an "all topics" Metadata v12 request.
+    return _decode(
+        catalog.REQUESTS[key], key, header.api_version, body, header.correlation_id, exact=False
+    )
 
 
 def decode_request_body(
@@ -243,10 +247,16 @@ def decode_response(api_key: int, version: int, body: bytes | bytearray | memory
 
 
 def _decode(
-    cls: Any, key: ApiKey, version: int, body: bytes | bytearray | memoryview, cid: int | None
+    cls: Any,
+    key: ApiKey,
+    version: int,
+    body: bytes | bytearray | memoryview,
+    cid: int | None,
+    *,
+    exact: bool = True,
 ) -> Message:
     try:
-        return decode_struct(cls, version, is_flexible(key, version), body)
+        return decode_struct(cls, version, is_flexible(key, version), body, exact=exact)
     except InvalidRequestError as exc:
         exc.api_key, exc.api_version, exc.correlation_id = int(key), version, cid
         raise

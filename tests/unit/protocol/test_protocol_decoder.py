@@ -77,6 +77,14 @@ def test_every_truncation_and_any_trailing_byte_is_rejected(version: int) -> Non
         decode_request_body(ApiKey.PRODUCE, version, body + b"\x00")
 
 
+def test_requests_ignore_trailing_bytes_like_kafka() -> None:
+    # librdkafka 2.16 sends Metadata v12 "all topics" with three bytes after the tags.
+    frame = bytes.fromhex("0003000c00000001") + b"\x00\x03rdk\x00" + bytes.fromhex("00000000010000")
+    header, body = _split(struct.pack(">i", len(frame)) + frame)
+    request = decode_request(header, body)
+    assert request.topics is None and request.allow_auto_topic_creation is False
+
+
 def test_the_error_carries_the_correlation_id() -> None:
     header, body = _split(encode_request(ApiKey.PRODUCE, 3, 987, "p", _produce(3, b"abc")))
     with pytest.raises(InvalidRequestError) as info:
