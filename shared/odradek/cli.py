@@ -15,6 +15,9 @@ from collections.abc import Sequence
 COMMANDS: list[str] = [
     "odradek.tools.up",
     "odradek.tools.dump_log",
+    "odradek.tools.topics",
+    "odradek.tools.produce",
+    "odradek.tools.consume",
 ]
 
 
