@@ -194,5 +194,6 @@ class Membership:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+            # Bounded: on 3.11 a cancellation racing a finishing gRPC call can be lost.
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await asyncio.wait_for(asyncio.shield(self._task), 5.0)

@@ -1,0 +1,217 @@
+"""Fetch on the leader: consumers (up to the high watermark) and followers (up to the LEO).
+
+Both are long polls (Kafka's DelayedFetch): the first read happens at once; the
+request returns immediately when it has ``min_bytes``, when any partition has an
+error, or when ``max_wait_ms`` is 0; otherwise it waits on the partitions' notifiers
+(a consumer wakes when the high watermark moves, a follower when the log end offset
+or log start moves) and reads again, until ``max_wait_ms`` passes.
+
+Byte limits (Kafka's readFromLog): each partition reads at most
+``min(partition_max_bytes, bytes left of max_bytes)``; the first partition that has
+data returns its first batch whole even if that is larger (``min_one_message``) so a
+consumer can always make progress; once data was included, later partitions no
+longer get that allowance.
+
+A follower's fetch is also how the leader learns the follower's log end offset
+(seed 3.2): before reading, the leader records it, which may advance the high
+watermark and may add the follower back to the ISR. If the follower's last fetched
+epoch does not end where the follower thinks it does in the leader's log, the answer
+is ``diverging_epoch`` instead of data (KIP-320).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
+from odradek.rpc.v1 import storage_pb2
+from odradek.storage.isr import IsrManager
+from odradek.storage.metrics import StorageMetrics
+from odradek.storage.notify import subscribed, wait_until
+from odradek.storage.partition import Partition
+from odradek.storage.replica_manager import ReplicaManager
+
+log = logging.getLogger("odradek.storage.fetch")
+
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One requested partition during a (possibly repeated) read."""
+
+    request: storage_pb2.FetchPartition
+    partition: Partition | None
+    error: int = ErrorCode.NONE
+    message: str = ""
+    diverging: tuple[int, int] | None = None
+
+
+class FetchHandler:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        isr: IsrManager,
+        metrics: StorageMetrics,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.replicas = replicas
+        self.isr = isr
+        self.metrics = metrics
+        self.stopping = stopping
+
+    async def fetch(self, request: storage_pb2.FetchRequest) -> storage_pb2.FetchResponse:
+        replica = request.replica_id >= 0
+        self.metrics.fetch_request(replica)
+        slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
+        if replica:
+            self._prepare_follower(request, slots)
+        else:
+            self._prepare_consumer(slots)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, request.max_wait_ms) / 1000.0
+        event = asyncio.Event()
+        notifiers = [
+            (s.partition.data_changed if replica else s.partition.hw_changed)
+            for s in slots
+            if s.partition is not None and s.error == ErrorCode.NONE
+        ]
+        with subscribed(event, notifiers):
+            while True:
+                event.clear()
+                results, total, errors = self._read(request, slots, replica)
+                if (
+                    errors
+                    or total >= request.min_bytes
+                    or request.max_wait_ms <= 0
+                    or not notifiers
+                    or self.stopping()
+                ):
+                    break
+                if not await wait_until(event, deadline):
+                    break
+        self._count_out(results, replica)
+        return storage_pb2.FetchResponse(error_code=ErrorCode.NONE, partitions=results)
+
+    # -- per-kind checks done once per request --------------------------------------------
+    def _prepare_consumer(self, slots: list[_Slot]) -> None:
+        for slot in slots:
+            part = slot.partition
+            if part is None:
+                slot.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                part.check_leader(slot.request.current_leader_epoch)
+            except KafkaError as exc:
+                slot.error, slot.message = exc.code, exc.message
+
+    def _prepare_follower(self, request: storage_pb2.FetchRequest, slots: list[_Slot]) -> None:
+        now = self.replicas.clock_ms()
+        replica_id = request.replica_id
+        for slot in slots:
+            part = slot.partition
+            fp = slot.request
+            if part is None:
+                slot.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                part.check_leader(fp.current_leader_epoch)
+                if replica_id not in part.replicas:
+                    raise KafkaError(
+                        ErrorCode.REPLICA_NOT_AVAILABLE,
+                        f"Replica {replica_id} is not assigned to partition {part.name}",
+                    )
+                if fp.last_fetched_epoch >= 0:
+                    epoch, end = part.end_offset_for_epoch(fp.last_fetched_epoch)
+                    if end >= 0 and (end < fp.fetch_offset or epoch < fp.last_fetched_epoch):
+                        slot.diverging = (epoch, end)
+                        continue
+                part.check_fetch_offset(fp.fetch_offset)
+            except KafkaError as exc:
+                slot.error, slot.message = exc.code, exc.message
+                continue
+            part.update_follower_fetch_state(replica_id, fp.fetch_offset, fp.log_start_offset, now)
+            self.isr.maybe_expand(part, replica_id)
+
+    # -- the read -----------------------------------------------------------------------
+    def _read(
+        self, request: storage_pb2.FetchRequest, slots: list[_Slot], replica: bool
+    ) -> tuple[list[storage_pb2.FetchPartitionResult], int, bool]:
+        remaining = max(0, request.max_bytes)
+        min_one = True
+        total = 0
+        errors = False
+        results = []
+        for slot in slots:
+            fp = slot.request
+            part = slot.partition
+            result = storage_pb2.FetchPartitionResult(
+                topic=fp.topic,
+                partition=fp.partition,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                log_end_offset=-1,
+                current_leader_epoch=-1,
+            )
+            results.append(result)
+            error = slot.error
+            if error == ErrorCode.NONE and part is not None and slot.diverging is None:
+                try:
+                    records = self._read_partition(
+                        part, fp, min(fp.partition_max_bytes, remaining), min_one, request, replica
+                    )
+                except Exception as exc:
+                    error = error_code_for(exc)
+                    if error == ErrorCode.UNKNOWN_SERVER_ERROR:
+                        log.exception("%s: read at %d failed", part.name, fp.fetch_offset)
+                else:
+                    if records:
+                        result.records = records
+                        total += len(records)
+                        remaining = max(0, remaining - len(records))
+                        min_one = False
+            if part is not None:
+                result.high_watermark = part.high_watermark
+                result.last_stable_offset = part.last_stable_offset
+                result.log_start_offset = part.log_start_offset
+                result.log_end_offset = part.log_end_offset
+                result.current_leader_epoch = part.leader_epoch
+            if slot.diverging is not None:
+                result.diverging_epoch.epoch, result.diverging_epoch.end_offset = slot.diverging
+                errors = True  # answer at once so the follower truncates
+            if error != ErrorCode.NONE:
+                result.error_code = error
+                errors = True
+        return results, total, errors
+
+    def _read_partition(
+        self,
+        part: Partition,
+        fp: storage_pb2.FetchPartition,
+        max_bytes: int,
+        min_one: bool,
+        request: storage_pb2.FetchRequest,
+        replica: bool,
+    ) -> bytes:
+        part.check_leader(fp.current_leader_epoch)
+        if replica:
+            return part.read(fp.fetch_offset, max_bytes, max_offset=None, min_one_message=min_one)
+        limit = (
+            part.last_stable_offset
+            if request.isolation_level == READ_COMMITTED
+            else part.high_watermark
+        )
+        return part.read(fp.fetch_offset, max_bytes, max_offset=limit, min_one_message=min_one)
+
+    def _count_out(self, results: list[storage_pb2.FetchPartitionResult], replica: bool) -> None:
+        for result in results:
+            n = len(result.records)
+            if n:
+                if replica:
+                    self.metrics.replica_bytes_out(result.topic, n)
+                else:
+                    self.metrics.bytes_out(result.topic, n)

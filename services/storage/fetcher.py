@@ -1,0 +1,427 @@
+"""Follower side of replication: one fetcher task per (leader node, fetcher index).
+
+Like Kafka's ReplicaFetcherThread, a fetcher multiplexes all partitions this node
+follows from one leader over one ``ReplicaFetch`` stream: it sends a FetchRequest
+(replica_id = this node, each partition at its log end offset with the epoch of its
+last fetched batch), the leader answers once data arrives or
+``replica.fetch.wait.max.ms`` passes, the fetcher appends and asks again.
+
+A partition enters a fetcher in the *truncating* state: before fetching, the
+follower asks the leader where its latest epoch ends (OffsetForLeaderEpoch) and
+truncates there (:mod:`odradek.storage.truncation`); a Fetch answer carrying
+``diverging_epoch`` (KIP-320) triggers the same truncation later. After each append
+the follower's high watermark becomes ``min(leader HW, own LEO)`` and its log start
+follows the leader's.
+
+State is owned by the fetcher task; the metadata path only adds and removes
+partitions. Every result is applied only if the partition still follows the same
+leader in the same epoch as when the request went out, so a late answer can never
+truncate a partition that has meanwhile become leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import grpc
+
+from odradek.protocol.errors import ErrorCode
+from odradek.rpc.channel import open_channel
+from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
+from odradek.storage.metrics import StorageMetrics
+from odradek.storage.notify import wait_until
+from odradek.storage.partition import Partition, Role
+from odradek.storage.settings import StorageSettings
+from odradek.storage.tasks import cancel_and_wait
+from odradek.storage.truncation import truncation_state
+
+log = logging.getLogger("odradek.storage.fetcher")
+
+# Kafka's replica.socket.timeout.ms: how long a fetch may stay unanswered beyond its wait.
+SOCKET_TIMEOUT_S = 30.0
+_MIN_BACKOFF_S = 0.05
+
+
+@dataclass(eq=False, slots=True)
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+    failures: int = 0
+    key: tuple[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.key = (self.partition.topic, self.partition.index)
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        settings: StorageSettings,
+        leader_id: int,
+        fetcher_id: int,
+        address: str | None,
+        incarnation: Callable[[], int],
+        metrics: StorageMetrics,
+    ) -> None:
+        self.settings = settings
+        self.node_id = settings.node_id
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.address = address
+        self.incarnation = incarnation
+        self.metrics = metrics
+        self.states: dict[tuple[str, int], FetchState] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._failing = False
+        self._max_backoff = max(_MIN_BACKOFF_S, settings.replica_fetch_backoff_ms / 1000.0)
+
+    # -- membership (called by the manager on the loop) ---------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{self.leader_id}-{self.fetcher_id}"
+        )
+
+    def add(self, part: Partition) -> None:
+        self.states[(part.topic, part.index)] = FetchState(part, part.leader_epoch)
+        self._changed.set()
+
+    def remove(self, part: Partition) -> None:
+        self.states.pop((part.topic, part.index), None)
+        self._changed.set()
+
+    def set_address(self, address: str | None) -> None:
+        if address != self.address:
+            log.info("leader %d now at %s", self.leader_id, address)
+            self.address = address
+            self._changed.set()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._changed.set()
+        await cancel_and_wait([self._task])
+
+    # -- the loop -----------------------------------------------------------------------
+    async def _run(self) -> None:
+        backoff = _MIN_BACKOFF_S
+        while not self._stopped:
+            address = self.address
+            if address is None:
+                await self._wait_changed(1.0)
+                continue
+            channel = open_channel(address)
+            stub = storage_pb2_grpc.StorageStub(channel)
+            call: grpc.aio.StreamStreamCall | None = None
+            try:
+                while self.address == address and not self._stopped:
+                    await self._truncate(stub)
+                    request, sent = self._build_request()
+                    if request is None:
+                        await self._wait_changed(self._until_next_ready())
+                        continue
+                    if call is None:
+                        call = stub.ReplicaFetch()
+                    await call.write(request)
+                    wait = self.settings.replica_fetch_wait_max_ms / 1000.0 + SOCKET_TIMEOUT_S
+                    response = await asyncio.wait_for(call.read(), wait)
+                    if response is grpc.aio.EOF:
+                        raise ConnectionError("the leader closed the replica fetch stream")
+                    self._process(response, sent)
+                    backoff = _MIN_BACKOFF_S
+                    if self._failing:
+                        self._failing = False
+                        log.info("fetching from leader %d at %s again", self.leader_id, address)
+            except asyncio.CancelledError:
+                raise
+            except (grpc.aio.AioRpcError, ConnectionError, TimeoutError) as exc:
+                if self._stopped:
+                    return
+                detail = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+                log.log(
+                    logging.DEBUG if self._failing else logging.INFO,
+                    "fetch from leader %d at %s failed: %s",
+                    self.leader_id,
+                    address,
+                    detail,
+                )
+                self._failing = True
+                self._delay_all(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+            except Exception:
+                log.exception("replica fetcher for leader %d failed", self.leader_id)
+                self._delay_all(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+            finally:
+                if call is not None:
+                    call.cancel()
+                with contextlib.suppress(Exception):
+                    await channel.close(None)
+
+    async def _wait_changed(self, timeout: float) -> None:
+        self._changed.clear()
+        if not self._stopped:
+            deadline = asyncio.get_running_loop().time() + max(0.0, timeout)
+            await wait_until(self._changed, deadline)
+
+    def _until_next_ready(self) -> float:
+        now = asyncio.get_running_loop().time()
+        pending = [s.delayed_until - now for s in self.states.values() if self._current(s)]
+        return min((max(0.0, d) for d in pending), default=1.0)
+
+    def _current(self, state: FetchState) -> bool:
+        part = state.partition
+        return (
+            self.states.get(state.key) is state
+            and part.role is Role.FOLLOWER
+            and part.leader_id == self.leader_id
+            and part.leader_epoch == state.leader_epoch
+        )
+
+    def _ready(self, state: FetchState, now: float) -> bool:
+        return state.delayed_until <= now and self._current(state)
+
+    def _delay(self, state: FetchState) -> None:
+        state.failures += 1
+        delay = min(self._max_backoff, _MIN_BACKOFF_S * (2 ** min(state.failures - 1, 10)))
+        state.delayed_until = asyncio.get_running_loop().time() + delay
+
+    def _delay_all(self, delay: float) -> None:
+        until = asyncio.get_running_loop().time() + delay
+        for state in self.states.values():
+            state.delayed_until = max(state.delayed_until, until)
+
+    # -- truncation ---------------------------------------------------------------------
+    async def _truncate(self, stub: storage_pb2_grpc.StorageStub) -> None:
+        now = asyncio.get_running_loop().time()
+        asking: list[FetchState] = []
+        for state in list(self.states.values()):
+            if not state.truncating or not self._ready(state, now):
+                continue
+            if state.partition.latest_epoch < 0:
+                state.truncating = False  # no epochs yet: nothing of ours can diverge
+                continue
+            asking.append(state)
+        if not asking:
+            return
+        request = storage_pb2.OffsetForLeaderEpochRequest(
+            replica_id=self.node_id,
+            partitions=[
+                storage_pb2.OffsetForLeaderEpochPartition(
+                    topic=s.partition.topic,
+                    partition=s.partition.index,
+                    current_leader_epoch=s.leader_epoch,
+                    leader_epoch=s.partition.latest_epoch,
+                )
+                for s in asking
+            ],
+        )
+        response = await stub.OffsetForLeaderEpoch(request, timeout=SOCKET_TIMEOUT_S)
+        answers = {(r.topic, r.partition): r for r in response.partitions}
+        for state in asking:
+            if not self._current(state):
+                continue
+            answer = answers.get(state.key)
+            if answer is None or answer.error_code != ErrorCode.NONE:
+                code = answer.error_code if answer is not None else -1
+                log.debug("%s: OffsetForLeaderEpoch error %d", state.partition.name, code)
+                self._delay(state)
+                continue
+            self._truncate_to_leader(state, answer.leader_epoch, answer.end_offset)
+
+    def _truncate_to_leader(self, state: FetchState, leader_epoch: int, end_offset: int) -> None:
+        part = state.partition
+        leo = part.log_end_offset
+        decision = truncation_state(leader_epoch, end_offset, part.end_offset_for_epoch, leo)
+        if decision.offset < leo:
+            log.info(
+                "%s: truncating from %d to %d (leader's epoch %d ends at %d)",
+                part.name,
+                leo,
+                decision.offset,
+                leader_epoch,
+                end_offset,
+            )
+        before = (leo, part.latest_epoch)
+        part.truncate_to(decision.offset)
+        state.truncating = not decision.completed
+        if state.truncating and (part.log_end_offset, part.latest_epoch) == before:
+            self._delay(state)  # no progress this round: never spin on the leader
+        else:
+            state.failures = 0
+
+    # -- fetching -----------------------------------------------------------------------
+    def _build_request(
+        self,
+    ) -> tuple[storage_pb2.FetchRequest | None, dict[tuple[str, int], tuple[FetchState, int]]]:
+        now = asyncio.get_running_loop().time()
+        sent: dict[tuple[str, int], tuple[FetchState, int]] = {}
+        partitions = []
+        for state in self.states.values():
+            if state.truncating or not self._ready(state, now):
+                continue
+            part = state.partition
+            leo = part.log_end_offset
+            partitions.append(
+                storage_pb2.FetchPartition(
+                    topic=part.topic,
+                    partition=part.index,
+                    fetch_offset=leo,
+                    partition_max_bytes=self.settings.replica_fetch_max_bytes,
+                    current_leader_epoch=state.leader_epoch,
+                    log_start_offset=part.log_start_offset,
+                    last_fetched_epoch=part.latest_epoch,
+                )
+            )
+            sent[state.key] = (state, leo)
+        if not partitions:
+            return None, sent
+        request = storage_pb2.FetchRequest(
+            replica_id=self.node_id,
+            replica_incarnation=self.incarnation(),
+            max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+            min_bytes=self.settings.replica_fetch_min_bytes,
+            max_bytes=self.settings.replica_fetch_response_max_bytes,
+            partitions=partitions,
+        )
+        return request, sent
+
+    def _process(
+        self,
+        response: storage_pb2.FetchResponse,
+        sent: dict[tuple[str, int], tuple[FetchState, int]],
+    ) -> None:
+        for result in response.partitions:
+            entry = sent.get((result.topic, result.partition))
+            if entry is None:
+                continue
+            state, fetch_offset = entry
+            if not self._current(state) or state.partition.log_end_offset != fetch_offset:
+                continue
+            try:
+                self._apply(state, result)
+            except Exception as exc:
+                log.warning("%s: cannot apply fetched data: %s", state.partition.name, exc)
+                state.truncating = True
+                self._delay(state)
+
+    def _apply(self, state: FetchState, result: storage_pb2.FetchPartitionResult) -> None:
+        part = state.partition
+        code = result.error_code
+        if code == ErrorCode.NONE:
+            if result.HasField("diverging_epoch"):
+                diverging = result.diverging_epoch
+                self._truncate_to_leader(state, diverging.epoch, diverging.end_offset)
+                return
+            if result.records:
+                part.append_as_follower(result.records)
+                self.metrics.replica_bytes_in(part.topic, len(result.records))
+            part.update_follower_high_watermark(result.high_watermark)
+            part.follow_leader_log_start(result.log_start_offset)
+            state.failures = 0
+            return
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_end_offset >= 0:
+            leo = part.log_end_offset
+            if result.log_end_offset < leo:
+                log.warning(
+                    "%s: our log end %d is past the leader's %d; truncating to it",
+                    part.name,
+                    leo,
+                    result.log_end_offset,
+                )
+                part.truncate_to(result.log_end_offset)
+                return
+            if result.log_start_offset > leo:
+                log.info(
+                    "%s: behind the leader's log start %d; restarting the log there",
+                    part.name,
+                    result.log_start_offset,
+                )
+                part.truncate_fully_and_start_at(result.log_start_offset)
+                return
+        log.debug("%s: fetch error %s", part.name, _name(code))
+        self._delay(state)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class ReplicaFetcherManager:
+    """Assigns followed partitions to fetchers keyed by (leader, hash % num.replica.fetchers)."""
+
+    def __init__(
+        self,
+        settings: StorageSettings,
+        address_of: Callable[[int], str | None],
+        incarnation: Callable[[], int],
+        metrics: StorageMetrics,
+    ) -> None:
+        self.settings = settings
+        self.address_of = address_of
+        self.incarnation = incarnation
+        self.metrics = metrics
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assignment: dict[tuple[str, int], tuple[int, int]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def _fetcher_id(self, topic: str, index: int) -> int:
+        n = self.settings.num_replica_fetchers
+        return 0 if n <= 1 else zlib.crc32(f"{topic}-{index}".encode()) % n
+
+    def add(self, part: Partition) -> None:
+        self.remove(part)
+        fkey = (part.leader_id, self._fetcher_id(part.topic, part.index))
+        fetcher = self.fetchers.get(fkey)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(
+                self.settings,
+                part.leader_id,
+                fkey[1],
+                self.address_of(part.leader_id),
+                self.incarnation,
+                self.metrics,
+            )
+            self.fetchers[fkey] = fetcher
+            fetcher.start()
+        fetcher.add(part)
+        self._assignment[(part.topic, part.index)] = fkey
+
+    def remove(self, part: Partition) -> None:
+        fkey = self._assignment.pop((part.topic, part.index), None)
+        if fkey is None:
+            return
+        fetcher = self.fetchers.get(fkey)
+        if fetcher is None:
+            return
+        fetcher.remove(part)
+        if not fetcher.states:
+            del self.fetchers[fkey]
+            task = asyncio.get_running_loop().create_task(fetcher.stop())
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+
+    def refresh_addresses(self) -> None:
+        for (leader_id, _), fetcher in self.fetchers.items():
+            fetcher.set_address(self.address_of(leader_id))
+
+    def following(self) -> dict[tuple[str, int], int]:
+        return {key: fkey[0] for key, fkey in self._assignment.items()}
+
+    async def shutdown(self) -> None:
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        self._assignment.clear()
+        await asyncio.gather(*(f.stop() for f in fetchers), return_exceptions=True)
+        if self._stopping:
+            await asyncio.wait(self._stopping, timeout=10.0)

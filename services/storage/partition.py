@@ -1,0 +1,461 @@
+"""One hosted partition replica: its log, its role, and the leader's replication state.
+
+This is the only module that touches :class:`odradek.log.log.PartitionLog`; everything
+above it (request handlers, the replica fetcher, ISR maintenance) goes through
+:class:`Partition`. All methods run on the event-loop thread and never await, so a
+partition's state changes atomically with respect to every other coroutine; the owner
+of role changes is the metadata path (:mod:`odradek.storage.replica_manager`).
+
+Leader side (seed section 3.2): the leader records each follower's log end offset from
+the offset it fetches at, and moves the high watermark to the minimum log end offset
+over the "maximal" ISR (the committed ISR plus a member whose addition is in flight)
+and over replicas that are caught up and eligible to join (Kafka's
+``shouldWaitForReplicaToJoinIsr``, so a catching-up follower is not outrun for ever).
+The high watermark never moves backwards on a leader. Becoming leader in epoch E
+stamps ``(E, LEO)`` into the leader epoch cache before any append (KIP-101).
+
+Follower side: appends what the leader sent, sets its high watermark to
+``min(leader HW, own LEO)``, follows the leader's log start offset, and truncates only
+where :mod:`odradek.storage.truncation` says.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from odradek.log.log import PartitionLog
+from odradek.log.producer_state import ProducerStateEntry
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.rpc.v1 import common_pb2
+from odradek.storage.notify import Notifier
+from odradek.storage.replica_state import UNKNOWN_OFFSET, FollowerState
+from odradek.topic_config import LogConfig
+
+UNDEFINED_EPOCH = -1
+
+
+class Role(enum.Enum):
+    NONE = "none"  # hosted but neither leader nor following anyone (offline / stopping)
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAppend:
+    """What a leader append produced, as the produce path answers it."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool
+    leader_epoch: int
+    size: int
+
+
+class Partition:
+    def __init__(
+        self,
+        node_id: int,
+        topic: str,
+        index: int,
+        topic_id: bytes,
+        log: PartitionLog,
+        config: LogConfig,
+        *,
+        replica_lag_time_max_ms: int,
+        clock_ms: Callable[[], int],
+        is_replica_eligible: Callable[[int], bool] = lambda _node: True,
+    ) -> None:
+        self.node_id = node_id
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.config = config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.clock_ms = clock_ms
+        self.is_replica_eligible = is_replica_eligible
+
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = UNDEFINED_EPOCH
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        # An AlterPartition in flight: the ISR we asked for (Kafka's PendingExpand/ShrinkIsr).
+        self.pending_isr: tuple[int, ...] | None = None
+        self.followers: dict[int, FollowerState] = {}
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+
+        self.hw_changed = Notifier()  # HW moved, role/epoch/ISR changed: consumers, acks=-1
+        self.data_changed = Notifier()  # LEO or log start moved, role changed: replica fetches
+        self.followers_changed = Notifier()  # follower log starts moved: DeleteRecords
+
+    # -- identity ---------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def __repr__(self) -> str:
+        return (
+            f"Partition({self.name}, {self.role.value}, epoch={self.leader_epoch}, "
+            f"isr={list(self.isr)}, hw={self.high_watermark}, leo={self.log_end_offset})"
+        )
+
+    # -- log facts --------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No transactions yet: the LSO is the high watermark."""
+        return self.high_watermark
+
+    @property
+    def latest_epoch(self) -> int:
+        epoch = self.log.leader_epoch_cache.latest_epoch
+        return UNDEFINED_EPOCH if epoch is None else epoch
+
+    @property
+    def size_bytes(self) -> int:
+        return self.log.size_bytes
+
+    @property
+    def segment_count(self) -> int:
+        return self.log.segment_count
+
+    @property
+    def log_dir(self) -> str:
+        return str(self.log.dir)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.config.min_insync_replicas
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(sorted(set(self.isr) | set(self.pending_isr)))
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.replicas)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch over this replica's epoch cache (Kafka semantics)."""
+        return self.log.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        epoch = self.log.leader_epoch_cache.epoch_for_offset(offset)
+        return UNDEFINED_EPOCH if epoch is None else epoch
+
+    def producers(self) -> list[ProducerStateEntry]:
+        return list(self.log.producer_state.producers.values())
+
+    def notify_all(self) -> None:
+        self.hw_changed.notify()
+        self.data_changed.notify()
+        self.followers_changed.notify()
+
+    # -- configuration ------------------------------------------------------------------
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        self.log.update_config(config)
+
+    # -- role changes (driven by metadata) ------------------------------------------------
+    def make_leader(self, state: common_pb2.Partition) -> bool:
+        """Become (or stay) leader per ``state``; True when this starts a new leader epoch."""
+        now = self.clock_ms()
+        new_leader = self.role is not Role.LEADER
+        new_epoch = state.leader_epoch > self.leader_epoch or new_leader
+        if not new_epoch and state.partition_epoch < self.partition_epoch:
+            return False  # an older view than what AlterPartition already gave us
+        self._adopt(state)
+        self.role = Role.LEADER
+        self.leader_id = self.node_id
+        if new_epoch:
+            self.leader_epoch = state.leader_epoch
+            leo = self.log_end_offset
+            self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
+            self.leader_epoch_start_offset = leo
+            self.pending_isr = None
+            followers: dict[int, FollowerState] = {}
+            for replica in self.replicas:
+                if replica == self.node_id:
+                    continue
+                follower = self.followers.get(replica) or FollowerState(replica)
+                follower.reset(now, in_sync=replica in self.isr, new_leader=new_leader)
+                followers[replica] = follower
+            self.followers = followers
+        else:
+            for replica in self.replicas:
+                if replica != self.node_id and replica not in self.followers:
+                    self.followers[replica] = FollowerState(replica)
+            for replica in list(self.followers):
+                if replica not in self.replicas:
+                    del self.followers[replica]
+        self.maybe_increment_high_watermark(now)
+        self.notify_all()
+        return new_epoch
+
+    def make_follower(self, state: common_pb2.Partition) -> bool:
+        """Follow ``state.leader``; True when the leader or its epoch changed (refetch)."""
+        changed = (
+            self.role is not Role.FOLLOWER
+            or state.leader != self.leader_id
+            or state.leader_epoch != self.leader_epoch
+        )
+        if not changed and state.partition_epoch < self.partition_epoch:
+            return False
+        self._adopt(state)
+        self.role = Role.FOLLOWER if state.leader >= 0 else Role.NONE
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.pending_isr = None
+        self.followers = {}
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.notify_all()
+        return changed
+
+    def stop(self) -> None:
+        """No longer served here (deleted, reassigned or shutting down)."""
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.followers = {}
+        self.pending_isr = None
+        self.notify_all()
+
+    def _adopt(self, state: common_pb2.Partition) -> None:
+        self.replicas = tuple(state.replicas)
+        self.isr = tuple(state.isr)
+        self.partition_epoch = state.partition_epoch
+
+    def adopt_isr(self, state: common_pb2.Partition) -> bool:
+        """Take the controller's answer to our AlterPartition (or a newer metadata view)."""
+        if not self.is_leader or state.leader_epoch != self.leader_epoch:
+            return False
+        if state.partition_epoch < self.partition_epoch:
+            return False
+        self.isr = tuple(state.isr)
+        self.replicas = tuple(state.replicas)
+        self.partition_epoch = state.partition_epoch
+        self.pending_isr = None
+        self.maybe_increment_high_watermark(self.clock_ms())
+        self.hw_changed.notify()
+        return True
+
+    # -- checks -------------------------------------------------------------------------
+    def check_leader(self, current_leader_epoch: int = -1) -> None:
+        self.check_leader_epoch(current_leader_epoch)
+        if not self.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"Leader not local for partition {self.name} on broker {self.node_id}",
+            )
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's current-leader-epoch fencing (KIP-320): -1 skips the check."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaError(
+                ErrorCode.FENCED_LEADER_EPOCH,
+                f"The leader epoch in the request {current_leader_epoch} is smaller than the "
+                f"current leader epoch {self.leader_epoch} of {self.name}",
+            )
+        if current_leader_epoch > self.leader_epoch:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_LEADER_EPOCH,
+                f"The leader epoch in the request {current_leader_epoch} is larger than the "
+                f"current leader epoch {self.leader_epoch} of {self.name}",
+            )
+
+    # -- leader: produce ----------------------------------------------------------------
+    def append_as_leader(self, records: bytearray, required_acks: int) -> LeaderAppend:
+        """Validate and append; raises KafkaError or a log error carrying ``kafka_error``."""
+        self.check_leader()
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {list(self.isr)} is insufficient to satisfy the "
+                f"min.isr requirement of {self.min_insync_replicas} for partition {self.name}",
+            )
+        result = self.log.append_as_leader(records, self.leader_epoch)
+        if not result.duplicate:
+            self.data_changed.notify()
+            self.maybe_increment_high_watermark(self.clock_ms())
+        return LeaderAppend(
+            first_offset=result.first_offset,
+            last_offset=result.last_offset,
+            log_append_time=result.log_append_time,
+            log_start_offset=result.log_start_offset,
+            duplicate=result.duplicate,
+            leader_epoch=self.leader_epoch,
+            size=len(records),
+        )
+
+    def replication_status(self, required_offset: int, leader_epoch: int) -> tuple[bool, ErrorCode]:
+        """Kafka's checkEnoughReplicasReachOffset for an acks=-1 produce: (done, error)."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark >= required_offset:
+            if len(self.isr) >= self.min_insync_replicas:
+                return True, ErrorCode.NONE
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, ErrorCode.NONE
+
+    # -- leader: replication ------------------------------------------------------------
+    def maybe_increment_high_watermark(self, now_ms: int) -> bool:
+        if not self.is_leader:
+            return False
+        leo = self.log_end_offset
+        new_hw = leo
+        maximal = self.maximal_isr
+        for replica, follower in self.followers.items():
+            if follower.log_end_offset >= new_hw:
+                continue
+            if replica in maximal or (
+                follower.is_caught_up(leo, now_ms, self.replica_lag_time_max_ms)
+                and self.is_replica_eligible(replica)
+            ):
+                new_hw = follower.log_end_offset
+        if new_hw > self.high_watermark:
+            self.log.high_watermark = new_hw
+            self.hw_changed.notify()
+            return True
+        return False
+
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, log_start_offset: int, now_ms: int
+    ) -> None:
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return
+        before_start = follower.log_start_offset
+        follower.update_fetch_state(fetch_offset, log_start_offset, self.log_end_offset, now_ms)
+        self.maybe_increment_high_watermark(now_ms)
+        if follower.log_start_offset != before_start:
+            self.followers_changed.notify()
+
+    def wants_isr_expansion(self, replica_id: int) -> bool:
+        """Kafka's isFollowerInSync + eligibility: LEO >= HW and >= this epoch's start."""
+        if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
+            return False
+        follower = self.followers.get(replica_id)
+        if follower is None or not self.is_replica_eligible(replica_id):
+            return False
+        leo = follower.log_end_offset
+        return leo >= self.high_watermark and leo >= self.leader_epoch_start_offset
+
+    def out_of_sync_replicas(self, now_ms: int) -> list[int]:
+        if not self.is_leader or self.pending_isr is not None:
+            return []
+        leo = self.log_end_offset
+        out = []
+        for replica in self.isr:
+            if replica == self.node_id:
+                continue
+            follower = self.followers.get(replica)
+            if follower is None or follower.is_out_of_sync(
+                leo, now_ms, self.replica_lag_time_max_ms
+            ):
+                out.append(replica)
+        return out
+
+    def low_watermark(self) -> int:
+        """Smallest log start offset over this leader and its live followers (DeleteRecords).
+
+        A live follower that has not fetched yet counts as -1, as in Kafka, so the answer
+        waits for it instead of claiming records are gone everywhere.
+        """
+        low = self.log_start_offset
+        for replica, follower in self.followers.items():
+            if self.is_replica_eligible(replica) and follower.log_start_offset < low:
+                low = follower.log_start_offset
+        return low
+
+    def delete_records_before(self, offset: int) -> int:
+        self.check_leader()
+        hw = self.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {offset} of partition {self.name} "
+                f"since it is larger than the high watermark {hw}",
+            )
+        if target > self.log_start_offset:
+            self.log.delete_records_before(target)
+            self.data_changed.notify()
+        return self.log_start_offset
+
+    # -- reads --------------------------------------------------------------------------
+    def check_fetch_offset(self, fetch_offset: int) -> None:
+        start, end = self.log_start_offset, self.log_end_offset
+        if fetch_offset < start or fetch_offset > end:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Received request for offset {fetch_offset} for partition {self.name}, but we "
+                f"only have log segments in the range {start} to {end}.",
+            )
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None, min_one_message: bool
+    ) -> bytes:
+        """Whole batches from ``fetch_offset`` below ``max_offset`` (None: the LEO)."""
+        self.check_fetch_offset(fetch_offset)
+        limit = self.log_end_offset if max_offset is None else max_offset
+        if fetch_offset >= limit or (max_bytes <= 0 and not min_one_message):
+            return b""
+        result = self.log.read(
+            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+        )
+        return bytes(result.records)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, leader epoch) of the first record with timestamp >= it."""
+        return self.log.offset_for_timestamp(timestamp)
+
+    def max_timestamp_offset(self) -> tuple[int, int, int] | None:
+        return self.log.max_timestamp_offset()
+
+    # -- follower -----------------------------------------------------------------------
+    def append_as_follower(self, records: bytes) -> None:
+        self.log.append_as_follower(records)
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        self.log.high_watermark = min(leader_high_watermark, self.log_end_offset)
+
+    def follow_leader_log_start(self, leader_log_start_offset: int) -> None:
+        if self.log_start_offset < leader_log_start_offset <= self.high_watermark:
+            self.log.delete_records_before(leader_log_start_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation. At or past the LEO only the epoch cache is cut: an epoch
+        this node started as leader but never wrote to must not survive (Kafka does the
+        same), or every later divergence check would fail on it."""
+        if self.log.truncate_to(offset):
+            self.notify_all()
+        else:
+            self.log.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.notify_all()
