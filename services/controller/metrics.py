@@ -9,7 +9,7 @@ from odradek.controller.model import ClusterModel, Stats
 
 ACTIVE = Gauge("odradek_controller_active", "1 while this process is the active controller.")
 OFFLINE_PARTITIONS = Gauge(
-    "odradek_controller_offline_partitions_count", "Partitions without a leader."
+    "odradek_controller_offline_partitions", "Partitions without a leader."
 )
 UNDER_REPLICATED = Gauge(
     "odradek_controller_under_replicated_partitions",

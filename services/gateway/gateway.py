@@ -119,7 +119,7 @@ class Gateway:
         )
         grpc_host, _, grpc_port = config.str("grpc.listener").rpartition(":")
         self.rpc = RpcServer(grpc_host or "127.0.0.1", int(grpc_port or 0))
-        self.metrics_server = MetricsServer(port=config.int("metrics.port", 0))
+        self.metrics_server = MetricsServer(grpc_host or "127.0.0.1", config.int("metrics.port", 0))
         self.controller = ControllerClient(config.str("controller.address"))
         self.metadata = MetadataCache()
         self.storage = StoragePool(self.metadata)

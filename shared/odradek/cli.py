@@ -18,6 +18,7 @@ COMMANDS: list[str] = [
     "odradek.tools.topics",
     "odradek.tools.produce",
     "odradek.tools.consume",
+    "odradek.tools.groups",
 ]
 
 

@@ -30,6 +30,17 @@ MODULES = [
     "incremental_alter_configs",
     "describe_cluster",
     "delete_records",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "describe_groups",
+    "list_groups",
+    "delete_groups",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
 ]
 
 

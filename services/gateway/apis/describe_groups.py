@@ -27,9 +27,9 @@ API_KEY = ApiKey.DESCRIBE_GROUPS
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 
-NOT_REQUESTED = -(2**31)
-# READ, DELETE, DESCRIBE (Kafka's AclOperation codes 3, 6, 8) as a bit field.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NOT_REQUESTED = None  # encoded as Kafka's INT32_MIN "not requested"
+# READ, DELETE, DESCRIBE (Kafka's AclOperation codes), encoded as a bit field.
+GROUP_OPERATIONS = {3, 6, 8}
 
 
 async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:

@@ -51,7 +51,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
             listed[g.group_id] = g
 
     await asyncio.gather(*(ask(s) for s in groups.all_coordinators()))
-    error = ErrorCode.NONE
+    error: int = ErrorCode.NONE
     if ErrorCode.COORDINATOR_NOT_AVAILABLE in errors:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif errors:

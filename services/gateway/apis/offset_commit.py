@@ -11,10 +11,16 @@ Empty). v1's per-partition commit timestamp is ignored (Kafka ignores it too sin
 v2); v2-v4's ``retention_time_ms`` is stored as an expire timestamp. The metadata
 string and the committed leader epoch (v6+) round-trip to OffsetFetch
 (KAFKA-COMPAT item 18).
+
+Ordering: Kafka handles one request per connection at a time, and clients pipeline
+asynchronous commits (librdkafka's auto-commit), so commits of one connection are
+forwarded strictly one after another (a per-connection lane, as for Produce); a later
+commit can never overtake an earlier one on its way to the log.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -31,7 +37,31 @@ TopicResp = OffsetCommitResponse.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
 
 
+class _Lane:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+    # One lane per connection, kept only while that connection has commits in flight.
+    lanes: dict[int, _Lane] = gw.state.setdefault("offset_commit_lanes", {})
+    lane = lanes.get(ctx.connection_id)
+    if lane is None:
+        lane = lanes[ctx.connection_id] = _Lane()
+    lane.users += 1
+    try:
+        async with lane.lock:
+            return await _commit(gw, header, request)
+    finally:
+        lane.users -= 1
+        if lane.users == 0:
+            lanes.pop(ctx.connection_id, None)
+
+
+async def _commit(gw: Any, header: Any, request: Any) -> Any:
     version = header.api_version
     snap = gw.metadata.current
     errors: dict[tuple[str, int], int] = {}

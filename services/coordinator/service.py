@@ -1,0 +1,224 @@
+"""The group coordinator service: owns the shards the controller gives it.
+
+It registers as a COORDINATOR node and follows the metadata stream; the controller
+spreads the ``offsets.topic.num.partitions`` shards over online coordinators
+(``ClusterMetadata.coordinator_shards``). A shard newly owned (or owned under a new
+epoch) gets a :class:`~odradek.coordinator.runtime.ShardRuntime` that loads its groups
+from the offset store before serving; a shard no longer owned is closed, so its
+waiting members hear NOT_COORDINATOR and look the coordinator up again. On SIGTERM it
+asks the controller for a controlled shutdown first, so shards move before it stops.
+
+Settings, Kafka's names: ``group.initial.rebalance.delay.ms``,
+``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
+``group.max.size``, ``offset.metadata.max.bytes``, plus Odradek's
+``group.pending.member.timeout.ms``. Each is read from this service's configuration
+when set there, else from the cluster configs the controller publishes, else
+Kafka's default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from odradek.config import Config
+from odradek.controller_client import ControllerClient, Membership
+from odradek.coordinator import metrics
+from odradek.coordinator.runtime import ShardRuntime, ShardStatus
+from odradek.coordinator.servicer import CoordinatorServicer
+from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
+from odradek.group_shard import coordinator_of, shard_of
+from odradek.metadata_cache import MetadataCache, Snapshot
+from odradek.metrics import MetricsServer
+from odradek.offsets.client import OffsetStoreClient
+from odradek.offsets.convert import group_from_proto, group_to_proto
+from odradek.rpc.server import RpcServer
+from odradek.rpc.v1 import common_pb2, controller_pb2, coordinator_pb2_grpc, offsets_pb2
+
+log = logging.getLogger("odradek.coordinator")
+
+DEFAULTS: dict[str, str] = {
+    "node.id": "200",
+    "grpc.listener": "127.0.0.1:0",
+    "metrics.port": "0",
+    "controller.address": "127.0.0.1:9093",
+}
+
+# Kafka name -> (GroupConfig field, Kafka default)
+GROUP_SETTINGS: dict[str, tuple[str, int]] = {
+    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 3_000),
+    "group.min.session.timeout.ms": ("min_session_timeout_ms", 6_000),
+    "group.max.session.timeout.ms": ("max_session_timeout_ms", 1_800_000),
+    "group.max.size": ("max_size", 2**31 - 1),
+    "group.pending.member.timeout.ms": ("pending_member_timeout_ms", 3_000),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096),
+}
+
+
+class CoordinatorService:
+    name = "coordinator"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.node_id = config.int("node.id")
+        host, _, port = config.str("grpc.listener").rpartition(":")
+        self.host = host or "127.0.0.1"
+        self.rpc = RpcServer(self.host, int(port or 0))
+        self.metrics_server = MetricsServer(self.host, config.int("metrics.port", 0))
+        self.controller = ControllerClient(config.str("controller.address"))
+        self.metadata = MetadataCache()
+        self.offsets = OffsetStoreClient(self.metadata)
+        self.runtimes: dict[int, ShardRuntime] = {}
+        self.membership: Membership | None = None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._reconcile_lock = asyncio.Lock()
+        coordinator_pb2_grpc.add_GroupCoordinatorServicer_to_server(
+            CoordinatorServicer(self), self.rpc.server
+        )
+        metrics.register(self)
+
+    # -- settings ---------------------------------------------------------------------------
+    def group_config(self) -> GroupConfig:
+        cluster = self.metadata.current.raw.cluster_configs
+        values: dict[str, int] = {}
+        for name, (attr, default) in GROUP_SETTINGS.items():
+            raw = self.config.get(name)
+            if raw is None or raw == "":
+                raw = cluster.get(name)
+            try:
+                values[attr] = int(raw) if raw not in (None, "") else default
+            except ValueError:
+                log.warning("ignoring invalid %s=%r", name, raw)
+                values[attr] = default
+        return GroupConfig(**values)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> dict[str, int]:
+        grpc_port = await self.rpc.start()
+        metrics_port = await self.metrics_server.start()
+        self.metadata.listeners.append(self._on_metadata)
+        loop = asyncio.get_running_loop()
+        self._tasks.append(
+            loop.create_task(self.controller.watch(self.metadata.update, self._stop))
+        )
+        node = common_pb2.Node(
+            node_id=self.node_id,
+            kind=common_pb2.COORDINATOR,
+            host=self.host,
+            grpc_port=grpc_port,
+            metrics_port=metrics_port,
+        )
+        self.membership = Membership(self.controller, node)
+        await self.membership.register()
+        self.membership.start()
+        await self.metadata.wait_for(lambda s: self.node_id in s.nodes, 30.0)
+        await self.rpc.set_serving(live=True, ready=True)
+        self.metrics_server.ready = True
+        return {"grpc": grpc_port, "metrics": metrics_port}
+
+    async def stop(self) -> None:
+        await self.rpc.set_serving(live=True, ready=False)
+        self.metrics_server.ready = False
+        if self.membership is not None and self.membership.incarnation:
+            # Controlled shutdown: the controller moves our shards to other coordinators.
+            with contextlib.suppress(Exception):
+                await self.controller.call(
+                    lambda s: s.ShutdownNode,
+                    controller_pb2.ShutdownNodeRequest(
+                        node_id=self.node_id, incarnation=self.membership.incarnation
+                    ),
+                    timeout=3.0,
+                )
+        self._stop.set()
+        if self.membership is not None:
+            await self.membership.stop()
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await asyncio.gather(*(r.close() for r in list(self.runtimes.values())))
+        self.runtimes.clear()
+        await self.rpc.stop(1.0)
+        await self.offsets.close()
+        await self.controller.close()
+        await self.metrics_server.stop()
+
+    # -- shard ownership --------------------------------------------------------------------
+    def runtime_for(self, group_id: str) -> ShardRuntime | None:
+        runtime = self.runtimes.get(shard_of(self.metadata.current.raw, group_id))
+        if runtime is None or runtime.status is ShardStatus.CLOSED:
+            return None
+        return runtime
+
+    def _on_metadata(self, previous: Snapshot, current: Snapshot) -> None:
+        if self._stop.is_set():
+            return
+        asyncio.get_running_loop().create_task(self._reconcile())
+
+    async def _reconcile(self) -> None:
+        async with self._reconcile_lock:
+            raw = self.metadata.current.raw
+            owned: dict[int, int] = {}
+            for entry in raw.coordinator_shards:
+                owner, epoch = coordinator_of(raw, entry.shard)
+                if owner == self.node_id:
+                    owned[entry.shard] = epoch
+            closing = [
+                r
+                for shard, r in self.runtimes.items()
+                if shard not in owned or owned[shard] != r.epoch
+            ]
+            for runtime in closing:
+                log.info("shard %d moved away (epoch %d)", runtime.shard_id, runtime.epoch)
+                del self.runtimes[runtime.shard_id]
+            if closing:
+                await asyncio.gather(*(r.close() for r in closing))
+            if self._stop.is_set():
+                return
+            for shard, epoch in sorted(owned.items()):
+                if shard not in self.runtimes:
+                    self._open(shard, epoch)
+
+    def _open(self, shard: int, epoch: int) -> None:
+        log.info("shard %d assigned to us (epoch %d): loading", shard, epoch)
+
+        async def store(epoch: int, writes: list[StoreWrite]) -> int:
+            request = offsets_pb2.StoreGroupsRequest(
+                shard=shard, coordinator_id=self.node_id, coordinator_epoch=epoch
+            )
+            for w in writes:
+                if w.value is None:
+                    request.deleted_groups.append(w.group_id)
+                else:
+                    request.groups.append(group_to_proto(w.group_id, w.value))
+            return await self.offsets.store_groups(shard, request)
+
+        runtime = ShardRuntime(
+            shard, epoch, self.group_config(), store, on_rebalance=metrics.REBALANCES.inc
+        )
+        self.runtimes[shard] = runtime
+
+        async def load() -> Any:
+            response = await self.offsets.load_shard(
+                shard,
+                offsets_pb2.LoadShardRequest(
+                    shard=shard, coordinator_id=self.node_id, coordinator_epoch=epoch
+                ),
+            )
+            if response.error_code:
+                raise RuntimeError(f"LoadShard answered error {response.error_code}")
+            groups = [(g.group_id, group_from_proto(g)) for g in response.groups]
+            offset_groups = list(response.offset_groups)
+
+            def apply(target: GroupShard) -> None:
+                for group_id, value in groups:
+                    target.load_group(group_id, value)
+                for group_id in offset_groups:
+                    target.note_offsets(group_id)
+
+            return apply
+
+        runtime.start_loading(load)

@@ -1,0 +1,166 @@
+"""The in-memory state of one ``__consumer_offsets`` partition: what compaction would
+keep, i.e. the latest committed offset per (group, topic, partition) and the latest
+metadata per group. Pure code: it is filled by replaying the partition's records
+(:meth:`ShardCache.apply_record`) and then kept current by the offset store after each
+durable write, so reads never touch the log.
+
+Expiry follows Kafka (KIP-211, ``offsets.retention.minutes``): offsets of an Empty
+group expire ``retention`` after the group became empty; offsets of a group that
+never used group management (no metadata) expire ``retention`` after their commit;
+offsets of a consumer group's topics that no member subscribes to any more expire
+``retention`` after their commit; an explicit expire timestamp (OffsetCommit v2-v4
+``retention_time_ms``) wins. An Empty group left without offsets is deleted too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from odradek.offsets.records import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+from odradek.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Expired:
+    offsets: list[OffsetKey]
+    groups: list[str]  # group metadata to tombstone
+
+
+class ShardCache:
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartitionKey, OffsetValue]] = {}
+        self.groups: dict[str, GroupValue] = {}
+
+    # -- replay and updates -----------------------------------------------------------------
+    def apply_record(self, key: bytes | None, value: bytes | None) -> None:
+        """Replay one record of the partition (a null value is a tombstone)."""
+        if key is None:
+            return
+        k = decode_key(key)
+        if isinstance(k, OffsetKey):
+            if value is None:
+                self.remove_offset(k.group, k.topic, k.partition)
+            else:
+                self.put_offset(k.group, k.topic, k.partition, decode_offset_value(value))
+        elif isinstance(k, GroupKey):
+            if value is None:
+                self.groups.pop(k.group, None)
+            else:
+                self.groups[k.group] = decode_group_value(value)
+
+    def put_offset(self, group: str, topic: str, partition: int, value: OffsetValue) -> None:
+        self.offsets.setdefault(group, {})[(topic, partition)] = value
+
+    def remove_offset(self, group: str, topic: str, partition: int) -> None:
+        committed = self.offsets.get(group)
+        if committed is not None:
+            committed.pop((topic, partition), None)
+            if not committed:
+                del self.offsets[group]
+
+    def put_group(self, group: str, value: GroupValue | None) -> None:
+        if value is None:
+            self.groups.pop(group, None)
+        else:
+            self.groups[group] = value
+
+    def delete_group(self, group: str) -> list[OffsetKey]:
+        """Forget a group; returns the offset keys that need tombstones."""
+        committed = self.offsets.pop(group, {})
+        self.groups.pop(group, None)
+        return [OffsetKey(group, t, p) for (t, p) in committed]
+
+    # -- reads ------------------------------------------------------------------------------
+    def committed(self, group: str) -> dict[TopicPartitionKey, OffsetValue]:
+        return self.offsets.get(group, {})
+
+    def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
+        return self.offsets.get(group, {}).get((topic, partition))
+
+    def group_ids(self) -> set[str]:
+        return set(self.offsets) | set(self.groups)
+
+    def offset_only_groups(self) -> list[str]:
+        return sorted(g for g in self.offsets if g not in self.groups)
+
+    def count(self) -> int:
+        return sum(len(c) for c in self.offsets.values())
+
+    def all_offsets(self) -> Iterator[tuple[str, str, int, OffsetValue]]:
+        for group, committed in self.offsets.items():
+            for (topic, partition), value in committed.items():
+                yield group, topic, partition, value
+
+    # -- retention --------------------------------------------------------------------------
+    def expired(self, now_ms: int, retention_ms: int) -> Expired:
+        out = Expired([], [])
+        for group in list(self.group_ids()):
+            committed = self.offsets.get(group, {})
+            meta = self.groups.get(group)
+            gone = [
+                OffsetKey(group, t, p)
+                for (t, p), v in committed.items()
+                if self._expires(meta, t, v, now_ms, retention_ms)
+            ]
+            out.offsets.extend(gone)
+            if meta is not None and not meta.members and len(gone) == len(committed):
+                out.groups.append(group)
+        return out
+
+    @staticmethod
+    def _expires(
+        meta: GroupValue | None, topic: str, value: OffsetValue, now_ms: int, retention_ms: int
+    ) -> bool:
+        if value.expire_timestamp >= 0:
+            base_expired = now_ms >= value.expire_timestamp
+        else:
+            base_expired = None
+        if meta is None:  # a group that never used group management
+            return (
+                base_expired
+                if base_expired is not None
+                else (now_ms - value.commit_timestamp >= retention_ms)
+            )
+        if not meta.members:  # Empty: retention counts from when it became empty
+            if base_expired is not None:
+                return base_expired
+            base = (
+                meta.current_state_timestamp
+                if meta.current_state_timestamp >= 0
+                else value.commit_timestamp
+            )
+            return now_ms - base >= retention_ms
+        if meta.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        subscribed = _subscribed_topics(meta)
+        if subscribed is None or topic in subscribed:
+            return False
+        if base_expired is not None:
+            return base_expired
+        return now_ms - value.commit_timestamp >= retention_ms
+
+
+def _subscribed_topics(meta: GroupValue) -> set[str] | None:
+    topics: set[str] = set()
+    for m in meta.members:
+        try:
+            topics.update(decode_subscription(m.subscription).topics)
+        except Exception:
+            return None
+    return topics
+
+
+def replay(cache: ShardCache, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+    for key, value in records:
+        cache.apply_record(key, value)

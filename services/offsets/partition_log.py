@@ -1,0 +1,273 @@
+"""Reading and appending one ``__consumer_offsets`` partition through the storage nodes.
+
+:func:`read_partition` replays a partition from its log start to the high watermark
+seen when the read began (the offset store is the partition's only writer, so
+nothing it must see can arrive later). :class:`PartitionAppender` is group commit for
+one partition: writes that arrive while a Produce is in flight are coalesced into the
+next record batch, so 100 groups committing at once cost a handful of appends, and
+one writer task keeps the log order equal to the order in which the cache is updated.
+Every append uses ``acks=-1`` and a write counts only once the storage node answers
+without error; the cache is updated (``on_durable``) before the writer hears back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import grpc
+
+from odradek.gateway.storage_pool import StoragePool, StorageUnavailable
+from odradek.group_shard import OFFSETS_TOPIC
+from odradek.protocol.errors import ErrorCode
+from odradek.records.record import BatchBuilder, decode_batches
+from odradek.rpc.v1 import storage_pb2
+
+log = logging.getLogger("odradek.offsets.log")
+
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+BATCH_SOFT_LIMIT = 512 * 1024
+# Errors worth retrying while the commit timeout lasts: leadership is moving.
+_RETRY = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+}
+
+Record = tuple[bytes, bytes | None]
+
+
+class LoadError(Exception):
+    """The partition cannot be read right now (no leader yet, storage starting)."""
+
+    kafka_error = "COORDINATOR_LOAD_IN_PROGRESS"
+
+
+def _leader(storage: StoragePool, partition: int) -> int:
+    part = storage.metadata.current.partition(OFFSETS_TOPIC, partition)
+    if part is None or part.leader < 0:
+        raise LoadError(f"{OFFSETS_TOPIC}-{partition} has no leader")
+    return part.leader
+
+
+async def _offsets(storage: StoragePool, partition: int) -> tuple[int, int]:
+    """(log start, high watermark) from the leader."""
+    stub = storage.stub(_leader(storage, partition))
+    request = storage_pb2.ListOffsetsRequest(
+        isolation_level=0,
+        partitions=[
+            storage_pb2.ListOffsetsPartition(
+                topic=OFFSETS_TOPIC, partition=partition, timestamp=ts, current_leader_epoch=-1
+            )
+            for ts in (-2, -1)
+        ],
+    )
+    response = await stub.ListOffsets(request, timeout=10.0)
+    start = end = -1
+    for r in response.partitions:
+        if r.error_code:
+            raise LoadError(f"ListOffsets on {OFFSETS_TOPIC}-{partition}: error {r.error_code}")
+    start, end = response.partitions[0].offset, response.partitions[1].offset
+    return start, end
+
+
+async def read_partition(
+    storage: StoragePool, partition: int, apply: Callable[[bytes | None, bytes | None], None]
+) -> int:
+    """Replay every record from the log start to the current high watermark; returns
+    the number of records replayed. Raises :class:`LoadError` (retry later)."""
+    try:
+        offset, end = await _offsets(storage, partition)
+    except (grpc.aio.AioRpcError, StorageUnavailable) as exc:
+        raise LoadError(str(exc)) from None
+    count = 0
+    while offset < end:
+        try:
+            stub = storage.stub(_leader(storage, partition))
+            response = await stub.Fetch(
+                storage_pb2.FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=FETCH_MAX_BYTES,
+                    isolation_level=0,
+                    partitions=[
+                        storage_pb2.FetchPartition(
+                            topic=OFFSETS_TOPIC,
+                            partition=partition,
+                            fetch_offset=offset,
+                            partition_max_bytes=FETCH_MAX_BYTES,
+                            current_leader_epoch=-1,
+                            log_start_offset=-1,
+                            last_fetched_epoch=-1,
+                        )
+                    ],
+                ),
+                timeout=30.0,
+            )
+        except (grpc.aio.AioRpcError, StorageUnavailable) as exc:
+            raise LoadError(str(exc)) from None
+        if not response.partitions:
+            raise LoadError("empty fetch response")
+        result = response.partitions[0]
+        if result.error_code:
+            raise LoadError(
+                f"fetch {OFFSETS_TOPIC}-{partition}@{offset}: error {result.error_code}"
+            )
+        batches = decode_batches(result.records) if result.records else []
+        if not batches:
+            raise LoadError(f"no progress reading {OFFSETS_TOPIC}-{partition} at {offset}")
+        for batch in batches:
+            if batch.is_control or batch.next_offset <= offset:
+                offset = max(offset, batch.next_offset)
+                continue
+            for record in batch.records:
+                if record.offset >= offset:
+                    apply(record.key, record.value)
+                    count += 1
+            offset = batch.next_offset
+    return count
+
+
+def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
+    builder = BatchBuilder()
+    for key, value in records:
+        builder.append(timestamp_ms, key, value)
+    return builder.build()
+
+
+def map_append_error(code: int, *, for_group: bool = False) -> int:
+    """Storage errors as Kafka's group coordinator reports them to clients."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    ):
+        return ErrorCode.NOT_COORDINATOR
+    if code == ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REBALANCE_IN_PROGRESS if for_group else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
+        return ErrorCode.UNKNOWN_SERVER_ERROR if for_group else ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
+
+
+@dataclass(slots=True)
+class _Pending:
+    records: list[Record]
+    on_durable: Callable[[], None]
+    future: asyncio.Future[int]
+    size: int = field(default=0)
+
+
+class PartitionAppender:
+    """Group commit for one partition: one Produce in flight, the rest coalesced."""
+
+    def __init__(self, storage: StoragePool, partition: int, timeout_ms: int) -> None:
+        self.storage = storage
+        self.partition = partition
+        self.timeout_ms = timeout_ms
+        self._pending: list[_Pending] = []
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"offsets-append-{partition}"
+        )
+        self.appends = 0
+        self.on_append: Callable[[int, float], None] | None = None
+
+    async def append(self, records: list[Record], on_durable: Callable[[], None]) -> int:
+        """0 once durable (``on_durable`` has run), else the raw storage error code."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        size = sum(len(k) + (len(v) if v else 0) + 16 for k, v in records)
+        self._pending.append(_Pending(records, on_durable, future, size))
+        self._wake.set()
+        return await future
+
+    async def close(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):
+            pass
+        for p in self._pending:
+            if not p.future.done():
+                p.future.set_result(ErrorCode.NOT_COORDINATOR)
+        self._pending.clear()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                take, total = 0, 0
+                for p in self._pending:
+                    if take and total + p.size > BATCH_SOFT_LIMIT:
+                        break
+                    take += 1
+                    total += p.size
+                batch_items = self._pending[:take]
+                del self._pending[:take]
+                records = [r for p in batch_items for r in p.records]
+                started = time.perf_counter()
+                error = await self._produce(build_batch(records, int(time.time() * 1000)))
+                if self.on_append is not None:
+                    self.on_append(len(records), time.perf_counter() - started)
+                for p in batch_items:
+                    if not error:
+                        try:
+                            p.on_durable()
+                        except Exception:  # the write is durable; a cache bug must not hide it
+                            log.exception("updating the offsets cache failed")
+                    if not p.future.done():
+                        p.future.set_result(error)
+
+    async def _produce(self, data: bytes) -> int:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_ms / 1000.0
+        backoff = 0.05
+        while True:
+            error: int
+            try:
+                stub = self.storage.stub(_leader(self.storage, self.partition))
+                response = await stub.Produce(
+                    storage_pb2.ProduceRequest(
+                        acks=-1,
+                        timeout_ms=self.timeout_ms,
+                        partitions=[
+                            storage_pb2.ProducePartition(
+                                topic=OFFSETS_TOPIC, partition=self.partition, records=data
+                            )
+                        ],
+                    ),
+                    timeout=self.timeout_ms / 1000.0 + 5.0,
+                )
+                error = response.partitions[0].error_code if response.partitions else -1
+            except (LoadError, StorageUnavailable):
+                error = ErrorCode.LEADER_NOT_AVAILABLE
+            except grpc.aio.AioRpcError as exc:
+                error = (
+                    ErrorCode.REQUEST_TIMED_OUT
+                    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                    else ErrorCode.LEADER_NOT_AVAILABLE
+                )
+            self.appends += 1
+            if error not in _RETRY or loop.time() + backoff >= deadline:
+                return error
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 0.5)
+
+
+AppendFn = Callable[[list[Record], Callable[[], None]], Awaitable[int]]

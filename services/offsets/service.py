@@ -1,0 +1,222 @@
+"""The offset store service: committed offsets and group metadata, durable in
+``__consumer_offsets`` and cached per shard.
+
+Start-up: register as an OFFSET_STORE node, follow the metadata stream, create
+``__consumer_offsets`` if nobody has (internal, compacted, acks=all writes), then load
+the shards this store owns. Ownership among several stores is ``shard % n`` over the
+online stores by node id, recomputed on every metadata change; a shard that moves is
+dropped here and loaded by its new owner from the log.
+
+Background work: ``offsets.retention.check.interval.ms`` (Kafka's, default 600000)
+runs offset expiry (``offsets.retention.minutes``); ``offsets.lag.refresh.interval.ms``
+(ours, default 10000) refreshes the high watermarks behind ``kafka_consumergroup_lag``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from typing import Any
+
+from odradek.config import Config
+from odradek.controller_client import ControllerClient, Membership
+from odradek.gateway.storage_pool import StoragePool
+from odradek.metadata_cache import MetadataCache, Snapshot
+from odradek.metrics import MetricsServer
+from odradek.offsets import metrics
+from odradek.offsets.servicer import OffsetStoreServicer
+from odradek.offsets.store import OffsetStore, StoreSettings
+from odradek.offsets.topic import ensure_offsets_topic
+from odradek.rpc.server import RpcServer
+from odradek.rpc.v1 import common_pb2, offsets_pb2_grpc, storage_pb2
+
+log = logging.getLogger("odradek.offsets")
+
+DEFAULTS: dict[str, str] = {
+    "node.id": "300",
+    "grpc.listener": "127.0.0.1:0",
+    "metrics.port": "0",
+    "controller.address": "127.0.0.1:9093",
+    "offsets.lag.refresh.interval.ms": "10000",
+    "offsets.topic.create.timeout.ms": "30000",
+}
+
+_CLUSTER_SETTINGS = (
+    "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offsets.topic.segment.bytes",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offsets.commit.timeout.ms",
+)
+
+
+def _observe_append(records: int, seconds: float) -> None:
+    metrics.APPENDS.inc()
+    metrics.APPEND_SECONDS.observe(seconds)
+
+
+class OffsetStoreService:
+    name = "offsets"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.node_id = config.int("node.id")
+        host, _, port = config.str("grpc.listener").rpartition(":")
+        self.host = host or "127.0.0.1"
+        self.rpc = RpcServer(self.host, int(port or 0))
+        self.metrics_server = MetricsServer(self.host, config.int("metrics.port", 0))
+        self.controller = ControllerClient(config.str("controller.address"))
+        self.metadata = MetadataCache()
+        self.storage = StoragePool(self.metadata)
+        self.store = OffsetStore(self.node_id, self.metadata, self.storage, StoreSettings())
+        self.store.on_append = _observe_append
+        self.store.on_commit = metrics.COMMITS.inc
+        self.high_watermarks: dict[tuple[str, int], int] = {}
+        self.membership: Membership | None = None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._reconcile_lock = asyncio.Lock()
+        self._reconcile_wanted = asyncio.Event()
+        offsets_pb2_grpc.add_OffsetStoreServicer_to_server(
+            OffsetStoreServicer(self.store), self.rpc.server
+        )
+        metrics.register(self)
+
+    def _own_settings(self) -> dict[str, str]:
+        return {k: v for k in _CLUSTER_SETTINGS if (v := self.config.get(k) or "")}
+
+    def setting(self, name: str, default: int) -> int:
+        raw = self.config.get(name) or self.metadata.current.raw.cluster_configs.get(name) or ""
+        try:
+            return int(raw) if raw else default
+        except ValueError:
+            return default
+
+    def _apply_settings(self) -> None:
+        s = self.store.settings
+        s.commit_timeout_ms = self.setting("offsets.commit.timeout.ms", 5_000)
+        s.retention_ms = self.setting("offsets.retention.minutes", 10_080) * 60_000
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> dict[str, int]:
+        grpc_port = await self.rpc.start()
+        metrics_port = await self.metrics_server.start()
+        loop = asyncio.get_running_loop()
+        self.metadata.listeners.append(self._on_metadata)
+        self._tasks.append(
+            loop.create_task(self.controller.watch(self.metadata.update, self._stop))
+        )
+        node = common_pb2.Node(
+            node_id=self.node_id,
+            kind=common_pb2.OFFSET_STORE,
+            host=self.host,
+            grpc_port=grpc_port,
+            metrics_port=metrics_port,
+        )
+        self.membership = Membership(self.controller, node)
+        await self.membership.register()
+        self.membership.start()
+        await self.metadata.wait_for(lambda s: self.node_id in s.nodes, 30.0)
+        self._apply_settings()
+        created = await ensure_offsets_topic(
+            self.controller,
+            self.metadata,
+            self._own_settings(),
+            self.config.int("offsets.topic.create.timeout.ms") / 1000.0,
+        )
+        if not created:
+            log.warning("__consumer_offsets is not ready yet; shards will load once it is")
+        self._tasks.append(loop.create_task(self._reconcile_loop(), name="offsets-reconcile"))
+        self._tasks.append(loop.create_task(self._retention_loop(), name="offsets-retention"))
+        self._tasks.append(loop.create_task(self._lag_loop(), name="offsets-lag"))
+        self._reconcile_wanted.set()
+        await self.rpc.set_serving(live=True, ready=True)
+        self.metrics_server.ready = True
+        return {"grpc": grpc_port, "metrics": metrics_port}
+
+    async def stop(self) -> None:
+        await self.rpc.set_serving(live=True, ready=False)
+        self.metrics_server.ready = False
+        self._stop.set()
+        # Let in-flight writes finish before the appenders close.
+        await self.rpc.stop(2.0)
+        if self.membership is not None:
+            await self.membership.stop()
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.store.close()
+        await self.storage.close()
+        await self.controller.close()
+        await self.metrics_server.stop()
+
+    # -- background -------------------------------------------------------------------------
+    def _on_metadata(self, previous: Snapshot, current: Snapshot) -> None:
+        self._reconcile_wanted.set()
+
+    async def _reconcile_loop(self) -> None:
+        while not self._stop.is_set():
+            await self._reconcile_wanted.wait()
+            self._reconcile_wanted.clear()
+            self._apply_settings()
+            try:
+                await self.store.reconcile()
+            except Exception:
+                log.exception("reconciling offsets shards failed")
+                await asyncio.sleep(0.5)
+                self._reconcile_wanted.set()
+
+    async def _retention_loop(self) -> None:
+        while not self._stop.is_set():
+            interval = self.setting("offsets.retention.check.interval.ms", 600_000) / 1000.0
+            await asyncio.sleep(max(0.05, interval))
+            try:
+                await self.store.expire()
+            except Exception:
+                log.exception("offset expiry failed")
+
+    async def _lag_loop(self) -> None:
+        while not self._stop.is_set():
+            interval = self.config.int("offsets.lag.refresh.interval.ms") / 1000.0
+            try:
+                await self.refresh_high_watermarks()
+            except Exception as exc:
+                log.debug("refreshing high watermarks failed: %s", exc)
+            await asyncio.sleep(max(0.1, interval))
+
+    async def refresh_high_watermarks(self) -> None:
+        """ListOffsets(latest) for every partition some group committed, per leader."""
+        wanted: set[tuple[str, int]] = set()
+        for shard in list(self.store.shards.values()):
+            for _, topic, partition, _ in shard.cache.all_offsets():
+                wanted.add((topic, partition))
+        snapshot = self.metadata.current
+        by_leader: dict[int, list[storage_pb2.ListOffsetsPartition]] = defaultdict(list)
+        for topic, partition in wanted:
+            part = snapshot.partition(topic, partition)
+            if part is not None and part.leader >= 0:
+                by_leader[part.leader].append(
+                    storage_pb2.ListOffsetsPartition(
+                        topic=topic, partition=partition, timestamp=-1, current_leader_epoch=-1
+                    )
+                )
+        fresh: dict[tuple[str, int], int] = {}
+
+        async def ask(node: int, parts: list[storage_pb2.ListOffsetsPartition]) -> None:
+            try:
+                response = await self.storage.stub(node).ListOffsets(
+                    storage_pb2.ListOffsetsRequest(isolation_level=0, partitions=parts),
+                    timeout=10.0,
+                )
+            except Exception:
+                return
+            for r in response.partitions:
+                if not r.error_code:
+                    fresh[(r.topic, r.partition)] = r.offset
+
+        await asyncio.gather(*(ask(n, p) for n, p in by_leader.items()))
+        self.high_watermarks = fresh

@@ -1,0 +1,376 @@
+"""The offset store's shards: ownership, loading, and the operations on them.
+
+Each owned shard is a ``__consumer_offsets`` partition with a :class:`ShardCache`
+(loaded by replaying the partition) and a :class:`PartitionAppender`. A shard is
+``loading`` until the replay reaches the high watermark (requests get
+COORDINATOR_LOAD_IN_PROGRESS), then ``active``. Writes answer only after the storage
+node acknowledged them with acks=-1; the cache changes just before the answer, in
+log order. Coordinators' writes carry their shard epoch: one older than what the
+metadata says is fenced with NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from odradek.gateway.storage_pool import StoragePool
+from odradek.group_shard import coordinator_of, offset_store_of, shard_of
+from odradek.metadata_cache import MetadataCache
+from odradek.offsets.cache import ShardCache
+from odradek.offsets.convert import group_from_proto, group_to_proto
+from odradek.offsets.partition_log import (
+    LoadError,
+    PartitionAppender,
+    Record,
+    map_append_error,
+    read_partition,
+)
+from odradek.offsets.records import (
+    OffsetKey,
+    OffsetValue,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+)
+from odradek.protocol.errors import ErrorCode
+from odradek.rpc.v1 import offsets_pb2
+
+log = logging.getLogger("odradek.offsets.store")
+
+
+class Status(Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+@dataclass
+class Shard:
+    partition: int
+    appender: PartitionAppender
+    cache: ShardCache = field(default_factory=ShardCache)
+    status: Status = Status.LOADING
+    loader: asyncio.Task[None] | None = None
+
+
+@dataclass(slots=True)
+class StoreSettings:
+    commit_timeout_ms: int = 5_000
+    retention_ms: int = 10_080 * 60_000
+
+
+class OffsetStore:
+    def __init__(
+        self, node_id: int, metadata: MetadataCache, storage: StoragePool, settings: StoreSettings
+    ) -> None:
+        self.node_id = node_id
+        self.metadata = metadata
+        self.storage = storage
+        self.settings = settings
+        self.shards: dict[int, Shard] = {}
+        # Highest coordinator epoch seen per shard (LoadShard and writes): fences a
+        # previous owner even before our own metadata shows the move.
+        self.epochs: dict[int, int] = {}
+        self.commits = 0
+        # Hooks for metrics: (records appended, seconds) and (offsets committed).
+        self.on_append: Callable[[int, float], None] | None = None
+        self.on_commit: Callable[[int], None] | None = None
+
+    # -- ownership --------------------------------------------------------------------------
+    def owned(self) -> set[int]:
+        raw = self.metadata.current.raw
+        topic = self.metadata.current.topics.get("__consumer_offsets")
+        if topic is None:
+            return set()
+        out = set()
+        for p in topic.partitions:
+            node = offset_store_of(raw, p.partition)
+            if node is not None and node.node_id == self.node_id:
+                out.add(p.partition)
+        return out
+
+    async def reconcile(self) -> None:
+        owned = self.owned()
+        for partition in [p for p in self.shards if p not in owned]:
+            shard = self.shards.pop(partition)
+            log.info("offsets shard %d no longer ours", partition)
+            await self._close(shard)
+        for partition in sorted(owned - set(self.shards)):
+            self._open(partition)
+
+    def _open(self, partition: int) -> None:
+        appender = PartitionAppender(self.storage, partition, self.settings.commit_timeout_ms)
+        appender.on_append = self.on_append
+        shard = Shard(partition, appender)
+        self.shards[partition] = shard
+        shard.loader = asyncio.get_running_loop().create_task(
+            self._load(shard), name=f"offsets-load-{partition}"
+        )
+
+    async def _load(self, shard: Shard) -> None:
+        backoff = 0.05
+        while True:
+            cache = ShardCache()
+            try:
+                started = time.perf_counter()
+                n = await read_partition(self.storage, shard.partition, cache.apply_record)
+            except LoadError as exc:
+                log.debug("offsets shard %d not loadable yet: %s", shard.partition, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("offsets shard %d: load failed", shard.partition)
+                await asyncio.sleep(1.0)
+                continue
+            shard.cache = cache
+            shard.status = Status.ACTIVE
+            log.info(
+                "offsets shard %d loaded: %d records, %d groups, %d offsets in %.3fs",
+                shard.partition,
+                n,
+                len(cache.group_ids()),
+                cache.count(),
+                time.perf_counter() - started,
+            )
+            return
+
+    async def _close(self, shard: Shard) -> None:
+        if shard.loader is not None:
+            shard.loader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await shard.loader
+        await shard.appender.close()
+
+    async def close(self) -> None:
+        shards = list(self.shards.values())
+        self.shards.clear()
+        await asyncio.gather(*(self._close(s) for s in shards))
+
+    def _shard(self, partition: int) -> tuple[Shard | None, int]:
+        shard = self.shards.get(partition)
+        if shard is None:
+            return None, ErrorCode.NOT_COORDINATOR
+        if shard.status is not Status.ACTIVE:
+            return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return shard, ErrorCode.NONE
+
+    def _shard_for_group(self, group_id: str) -> tuple[Shard | None, int]:
+        return self._shard(shard_of(self.metadata.current.raw, group_id))
+
+    def _fenced(self, partition: int, coordinator_id: int, epoch: int) -> bool:
+        """A write from a coordinator that no longer owns the shard: the metadata, or a
+        newer owner that already loaded the shard from us, shows a higher epoch."""
+        owner, current = coordinator_of(self.metadata.current.raw, partition)
+        newest = max(current, self.epochs.get(partition, 0))
+        if epoch > newest:
+            self.epochs[partition] = epoch
+        return newest > epoch or (current == epoch and owner not in (-1, coordinator_id))
+
+    # -- commits ----------------------------------------------------------------------------
+    async def commit(
+        self, request: offsets_pb2.CommitOffsetsRequest
+    ) -> offsets_pb2.CommitOffsetsResponse:
+        partition = shard_of(self.metadata.current.raw, request.group_id)
+        shard, error = self._shard(partition)
+        if shard is None:
+            return offsets_pb2.CommitOffsetsResponse(error_code=error)
+        if request.coordinator_id and self._fenced(
+            partition, request.coordinator_id, request.coordinator_epoch
+        ):
+            return offsets_pb2.CommitOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
+        now = int(time.time() * 1000)
+        expire = now + request.retention_time_ms if request.retention_time_ms > 0 else -1
+        group = request.group_id
+        values: list[tuple[str, int, OffsetValue]] = []
+        records: list[Record] = []
+        for p in request.partitions:
+            value = OffsetValue(
+                offset=p.offset,
+                metadata=p.metadata if p.HasField("metadata") else "",
+                commit_timestamp=now,
+                leader_epoch=p.leader_epoch,
+                expire_timestamp=expire,
+            )
+            values.append((p.topic, p.partition, value))
+            records.append(
+                (encode_offset_key(group, p.topic, p.partition), encode_offset_value(value))
+            )
+        if not records:
+            return offsets_pb2.CommitOffsetsResponse()
+        cache = shard.cache
+
+        def durable() -> None:
+            for topic, index, value in values:
+                cache.put_offset(group, topic, index, value)
+
+        code = await shard.appender.append(records, durable)
+        error = map_append_error(code) if code else ErrorCode.NONE
+        if not error:
+            self.commits += len(records)
+            if self.on_commit is not None:
+                self.on_commit(len(records))
+        return offsets_pb2.CommitOffsetsResponse(
+            partitions=[
+                offsets_pb2.PartitionError(topic=t, partition=i, error_code=error)
+                for t, i, _ in values
+            ]
+        )
+
+    async def delete_offsets(
+        self, request: offsets_pb2.DeleteOffsetsRequest
+    ) -> offsets_pb2.DeleteOffsetsResponse:
+        partition = shard_of(self.metadata.current.raw, request.group_id)
+        shard, error = self._shard(partition)
+        if shard is None:
+            return offsets_pb2.DeleteOffsetsResponse(error_code=error)
+        if request.coordinator_id and self._fenced(
+            partition, request.coordinator_id, request.coordinator_epoch
+        ):
+            return offsets_pb2.DeleteOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
+        group = request.group_id
+        if group not in shard.cache.group_ids():
+            return offsets_pb2.DeleteOffsetsResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND)
+        targets = [
+            (p.topic, p.partition)
+            for p in request.partitions
+            if shard.cache.get(group, p.topic, p.partition) is not None
+        ]
+        code = ErrorCode.NONE
+        if targets:
+            cache = shard.cache
+
+            def durable() -> None:
+                for topic, index in targets:
+                    cache.remove_offset(group, topic, index)
+
+            code = await shard.appender.append(
+                [(encode_offset_key(group, t, i), None) for t, i in targets], durable
+            )
+            code = map_append_error(code) if code else ErrorCode.NONE
+        return offsets_pb2.DeleteOffsetsResponse(
+            partitions=[
+                offsets_pb2.PartitionError(topic=p.topic, partition=p.partition, error_code=code)
+                for p in request.partitions
+            ]
+        )
+
+    # -- reads ------------------------------------------------------------------------------
+    def fetch(self, request: offsets_pb2.FetchOffsetsRequest) -> offsets_pb2.FetchOffsetsResponse:
+        out = offsets_pb2.FetchOffsetsResponse()
+        for g in request.groups:
+            result = out.groups.add(group_id=g.group_id)
+            shard, error = self._shard_for_group(g.group_id)
+            if shard is None:
+                result.error_code = error
+                continue
+            committed = shard.cache.committed(g.group_id)
+            if g.all_topics:
+                wanted: Iterable[tuple[str, int]] = sorted(committed)
+            else:
+                wanted = [(tp.topic, tp.partition) for tp in g.partitions]
+            for topic, index in wanted:
+                value = committed.get((topic, index))
+                entry = result.offsets.add(topic=topic, partition=index)
+                if value is None:
+                    entry.offset = -1
+                    entry.leader_epoch = -1
+                    entry.metadata = ""
+                    entry.commit_timestamp = -1
+                else:
+                    entry.offset = value.offset
+                    entry.leader_epoch = value.leader_epoch
+                    entry.metadata = value.metadata
+                    entry.commit_timestamp = value.commit_timestamp
+        return out
+
+    # -- group metadata ---------------------------------------------------------------------
+    async def store_groups(self, request: offsets_pb2.StoreGroupsRequest) -> int:
+        shard, error = self._shard(request.shard)
+        if shard is None:
+            return error
+        if self._fenced(request.shard, request.coordinator_id, request.coordinator_epoch):
+            return ErrorCode.NOT_COORDINATOR
+        cache = shard.cache
+        records: list[Record] = []
+        updates = []
+        for g in request.groups:
+            value = group_from_proto(g)
+            records.append((encode_group_key(g.group_id), encode_group_value(value)))
+            updates.append((g.group_id, value))
+        deleted: list[tuple[str, list[OffsetKey]]] = []
+        for group in request.deleted_groups:
+            keys = [OffsetKey(group, t, p) for (t, p) in cache.committed(group)]
+            records.extend((encode_offset_key(k.group, k.topic, k.partition), None) for k in keys)
+            records.append((encode_group_key(group), None))
+            deleted.append((group, keys))
+        if not records:
+            return ErrorCode.NONE
+
+        def durable() -> None:
+            for group_id, value in updates:
+                cache.put_group(group_id, value)
+            for group_id, keys in deleted:
+                for k in keys:
+                    cache.remove_offset(k.group, k.topic, k.partition)
+                cache.put_group(group_id, None)
+
+        code = await shard.appender.append(records, durable)
+        return map_append_error(code, for_group=True) if code else ErrorCode.NONE
+
+    def load_shard(self, request: offsets_pb2.LoadShardRequest) -> offsets_pb2.LoadShardResponse:
+        shard, error = self._shard(request.shard)
+        if shard is None:
+            return offsets_pb2.LoadShardResponse(error_code=error)
+        if self._fenced(request.shard, request.coordinator_id, request.coordinator_epoch):
+            return offsets_pb2.LoadShardResponse(error_code=ErrorCode.NOT_COORDINATOR)
+        cache = shard.cache
+        return offsets_pb2.LoadShardResponse(
+            groups=[group_to_proto(g, v) for g, v in sorted(cache.groups.items())],
+            offset_groups=cache.offset_only_groups(),
+        )
+
+    # -- retention --------------------------------------------------------------------------
+    async def expire(self, now_ms: int | None = None) -> int:
+        """Tombstone expired offsets (and Empty groups left without any); returns how
+        many offsets expired."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        total = 0
+        for shard in list(self.shards.values()):
+            if shard.status is not Status.ACTIVE:
+                continue
+            cache = shard.cache
+            gone = cache.expired(now, self.settings.retention_ms)
+            if not gone.offsets and not gone.groups:
+                continue
+            records: list[Record] = [
+                (encode_offset_key(k.group, k.topic, k.partition), None) for k in gone.offsets
+            ]
+            records.extend((encode_group_key(g), None) for g in gone.groups)
+
+            def durable(cache: ShardCache = cache, gone: object = gone) -> None:
+                for k in gone.offsets:  # type: ignore[attr-defined]
+                    cache.remove_offset(k.group, k.topic, k.partition)
+                for g in gone.groups:  # type: ignore[attr-defined]
+                    cache.put_group(g, None)
+
+            code = await shard.appender.append(records, durable)
+            if code:
+                log.warning("expiring offsets in shard %d failed: error %d", shard.partition, code)
+            else:
+                total += len(gone.offsets)
+                log.info(
+                    "shard %d: expired %d offsets, removed %d empty groups",
+                    shard.partition,
+                    len(gone.offsets),
+                    len(gone.groups),
+                )
+        return total

@@ -1,0 +1,239 @@
+"""Coordinator shards moving under load: three coordinators, three groups consuming
+and committing continuously while one coordinator stops gracefully, a new one joins
+and another is killed. No group's committed offsets ever go backwards, and every
+group is Stable again within two session timeouts of each change."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from odradek.group_shard import coordinator_of, group_shard
+from odradek.launcher import (
+    COORDINATOR_BASE_ID,
+    Cluster,
+    ClusterOptions,
+    ServiceSpec,
+    start_process,
+    wait_ready,
+)
+from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = pytest.mark.slow
+
+SESSION_TIMEOUT_MS = 6000
+SETTINGS = {
+    "broker.heartbeat.interval.ms": "200",
+    "broker.session.timeout.ms": "2000",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+}
+PARTITIONS = 6
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(
+        ClusterOptions(data_dir=tmp_path / "scale", port=0, coordinators=3, settings=SETTINGS)
+    )
+    c.start()
+    yield c
+    c.stop()
+
+
+def metadata(cluster: Cluster) -> common_pb2.ClusterMetadata:
+    port = cluster.service("controller").ports["grpc"]
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = controller_pb2_grpc.ControllerStub(channel)
+        return stub.GetMetadata(controller_pb2.GetMetadataRequest(), timeout=10)
+
+
+def owner(cluster: Cluster, group: str) -> int:
+    md = metadata(cluster)
+    return coordinator_of(md, group_shard(group, len(md.coordinator_shards)))[0]
+
+
+class Load:
+    """A producer, three groups of two consumers each, and a watcher of commits."""
+
+    def __init__(self, bootstrap: str, topic: str, groups: list[str]) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.groups = groups
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.high: dict[tuple[str, int], int] = {}
+        self.consumed = dict.fromkeys(groups, 0)
+        self.threads = [threading.Thread(target=self._produce, daemon=True)]
+        self.threads += [
+            threading.Thread(target=self._consume, args=(g,), daemon=True) for g in groups
+        ]
+        self.threads.append(threading.Thread(target=self._watch, daemon=True))
+        for t in self.threads:
+            t.start()
+
+    def _produce(self) -> None:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        i = 0
+        while not self.stop.is_set():
+            producer.send(self.topic, f"v{i}".encode(), partition=i % PARTITIONS)
+            i += 1
+            time.sleep(0.005)
+        producer.flush()
+        producer.close()
+
+    def _consume(self, group: str) -> None:
+        config = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": 500,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200,
+        }
+        consumers = [confluent_kafka.Consumer(config) for _ in range(2)]
+        for c in consumers:
+            c.subscribe([self.topic])
+        while not self.stop.is_set():
+            for c in consumers:
+                msg = c.poll(0.05)
+                if msg is not None and msg.error() is None:
+                    self.consumed[group] += 1
+        for c in consumers:
+            c.close()
+
+    def _watch(self) -> None:
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        while not self.stop.is_set():
+            try:
+                found = admin.list_group_offsets({g: None for g in self.groups})
+            except Exception:  # coordinator moving: retriable
+                time.sleep(0.1)
+                continue
+            for g, offsets in found.items():
+                for tp, o in offsets.items():
+                    key = (g, tp.partition)
+                    if o.offset < self.high.get(key, -1):
+                        self.errors.append(f"{g} p{tp.partition}: {self.high[key]} -> {o.offset}")
+                    self.high[key] = max(self.high.get(key, -1), o.offset)
+            time.sleep(0.1)
+        admin.close()
+
+    def committed(self) -> int:
+        """Sum of the highest committed offsets seen so far, over all groups."""
+        return sum(self.high.values())
+
+    def wait_commits_advance(self, timeout: float = 10.0) -> None:
+        """Commits keep landing: the committed total grows within ``timeout``."""
+        start = self.committed()
+        deadline = time.monotonic() + timeout
+        while self.committed() <= start:
+            assert time.monotonic() < deadline, "commits stopped advancing"
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+
+
+def all_stable(bootstrap: str, groups: list[str], within: float) -> float:
+    """Seconds until every group is Stable with two members (fails after ``within``)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    started = time.monotonic()
+    try:
+        while True:
+            try:
+                d = admin.describe_groups(groups)
+                states = {g: (d[g]["group_state"], len(d[g]["members"])) for g in groups}
+            except Exception as exc:
+                states = {"error": (str(exc), 0)}
+            if all(v == ("Stable", 2) for v in states.values()):
+                return time.monotonic() - started
+            assert time.monotonic() - started < within, states
+            time.sleep(0.1)
+    finally:
+        admin.close()
+
+
+def add_coordinator(cluster: Cluster, node_id: int) -> None:
+    template = cluster.service(f"coordinator-{COORDINATOR_BASE_ID}").spec
+    settings = dict(template.settings)
+    settings["node.id"] = str(node_id)
+    spec = ServiceSpec(
+        f"coordinator-{node_id}",
+        "coordinator",
+        "coordinator",
+        settings,
+        template.data_dir.parent / f"coordinator-{node_id}",
+    )
+    svc = start_process(spec, cluster.run_dir, cluster.log_dir)
+    cluster.services.append(svc)
+    wait_ready([svc], 60)
+
+
+def test_coordinators_come_and_go_under_load(cluster: Cluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    topic = f"scale-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    admin.close()
+    # Three groups on three different coordinators.
+    groups: list[str] = []
+    owners: set[int] = set()
+    while len(groups) < 3:
+        g = f"scale-{uuid.uuid4().hex[:6]}"
+        o = owner(cluster, g)
+        if o not in owners:
+            owners.add(o)
+            groups.append(g)
+    load = Load(bootstrap, topic, groups)
+    limit = 2 * SESSION_TIMEOUT_MS / 1000.0
+    try:
+        all_stable(bootstrap, groups, 30)
+        load.wait_commits_advance()
+        assert {g for g, _ in load.high} == set(groups)
+        # 1. a coordinator stops gracefully (its shards move at once)
+        victim = owner(cluster, groups[0])
+        stop = cluster.service(f"coordinator-{victim}")
+        stop.process.terminate()
+        stop.process.wait(20)
+        time.sleep(0.5)
+        assert all_stable(bootstrap, groups, limit) < limit
+        before = sum(load.consumed.values())
+        load.wait_commits_advance()
+        assert sum(load.consumed.values()) > before, "consumption stalled"
+        # 2. a new coordinator joins (shards are rebalanced onto it)
+        add_coordinator(cluster, COORDINATOR_BASE_ID + 3)
+        time.sleep(0.5)
+        assert all_stable(bootstrap, groups, limit) < limit
+        load.wait_commits_advance()
+        # 3. another coordinator dies without a word (detected by its missed heartbeats)
+        victim = owner(cluster, groups[1])
+        killed = cluster.service(f"coordinator-{victim}")
+        killed.process.kill()
+        killed.process.wait(10)
+        time.sleep(0.5)
+        assert all_stable(bootstrap, groups, limit) < limit
+        load.wait_commits_advance()
+    finally:
+        load.close()
+    assert not load.errors, load.errors
+    assert all(n > 0 for n in load.consumed.values())
+    # Offsets committed before the moves are all still there.
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    final = admin.list_group_offsets({g: None for g in groups})
+    admin.close()
+    for (g, p), high in load.high.items():
+        assert final[g][TopicPartition(topic, p)].offset >= high
