@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -159,7 +159,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
         async def one(group_id: str) -> coordinator_pb2.DescribedGroup:
             runtime, error = self._runtime(group_id)
             if runtime is not None:
-                d = await runtime.call(lambda s: s.describe(group_id), lambda e: e)
+                d: Any = await runtime.call(lambda s: s.describe(group_id), lambda e: e)
                 if not isinstance(d, int):
                     out = coordinator_pb2.DescribedGroup(
                         error_code=int(d.error),
@@ -191,7 +191,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
         states = list(request.states_filter)
         out = coordinator_pb2.ListGroupsResponse()
         for runtime in list(self.service.runtimes.values()):
-            listed = await runtime.call(lambda s: s.list_groups(states), lambda e: e)
+            listed: Any = await runtime.call(lambda s: s.list_groups(states), lambda e: e)
             if isinstance(listed, int):
                 if listed == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                     out.error_code = listed

@@ -244,7 +244,7 @@ class OffsetStore:
             for p in request.partitions
             if shard.cache.get(group, p.topic, p.partition) is not None
         ]
-        code = ErrorCode.NONE
+        code: int = ErrorCode.NONE
         if targets:
             cache = shard.cache
 

@@ -150,7 +150,13 @@ class Config:
             raise ConfigError(f"Missing required configuration {name}")
         return value
 
-    def int(self, name: builtins.str, default: builtins.int | None = None, *, min: builtins.int | None = None) -> builtins.int:
+    def int(
+        self,
+        name: builtins.str,
+        default: builtins.int | None = None,
+        *,
+        min: builtins.int | None = None,
+    ) -> builtins.int:
         raw = self._values.get(name)
         if raw is None or raw == "":
             if default is None:
@@ -188,7 +194,9 @@ class Config:
             return False
         raise self._fail(name, raw, "expected true or false")
 
-    def list(self, name: builtins.str, default: builtins.list[builtins.str] | None = None) -> builtins.list[builtins.str]:
+    def list(
+        self, name: builtins.str, default: builtins.list[builtins.str] | None = None
+    ) -> builtins.list[builtins.str]:
         raw = self._values.get(name)
         if raw is None:
             return list(default or [])
