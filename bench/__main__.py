@@ -14,7 +14,11 @@ from pathlib import Path
 
 def available() -> list[str]:
     here = Path(__file__).parent
-    return sorted(m.name[len("bench_") :] for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_"))
+    return sorted(
+        m.name[len("bench_") :]
+        for m in pkgutil.iter_modules([str(here)])
+        if m.name.startswith("bench_")
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -22,7 +26,10 @@ def main(argv: list[str]) -> int:
     extra = [a for a in argv if a.startswith("-")]
     unknown = [n for n in names if n not in available()]
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available())}", file=sys.stderr)
+        print(
+            f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available())}",
+            file=sys.stderr,
+        )
         return 2
     for name in names:
         print(f"==== bench {name} ====", flush=True)
