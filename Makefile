@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,deploy]'
+	$(PY) -m pip install --quiet -e '.[test,deploy,pipeline]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,0 +1,155 @@
+"""Spark source read rate as a ratio to a plain confluent-kafka consumer, same topic,
+same cluster, same run.
+
+    python -m bench pipeline [--messages N] [--partitions P] [--bootstrap-server HOST:PORT]
+
+Starts a local Odradek cluster (unless ``--bootstrap-server`` is given), writes
+``--messages`` records (default 1,000,000, ``--value-size`` bytes each) to a fresh
+topic, then reads all of them twice over:
+- a plain consumer: one confluent-kafka ``Consumer``, all partitions assigned,
+  ``consume()`` in batches of 10,000, touching every value;
+- the Spark source: ``spark.read.format("odradek")`` in ``local[2]``, every row
+  materialised through the ``noop`` sink (so Spark converts each Arrow batch).
+The JVM and Python workers are warmed up on a small read first; each reader runs
+``--repeat`` times and the best time counts. Goal: ratio >= 0.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from odradek.pipeline.topics import ensure_topic
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench pipeline")
+    p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--value-size", type=int, default=150)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--bootstrap-server", help="use this cluster instead of starting one")
+    return p.parse_args(argv)
+
+
+def fill(bs: str, topic: str, n: int, partitions: int, size: int) -> float:
+    ensure_topic(bs, topic, partitions=partitions)
+    payload = os.urandom(size // 2).hex().encode()[:size]
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "enable.idempotence": True,
+        }
+    )
+    start = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 50_000 == 0:
+            p.poll(0)
+    left = p.flush(120)
+    if left:
+        raise RuntimeError(f"{left} benchmark records not delivered")
+    return time.perf_counter() - start
+
+
+def plain_consumer(bs: str, topic: str, n: int, partitions: int) -> float:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "bench-plain",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        }
+    )
+    start = time.perf_counter()
+    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = 0
+    size = 0
+    while seen < n:
+        for m in consumer.consume(10_000, 1.0):
+            if m.error() is None:
+                seen += 1
+                size += len(m.value() or b"")
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return elapsed
+
+
+def spark_source(spark: object, bs: str, topic: str, n: int) -> float:
+    from pyspark.sql import SparkSession
+
+    assert isinstance(spark, SparkSession)
+    df = (
+        spark.read.format("odradek")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .load()
+    )
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    elapsed = time.perf_counter() - start
+    rows = df.count()
+    if rows != n:
+        raise RuntimeError(f"spark read {rows} rows, expected {n}")
+    return elapsed
+
+
+def run(args: argparse.Namespace, bs: str) -> None:
+    from odradek.pipeline.session import local_session
+
+    n = args.messages
+    topic = f"bench-pipeline-{os.getpid()}"
+    secs = fill(bs, topic, n, args.partitions, args.value_size)
+    print(
+        f"wrote {n:,} records of {args.value_size} B in {secs:.1f}s ({n / secs:,.0f}/s)", flush=True
+    )
+    spark = local_session("bench-pipeline", master=args.master)
+    warm = f"{topic}-warmup"
+    fill(bs, warm, 10_000, args.partitions, args.value_size)
+    spark_source(spark, bs, warm, 10_000)
+    plain = min(plain_consumer(bs, topic, n, args.partitions) for _ in range(args.repeat))
+    source = min(spark_source(spark, bs, topic, n) for _ in range(args.repeat))
+    print(f"plain confluent-kafka consumer: {n / plain:12,.0f} rows/s ({plain:.2f}s)")
+    print(f"spark odradek source ({args.master}): {n / source:12,.0f} rows/s ({source:.2f}s)")
+    ratio = plain / source
+    print(f"ratio spark/plain: {ratio:.2f} (goal >= 0.5){'' if ratio >= 0.5 else '  BELOW GOAL'}")
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    if args.bootstrap_server:
+        run(args, args.bootstrap_server)
+        return
+    from odradek.launcher import Cluster, ClusterOptions
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    cluster = Cluster(ClusterOptions(data_dir=tmp, port=0))
+    cluster.start()
+    try:
+        run(args, cluster.bootstrap_servers)
+    finally:
+        cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

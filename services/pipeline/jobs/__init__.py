@@ -1,0 +1,1 @@
+"""Spark jobs built on the odradek source and sink (``python -m odradek.pipeline.jobs.<name>``)."""
