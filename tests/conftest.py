@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.etcd_server import EtcdServer, etcd_binary
 from odradek.launcher import Cluster, ClusterOptions
 
 # Fast failure detection in tests; production defaults stay Kafka's.
@@ -53,6 +54,18 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     yield make
     for c in started:
         c.stop()
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    """One real etcd (Debian's etcd-server) on free loopback ports for the whole run;
+    tests that share it wipe the keys they use. Skips when etcd is not installed."""
+    if etcd_binary() is None:
+        pytest.skip("etcd is not installed (Debian package etcd-server)")
+    server = EtcdServer(tmp_path_factory.mktemp("etcd"), fast=True)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -12,7 +12,10 @@ answer. If a write fails or is fenced the controller steps down and discards its
 model; it reloads from the store if it wins again. Watchers hold only the newest
 snapshot, so a slow one skips versions and never holds the controller up.
 Heartbeats are answered from memory; a timer marks nodes OFFLINE once they miss
-``broker.session.timeout.ms``.
+``broker.session.timeout.ms``. Each live node also has a leased registration key
+(``<root>/brokers/ids/<id>``, :mod:`.registrations`) that the active controller renews
+while the node heartbeats; a key that vanishes (its lease ran out, e.g. while no
+controller vouched for the node) fences the node too.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from odradek.controller.model import (
     TopicResult,
     TopicSpec,
 )
+from odradek.controller.registrations import NodeRegistrations
 from odradek.controller.snapshot import build_metadata
 from odradek.controller.store import (
     CompactedError,
@@ -145,6 +149,8 @@ class Controller:
         self.key_controller = f"{root}/controller"
         self.key_epoch = f"{root}/controller_epoch"
         self.key_meta = f"{root}/meta/"
+        self.key_brokers = f"{root}/brokers/ids/"
+        self.registrations: NodeRegistrations | None = None
         self.active = False
         self.healthy = False
         self.epoch = 0
@@ -161,6 +167,7 @@ class Controller:
         self._stopping = False
         self._run_task: asyncio.Task[None] | None = None
         self._lead_tasks: list[asyncio.Task[None]] = []
+        self._last_holder = ""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -278,6 +285,15 @@ class Controller:
                 self.model = model
                 self.active = True
                 await self._commit(model, None)
+                registrations = NodeRegistrations(
+                    self.store,
+                    self.key_brokers,
+                    self._fence,
+                    session_timeout_s=self.settings.session_timeout_ms / 1000.0,
+                    clock=self.clock,
+                )
+                await registrations.load(model.nodes, self.epoch)
+                self.registrations = registrations
             log.info(
                 "node %d is the active controller (epoch %d, metadata version %d)",
                 self.settings.node_id,
@@ -290,6 +306,8 @@ class Controller:
                 for name, coro in (
                     ("controller-lease", self._keep_lease()),
                     ("controller-sessions", self._expire_sessions()),
+                    ("controller-registrations", self._keep_registrations()),
+                    ("controller-registration-watch", self._watch_registrations()),
                     ("controller-rebalance", self._rebalance_leaders()),
                 )
             ]
@@ -305,7 +323,10 @@ class Controller:
             holder = await self.store.get(self.key_controller)
             if holder is None:
                 return
-            log.info("standing by; active controller: %s", holder.value.decode(errors="replace"))
+            who = holder.value.decode(errors="replace")
+            if who != self._last_holder:
+                self._last_holder = who
+                log.info("standing by; active controller: %s", who)
             async with asyncio.timeout(self.settings.lease_ttl_ms / 1000.0):
                 async for event in watch:
                     if event.type is EventType.DELETE:
@@ -340,6 +361,9 @@ class Controller:
         self._watches.clear()
         self.model = None
         self.snapshot = None
+        if self.registrations is not None:
+            self.registrations.clear()  # not revoked: a successor may adopt them
+            self.registrations = None
         metrics.clear()
         lease, self._lease = self._lease, 0
         if lease:
@@ -378,15 +402,17 @@ class Controller:
                 return
             now = self.clock()
             if any(self._expired(model, n, now, session) for n in model.nodes):
-                await self._mutate(lambda m: self._fence_expired(m, session))
+                fenced = await self._mutate(lambda m: self._fence_expired(m, session))
+                await self._unvouch(fenced)
 
     def _expired(self, model: ClusterModel, node_id: int, now: float, session: float) -> bool:
         node = model.nodes[node_id]
         seen = self._last_seen.setdefault(node_id, now)
         return node.state is not NodeState.OFFLINE and now - seen > session
 
-    def _fence_expired(self, model: ClusterModel, session: float) -> None:
+    def _fence_expired(self, model: ClusterModel, session: float) -> list[int]:
         now = self.clock()
+        fenced = []
         for node_id in sorted(model.nodes):
             if self._expired(model, node_id, now, session):
                 log.warning(
@@ -394,7 +420,73 @@ class Controller:
                     node_id,
                     now - self._last_seen[node_id],
                 )
-                model.node_offline(node_id)
+                if model.node_offline(node_id):
+                    fenced.append(node_id)
+        return fenced
+
+    # ------------------------------------------------------------------ registrations
+
+    def _fence(self) -> Compare:
+        """The guard of every write: the controller epoch is still ours."""
+        return Compare.value_equals(self.key_epoch, str(self.epoch))
+
+    async def _vouch(self, node: NodeInfo) -> None:
+        """Write the node's leased registration key (under the lock, like model writes)."""
+        async with self._lock:
+            registrations = self.registrations
+            if not self.active or registrations is None:
+                raise NotControllerError()
+            try:
+                await registrations.register(node, self.epoch)
+            except NotControllerError:
+                self._lose("fenced: a newer controller epoch exists")
+                raise
+            except StoreError as exc:
+                self._lose(f"metadata store write failed: {exc}")
+                raise NotControllerError(
+                    "The metadata store write failed; controller stepping down"
+                ) from exc
+
+    async def _unvouch(self, node_ids: Iterable[int]) -> None:
+        registrations = self.registrations
+        if registrations is not None:
+            for node_id in node_ids:
+                await registrations.remove(node_id)
+
+    async def _keep_registrations(self) -> None:
+        session = self.settings.session_timeout_ms / 1000.0
+        interval = max(0.02, min(self.settings.heartbeat_interval_ms / 1000.0, session / 4))
+        while self.active:
+            await asyncio.sleep(interval)
+            registrations = self.registrations
+            if registrations is None:
+                return
+            try:
+                await registrations.renew()
+            except StoreError as exc:  # the controller lease decides whether we lead
+                log.warning("cannot renew node registrations: %s", exc)
+
+    async def _watch_registrations(self) -> None:
+        while self.active:
+            registrations = self.registrations
+            if registrations is None:
+                return
+            try:
+                async for node_id in registrations.vanished():
+                    model = self.model
+                    if model is None or node_id not in model.nodes:
+                        continue
+                    log.warning("registration of node %d expired: marking it OFFLINE", node_id)
+
+                    def offline(m: ClusterModel, node: int = node_id) -> bool:
+                        return m.node_offline(node)
+
+                    await self._mutate(offline)
+            except CompactedError:
+                registrations.resync()
+            except StoreError as exc:
+                log.warning("watching node registrations failed: %s", exc)
+                await asyncio.sleep(0.5)
 
     async def _rebalance_leaders(self) -> None:
         model = self.model
@@ -445,9 +537,7 @@ class Controller:
             else:
                 ops.append(Put.of(self.key_meta + key, json.dumps(value, separators=(",", ":"))))
         try:
-            result = await self.store.txn(
-                [Compare.value_equals(self.key_epoch, str(self.epoch))], ops
-            )
+            result = await self.store.txn([self._fence()], ops)
         except StoreError as exc:
             self._lose(f"metadata store write failed: {exc}")
             raise NotControllerError(
@@ -485,13 +575,17 @@ class Controller:
             self._last_seen[node.node_id] = self.clock()
             return registered
 
-        return await self._mutate(register)
+        registered = await self._mutate(register)
+        await uncancellable(self._vouch(registered))
+        return registered
 
     def heartbeat(self, node_id: int, incarnation: int) -> bool:
         """Record a heartbeat; returns ``shutdown_ready``. Raises STALE_BROKER_EPOCH."""
         model = self._require()
         model.check_session(node_id, incarnation)
         self._last_seen[node_id] = self.clock()
+        if self.registrations is not None:
+            self.registrations.seen(node_id)
         return model.shutdown_ready(node_id)
 
     async def shutdown_node(self, node_id: int, incarnation: int) -> list[tuple[str, int]]:

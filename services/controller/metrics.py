@@ -8,9 +8,7 @@ from odradek.controller.cluster_state import NodeKind, NodeState
 from odradek.controller.model import ClusterModel, Stats
 
 ACTIVE = Gauge("odradek_controller_active", "1 while this process is the active controller.")
-OFFLINE_PARTITIONS = Gauge(
-    "odradek_controller_offline_partitions", "Partitions without a leader."
-)
+OFFLINE_PARTITIONS = Gauge("odradek_controller_offline_partitions", "Partitions without a leader.")
 UNDER_REPLICATED = Gauge(
     "odradek_controller_under_replicated_partitions",
     "Partitions whose ISR is smaller than their replica set.",

@@ -2,7 +2,9 @@
 
 Settings (Kafka names where Kafka has one): ``node.id`` (3000), ``grpc.listener``
 (``127.0.0.1:9093``, port 0 = ephemeral), ``metrics.port`` (0 = ephemeral),
-``metadata.store`` (``file:///path`` or a path; ``./data/controller``),
+``metadata.store`` (``file:///path`` or a path: the embedded store, ``./data/controller``;
+``etcd://host:port[,host:port...][/root]``: etcd, where several controllers may share
+one store and elect one active), ``metadata.store.timeout.ms`` (5000, per etcd call),
 ``broker.heartbeat.interval.ms`` (1000), ``broker.session.timeout.ms`` (6000),
 ``controller.lease.ttl.ms`` (6000), ``producer.id.block.size`` (1000),
 ``metadata.store.snapshot.entries`` (1000), plus the cluster-wide broker settings of
@@ -15,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from odradek.config import Config, ConfigError
 from odradek.controller import broker_defaults
@@ -24,6 +25,7 @@ from odradek.controller.embedded_store import EmbeddedStore
 from odradek.controller.errors import ControllerError
 from odradek.controller.servicer import ControllerServicer
 from odradek.controller.store import MetadataStore, StoreError
+from odradek.controller.store_url import EtcdTarget, store_target
 from odradek.metrics import MetricsServer
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import controller_pb2_grpc
@@ -40,6 +42,7 @@ DEFAULTS: dict[str, str] = {
     "controller.lease.ttl.ms": "6000",
     "producer.id.block.size": "1000",
     "metadata.store.snapshot.entries": "1000",
+    "metadata.store.timeout.ms": "5000",
     **broker_defaults.defaults(),
 }
 
@@ -53,19 +56,6 @@ def parse_listener(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def store_path(value: str) -> Path:
-    """``file:///abs/path``, ``file://relative`` or a plain path."""
-    if "://" not in value:
-        return Path(value)
-    url = urlparse(value)
-    if url.scheme != "file":
-        raise ConfigError(
-            f"Invalid value {value!r} for configuration metadata.store: "
-            f"the {url.scheme!r} backend is not available in this build (use file://)"
-        )
-    return Path(unquote(url.netloc + url.path))
-
-
 class ControllerService:
     name = "controller"
 
@@ -73,8 +63,10 @@ class ControllerService:
         self.config = config
         self.host, self.grpc_port = parse_listener(config.str("grpc.listener"))
         self.metrics_port = config.int("metrics.port", 0, min=0)
-        self.store_dir = store_path(config.str("metadata.store"))
+        self.store_target = store_target(config.str("metadata.store"))
+        self.store_dir = self.store_target if isinstance(self.store_target, Path) else None
         self.snapshot_entries = config.int("metadata.store.snapshot.entries", 1000, min=1)
+        self.store_timeout_ms = config.int("metadata.store.timeout.ms", 5000, min=1)
         try:
             static = broker_defaults.static_values(config.as_dict())
         except ControllerError as exc:
@@ -87,6 +79,8 @@ class ControllerService:
             producer_id_block_size=config.int("producer.id.block.size", 1000, min=1),
             static_configs=static,
         )
+        if isinstance(self.store_target, EtcdTarget) and self.store_target.root:
+            self.settings.root = self.store_target.root
         if self.settings.session_timeout_ms <= self.settings.heartbeat_interval_ms:
             raise ConfigError(
                 "broker.session.timeout.ms must be larger than broker.heartbeat.interval.ms "
@@ -99,12 +93,7 @@ class ControllerService:
         self._health_task: asyncio.Task[None] | None = None
 
     async def start(self) -> dict[str, int]:
-        try:
-            self.store = await EmbeddedStore.open(
-                self.store_dir, snapshot_every=self.snapshot_entries
-            )
-        except StoreError as exc:
-            raise ConfigError(f"cannot open metadata store {self.store_dir}: {exc}") from exc
+        self.store = await self._open_store()
         self.controller = Controller(self.store, self.settings)
         self.rpc = RpcServer(self.host, self.grpc_port)
         controller_pb2_grpc.add_ControllerServicer_to_server(
@@ -118,6 +107,20 @@ class ControllerService:
         await self.controller.wait_settled(30.0)
         await self._publish_health()
         return {"grpc": grpc_port, "metrics": metrics_port}
+
+    async def _open_store(self) -> MetadataStore:
+        target = self.store_target
+        if isinstance(target, EtcdTarget):
+            # Imported here: the etcd client library is only needed by etcd users.
+            from odradek.controller.etcd_store import EtcdStore
+
+            # Not waited for: the election loop retries until etcd answers.
+            log.info("metadata store: etcd at %s", ",".join(target.endpoints))
+            return await EtcdStore.connect(target.endpoints, timeout=self.store_timeout_ms / 1000.0)
+        try:
+            return await EmbeddedStore.open(target, snapshot_every=self.snapshot_entries)
+        except StoreError as exc:
+            raise ConfigError(f"cannot open metadata store {target}: {exc}") from exc
 
     def _health_changed(self) -> None:
         if self._health_task is None or self._health_task.done():

@@ -1,7 +1,9 @@
 """``odradek up``: a whole cluster on this machine as separate processes, no Docker.
 
-Starts the controller first (its address goes to everyone else), then storage
-nodes, offset store, coordinators and gateways, each as ``python -m odradek.<svc>``
+Starts etcd when asked (``--etcd``: a local one under the data dir), then the
+controllers (one by default; several share an etcd metadata store and elect one
+active, the others stand by; every other service gets all their addresses), then
+storage nodes, offset store, coordinators and gateways, each as ``python -m odradek.<svc>``
 with its own data directory and log file under ``--data-dir``. Every service reports
 its bound ports through a ready file; once all are up, ``<data-dir>/cluster.json``
 lists each service's name, pid, ports and command line, so tests and operators can
@@ -9,7 +11,8 @@ find (and kill, and restart) any of them. Ctrl-C or SIGTERM stops everything in
 reverse dependency order, each with a graceful SIGTERM first.
 
 Node ids: gateways 0.., storage nodes 100.., coordinators 200.., offset stores
-300.., controller 3000. Gateways are the brokers Kafka clients see.
+300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). Gateways
+are the brokers Kafka clients see.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from odradek.etcd_server import EtcdServer
+
 GATEWAY_BASE_ID = 0
 STORAGE_BASE_ID = 100
 COORDINATOR_BASE_ID = 200
@@ -34,6 +39,18 @@ CONTROLLER_ID = 3000
 STOP_ORDER = ("gateway", "coordinator", "offsets", "storage", "controller")
 
 
+def controller_name(index: int) -> str:
+    return "controller" if index == 0 else f"controller-{CONTROLLER_ID + index}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Run a service inside a network namespace (made by the caller), bound to ``host``."""
+
+    netns: str
+    host: str
+
+
 @dataclass
 class ServiceSpec:
     name: str
@@ -41,9 +58,12 @@ class ServiceSpec:
     kind: str
     settings: dict[str, str]
     data_dir: Path
+    netns: str | None = None
 
     def command(self, ready_file: Path) -> list[str]:
         cmd = [sys.executable, "-m", f"odradek.{self.module}", "--ready-file", str(ready_file)]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns, *cmd]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd
@@ -147,6 +167,10 @@ class ClusterOptions:
     host: str = "127.0.0.1"
     replication_factor: int = 1
     metadata: str = ""  # "" = embedded file store; "etcd://host:port" for etcd
+    controllers: int = 1  # more than one needs etcd (metadata="etcd://..." or etcd=True)
+    etcd: bool = False  # start a local etcd under data_dir/etcd and use it
+    # Service name -> network namespace and address (tests of network partitions).
+    placement: dict[str, Placement] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)  # --set: passed to every service
     with_groups: bool = True
     start_timeout: float = 60.0
@@ -159,47 +183,77 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def plan(opts: ClusterOptions) -> list[ServiceSpec]:
+def check_options(opts: ClusterOptions) -> None:
+    if opts.controllers < 1:
+        raise ClusterError("need at least one controller")
+    if opts.etcd and opts.metadata:
+        raise ClusterError("--etcd starts a local etcd; it cannot be combined with --metadata")
+    if opts.controllers > 1 and not (opts.etcd or opts.metadata.startswith("etcd://")):
+        raise ClusterError(
+            "several controllers need a shared metadata store: use --metadata etcd://HOST:PORT "
+            "or --etcd (the embedded store belongs to one process)"
+        )
+
+
+def _host_port(opts: ClusterOptions, name: str) -> tuple[str, str | None, int]:
+    """(host, netns, fixed port) for a service: a fresh namespace has every port free."""
+    placed = opts.placement.get(name)
+    if placed is None:
+        return opts.host, None, free_port(opts.host)
+    return placed.host, placed.netns, free_port(opts.host)
+
+
+def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]:
     """Which processes to start, in start order, with their settings.
 
-    The controller gets a fixed port so a restarted controller is found again at
-    the address every other service was given; the rest use ephemeral ports and are
-    found through the metadata (and cluster.json).
+    Controllers get fixed ports so a restarted controller is found again at the
+    address every other service was given; the rest use ephemeral ports and are
+    found through the metadata (and cluster.json). ``metadata`` overrides
+    ``opts.metadata`` (the URL of an etcd the launcher started).
     """
     data = opts.data_dir.resolve()
     common = dict(opts.settings)
-    metadata_store = opts.metadata or f"file://{data / 'controller'}"
+    metadata_store = metadata or opts.metadata or f"file://{data / 'controller'}"
     rf_offsets = max(1, min(3, opts.storage_nodes))
-    controller = ServiceSpec(
-        "controller",
-        "controller",
-        "controller",
-        {
-            "node.id": str(CONTROLLER_ID),
-            "grpc.listener": f"{opts.host}:{free_port(opts.host)}",
-            "metadata.store": metadata_store,
-            "default.replication.factor": str(opts.replication_factor),
-            "offsets.topic.replication.factor": str(rf_offsets),
-            "min.insync.replicas": common.get("min.insync.replicas", "1"),
-            **common,
-        },
-        data / "controller",
-    )
-    specs = [controller]
-    for i in range(opts.storage_nodes):
-        node_id = STORAGE_BASE_ID + i
+    specs = []
+    for i in range(max(1, opts.controllers)):
+        name = controller_name(i)
+        host, netns, port = _host_port(opts, name)
         specs.append(
             ServiceSpec(
-                f"storage-{node_id}",
+                name,
+                "controller",
+                "controller",
+                {
+                    "node.id": str(CONTROLLER_ID + i),
+                    "grpc.listener": f"{host}:{port}",
+                    "metadata.store": metadata_store,
+                    "default.replication.factor": str(opts.replication_factor),
+                    "offsets.topic.replication.factor": str(rf_offsets),
+                    "min.insync.replicas": common.get("min.insync.replicas", "1"),
+                    **common,
+                },
+                data / name,
+                netns,
+            )
+        )
+    for i in range(opts.storage_nodes):
+        node_id = STORAGE_BASE_ID + i
+        name = f"storage-{node_id}"
+        placed = opts.placement.get(name)
+        specs.append(
+            ServiceSpec(
+                name,
                 "storage",
                 "storage",
                 {
                     "node.id": str(node_id),
-                    "grpc.listener": f"{opts.host}:0",
-                    "log.dirs": str(data / f"storage-{node_id}"),
+                    "grpc.listener": f"{placed.host if placed else opts.host}:0",
+                    "log.dirs": str(data / name),
                     **common,
                 },
-                data / f"storage-{node_id}",
+                data / name,
+                placed.netns if placed else None,
             )
         )
     if opts.with_groups:
@@ -264,24 +318,31 @@ class Cluster:
         self.run_dir = self.data_dir / "run"
         self.log_dir = self.data_dir / "logs"
         self.services: list[RunningService] = []
+        self.etcd: EtcdServer | None = None
 
     @property
     def cluster_file(self) -> Path:
         return self.data_dir / "cluster.json"
 
     def start(self) -> None:
+        check_options(self.opts)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         modules = available_modules()
-        specs = [s for s in plan(self.opts) if s.module in modules]
-        controller = specs[0]
         try:
-            svc = start_process(controller, self.run_dir, self.log_dir)
-            self.services.append(svc)
-            wait_ready([svc], self.opts.start_timeout)
-            address = f"{self.opts.host}:{svc.ports['grpc']}"
+            metadata = None
+            if self.opts.etcd:
+                self.etcd = EtcdServer(self.data_dir / "etcd", host=self.opts.host)
+                self.etcd.start(self.opts.start_timeout)
+                metadata = self.etcd.url
+            specs = [s for s in plan(self.opts, metadata) if s.module in modules]
+            controllers = [s for s in specs if s.kind == "controller"]
+            started = [start_process(c, self.run_dir, self.log_dir) for c in controllers]
+            self.services.extend(started)
+            wait_ready(started, self.opts.start_timeout)
+            address = ",".join(f"{self._host_of(svc)}:{svc.ports['grpc']}" for svc in started)
             rest = []
-            for spec in specs[1:]:
+            for spec in specs[len(controllers) :]:
                 spec.settings["controller.address"] = address
                 rest.append(start_process(spec, self.run_dir, self.log_dir))
             self.services.extend(rest)
@@ -299,8 +360,15 @@ class Cluster:
             ),
             "data_dir": str(self.data_dir),
             "launcher_pid": os.getpid(),
+            "controller_address": self.controller_address,
             "services": [s.describe() for s in self.services],
         }
+        if self.etcd is not None:
+            doc["etcd"] = {
+                "pid": self.etcd.pid,
+                "endpoint": self.etcd.endpoint,
+                "log": str(self.etcd.log_file),
+            }
         tmp = self.cluster_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         os.replace(tmp, self.cluster_file)
@@ -309,6 +377,26 @@ class Cluster:
     def bootstrap_servers(self) -> str:
         gateways = [s for s in self.services if s.spec.kind == "gateway"]
         return ",".join(f"{self.opts.host}:{s.ports.get('kafka', 0)}" for s in gateways)
+
+    def _host_of(self, svc: RunningService) -> str:
+        placed = self.opts.placement.get(svc.spec.name)
+        return placed.host if placed else self.opts.host
+
+    def grpc_address(self, name: str) -> str:
+        svc = self.service(name)
+        return f"{self._host_of(svc)}:{svc.ports.get('grpc', 0)}"
+
+    @property
+    def controller_address(self) -> str:
+        """Every controller's address, comma separated (what services get)."""
+        return ",".join(
+            f"{self._host_of(s)}:{s.ports.get('grpc', 0)}"
+            for s in self.services
+            if s.spec.kind == "controller"
+        )
+
+    def controllers(self) -> list[RunningService]:
+        return [s for s in self.services if s.spec.kind == "controller"]
 
     def stop(self, grace: float = 10.0) -> None:
         for kind in STOP_ORDER:
@@ -321,6 +409,8 @@ class Cluster:
                         pass
             for svc in group:
                 stop_process(svc, grace)
+        if self.etcd is not None:
+            self.etcd.stop()
 
     def dead(self) -> list[RunningService]:
         return [s for s in self.services if s.process.poll() is not None]

@@ -34,17 +34,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="list, describe, delete consumer groups and reset their offsets",
         description="Consumer groups, like kafka-consumer-groups.sh.",
     )
-    p.add_argument("--bootstrap-server", help="HOST:PORT of any broker (gateway)")
-    p.add_argument("--data-dir", default="./data", type=Path, help="an `odradek up` data dir")
+    # Connection options are accepted before or after the action, as Kafka users type them.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--bootstrap-server", default=argparse.SUPPRESS, help="HOST:PORT of any broker (gateway)"
+    )
+    common.add_argument(
+        "--data-dir", default=argparse.SUPPRESS, type=Path, help="an `odradek up` data dir"
+    )
+    p.add_argument("--bootstrap-server", default=None, help="HOST:PORT of any broker (gateway)")
+    p.add_argument("--data-dir", default=Path("./data"), type=Path, help="an `odradek up` data dir")
     sub = p.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
-    ls = sub.add_parser("list", help="all groups")
+    ls = sub.add_parser("list", help="all groups", parents=[common])
     ls.add_argument("--state", action="append", default=[], help="only groups in this state")
-    ds = sub.add_parser("describe", help="offsets, lag and members of groups")
-    ds.add_argument("groups", nargs="+", metavar="GROUP")
-    dl = sub.add_parser("delete", help="delete Empty groups and their offsets")
-    dl.add_argument("groups", nargs="+", metavar="GROUP")
-    rs = sub.add_parser("reset-offsets", help="move a group's committed offsets")
-    rs.add_argument("group", metavar="GROUP")
+    ds = sub.add_parser("describe", help="offsets, lag and members of groups", parents=[common])
+    ds.add_argument("groups", nargs="*", metavar="GROUP")
+    ds.add_argument("--group", dest="group_options", action="append", default=[], help="a group (repeatable)")
+    dl = sub.add_parser("delete", help="delete Empty groups and their offsets", parents=[common])
+    dl.add_argument("groups", nargs="*", metavar="GROUP")
+    dl.add_argument("--group", dest="group_options", action="append", default=[], help="a group (repeatable)")
+    rs = sub.add_parser("reset-offsets", help="move a group's committed offsets", parents=[common])
+    rs.add_argument("group", nargs="?", metavar="GROUP")
+    rs.add_argument("--group", dest="group_option", default=None, help="the group")
     rs.add_argument(
         "--topic", action="append", required=True, help="TOPIC or TOPIC:P[,P...] (repeatable)"
     )
@@ -85,6 +96,16 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         action = args.groups_command
+        if action in ("describe", "delete"):
+            args.groups = [*args.groups, *args.group_options]
+            if not args.groups:
+                print("odradek groups: name at least one group (GROUP or --group)", file=sys.stderr)
+                return 2
+        if action == "reset-offsets":
+            args.group = args.group or args.group_option
+            if not args.group:
+                print("odradek groups: name the group (GROUP or --group)", file=sys.stderr)
+                return 2
         if action == "list":
             return list_groups(admin, args.state, sys.stdout)
         if action == "describe":

@@ -31,6 +31,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--metadata", default="", help="metadata store: etcd://HOST:PORT (default: embedded)"
     )
     p.add_argument(
+        "--etcd",
+        action="store_true",
+        help="also start a local etcd (data under --data-dir/etcd) and keep metadata in it",
+    )
+    p.add_argument(
+        "--controllers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="controller processes: one active, the rest standbys (N > 1 needs etcd)",
+    )
+    p.add_argument(
         "--set",
         dest="settings",
         action="append",
@@ -68,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         replication_factor=args.replication_factor,
         metadata=args.metadata,
+        controllers=args.controllers,
+        etcd=args.etcd,
         settings=settings,
         with_groups=not args.no_groups,
     )
@@ -89,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     for svc in cluster.services:
         ports = " ".join(f"{k}={v}" for k, v in sorted(svc.ports.items()))
         print(f"  {svc.spec.name:<18} pid {svc.process.pid:<8} {ports}", flush=True)
+    if cluster.etcd is not None:
+        print(f"  {'etcd':<18} pid {cluster.etcd.pid:<8} client={cluster.etcd.endpoint}")
     print(f"cluster file: {cluster.cluster_file}")
     print(f"Kafka bootstrap servers: {cluster.bootstrap_servers}")
     print("press Ctrl-C to stop", flush=True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from odradek.controller.cluster_state import NodeInfo, NodeKind, NodeState
 from odradek.controller.controller import Controller, ControllerSettings
 from odradek.controller.embedded_store import EmbeddedStore
 from odradek.controller.errors import ControllerError, NotControllerError
+from odradek.controller.etcd_store import EtcdStore
 from odradek.controller.model import TopicSpec
+from odradek.controller.store import MetadataStore
 from odradek.protocol.errors import ErrorCode
 
 
@@ -34,10 +37,48 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> Non
         await asyncio.sleep(0.02)
 
 
-async def test_one_active_standby_takes_over_and_stale_writes_are_fenced(tmp_path: Path) -> None:
-    store = await EmbeddedStore.open(tmp_path)
-    a = Controller(store, settings(3000))
-    b = Controller(store, settings(3001))
+OpenStore = Callable[[], Awaitable[MetadataStore]]
+
+
+@pytest.fixture(params=["embedded", "etcd"])
+async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenStore]:
+    """Stores two controllers share: one embedded store object, or etcd clients of one etcd."""
+    opened: list[MetadataStore] = []
+    if request.param == "embedded":
+        shared = await EmbeddedStore.open(tmp_path / "store")
+        opened.append(shared)
+
+        async def embedded() -> MetadataStore:
+            return shared
+
+        yield embedded
+    else:
+        server = request.getfixturevalue("etcd_server")
+        root = f"/t{id(request)}"
+
+        async def etcd() -> MetadataStore:
+            store = await EtcdStore.connect([server.endpoint], wait=10)
+            opened.append(store)
+            return store
+
+        request.node.etcd_root = root
+        yield etcd
+    for store in opened:
+        await store.close()
+
+
+def settings_in(request: pytest.FixtureRequest, node_id: int, **kw: int) -> ControllerSettings:
+    s = settings(node_id, **kw)
+    s.root = getattr(request.node, "etcd_root", "/odradek")
+    return s
+
+
+async def test_one_active_standby_takes_over_and_stale_writes_are_fenced(
+    open_store: OpenStore, request: pytest.FixtureRequest
+) -> None:
+    store = await open_store()
+    a = Controller(store, settings_in(request, 3000))
+    b = Controller(await open_store(), settings_in(request, 3001))
     await a.start()
     assert await a.wait_settled(5)
     await b.start()
@@ -64,7 +105,73 @@ async def test_one_active_standby_takes_over_and_stale_writes_are_fenced(tmp_pat
     assert "late" not in b.model.topics
     await a.stop()
     await b.stop()
-    await store.close()
+
+
+async def test_registrations_are_leased_keys_renewed_by_heartbeats(
+    open_store: OpenStore, request: pytest.FixtureRequest
+) -> None:
+    store = await open_store()
+    c = Controller(store, settings_in(request, 3000, session_timeout_ms=1000))
+    await c.start()
+    assert await c.wait_settled(5)
+    key = c.key_brokers
+    node = await c.register_node(NodeInfo(100, NodeKind.STORAGE, host="h", grpc_port=7))
+    other = await c.register_node(NodeInfo(101, NodeKind.STORAGE))
+    kv = await store.get(f"{key}100")
+    assert kv is not None and kv.lease != 0
+    assert json.loads(kv.value)["incarnation"] == node.incarnation
+    for _ in range(30):  # 3 x the session: heartbeats keep node 100's lease (and key) alive
+        c.heartbeat(100, node.incarnation)
+        await asyncio.sleep(0.1)
+    assert await store.get(f"{key}100") is not None
+    assert c.model is not None and c.model.nodes[100].state is NodeState.ONLINE
+    # 101 never heartbeated: fenced, its key gone with it.
+    assert c.model.nodes[101].state is NodeState.OFFLINE
+    assert await store.get(f"{key}101") is None
+    # A re-registration replaces the key under a new lease.
+    again = await c.register_node(NodeInfo(101, NodeKind.STORAGE))
+    kv101 = await store.get(f"{key}101")
+    assert kv101 is not None and json.loads(kv101.value)["incarnation"] == again.incarnation
+    assert again.incarnation > other.incarnation
+    await c.stop()
+
+
+async def test_a_registration_whose_lease_runs_out_fences_the_node(
+    open_store: OpenStore, request: pytest.FixtureRequest
+) -> None:
+    store = await open_store()
+    # A long heartbeat session: only the vanished key can fence the node this fast.
+    c = Controller(store, settings_in(request, 3000, session_timeout_ms=60000))
+    await c.start()
+    assert await c.wait_settled(5)
+    await c.register_node(NodeInfo(100, NodeKind.STORAGE))
+    assert c.registrations is not None
+    lease = c.registrations.sessions[100].lease
+    await store.revoke(lease)  # e.g. the lease expired while nobody vouched for the node
+    await wait_until(
+        lambda: c.model is not None and c.model.nodes[100].state is NodeState.OFFLINE, 5
+    )
+    await c.stop()
+
+
+async def test_a_new_controller_adopts_live_registrations(
+    open_store: OpenStore, request: pytest.FixtureRequest
+) -> None:
+    a = Controller(await open_store(), settings_in(request, 3000, session_timeout_ms=60000))
+    await a.start()
+    assert await a.wait_settled(5)
+    node = await a.register_node(NodeInfo(100, NodeKind.STORAGE))
+    assert a.registrations is not None
+    lease = a.registrations.sessions[100].lease
+    b = Controller(await open_store(), settings_in(request, 3001, session_timeout_ms=60000))
+    await b.start()
+    assert await b.wait_settled(5)
+    await a.stop()  # a clean handover: the lease is still running
+    await wait_until(lambda: b.active and b.registrations is not None, 10)
+    assert b.registrations is not None and b.registrations.sessions[100].lease == lease
+    b.heartbeat(100, node.incarnation)
+    assert b.model is not None and b.model.nodes[100].state is NodeState.ONLINE
+    await b.stop()
 
 
 async def test_watchers_get_each_version_or_skip_to_the_latest(tmp_path: Path) -> None:
