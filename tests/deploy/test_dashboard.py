@@ -79,7 +79,7 @@ def test_dashboard_covers_health_throughput_latency_and_lag() -> None:
     names = used_names()
     for needed in (
         "odradek_controller_nodes",
-        "odradek_controller_offline_partitions_count",
+        "odradek_controller_offline_partitions",
         "odradek_controller_under_replicated_partitions",
         "odradek_gateway_bytes_in_total",
         "odradek_gateway_bytes_out_total",

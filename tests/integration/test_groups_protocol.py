@@ -145,9 +145,10 @@ def test_find_coordinator_every_version(bootstrap: str, group_cluster: Cluster) 
             ]
         # Transactions are not supported: a clear, non-retriable error.
         r = c.call(FindCoordinatorRequest(key="txn", key_type=1), 3)
-        assert r.error_code == E.INVALID_REQUEST and "transactions" in (r.error_message or "")
+        assert r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert "transactions" in (r.error_message or "")
         r = c.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["t1"]), 4)
-        assert r.coordinators[0].error_code == E.INVALID_REQUEST
+        assert r.coordinators[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 # -- membership on the wire ---------------------------------------------------------------------

@@ -6,8 +6,12 @@ coordinator service owning the shard (any gateway would do; a fixed one keeps
 ListGroups answers disjoint). COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets``
 does not exist yet, the shard has no live coordinator, or no offset store is online;
 clients retry. v4+ batch several keys with an error per key (KAFKA-COMPAT item 18).
-Deviation: key type 1 (TRANSACTION) and 2 (SHARE, v6) answer INVALID_REQUEST, since
-transactions and share groups are not supported (KAFKA-COMPAT item 20).
+Deviation: transactions and share groups are not supported (KAFKA-COMPAT item 20).
+Key type 1 (TRANSACTION) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
+librdkafka, the Java client and kafka-python all treat as fatal, so a transactional
+producer fails at once with a clear message instead of retrying the lookup until it
+times out (InitProducerId answers the same). Key type 2 (SHARE, v6) answers
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ def _answer(gw: Any, key: str, key_type: int) -> tuple[int, str | None, int, str
     """(error, message, node id, host, port) for one key."""
     if key_type == TRANSACTION:
         return (
-            ErrorCode.INVALID_REQUEST,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "transactions are not supported by this cluster",
             -1,
             "",
