@@ -53,7 +53,7 @@ def consumer_config(opts: SourceOptions, group_id: str) -> dict[str, str | int |
     return conf
 
 
-def admin_config(opts: SourceOptions | SinkOptions) -> dict[str, str | int | bool]:
+def admin_config(opts: SourceOptions | SinkOptions) -> dict[str, str | int | float | bool]:
     return {k: v for k, v in opts.kafka_params.items() if k not in _CONSUMER_ONLY}
 
 

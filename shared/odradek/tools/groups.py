@@ -49,10 +49,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     ls.add_argument("--state", action="append", default=[], help="only groups in this state")
     ds = sub.add_parser("describe", help="offsets, lag and members of groups", parents=[common])
     ds.add_argument("groups", nargs="*", metavar="GROUP")
-    ds.add_argument("--group", dest="group_options", action="append", default=[], help="a group (repeatable)")
+    ds.add_argument(
+        "--group", dest="group_options", action="append", default=[], help="a group (repeatable)"
+    )
     dl = sub.add_parser("delete", help="delete Empty groups and their offsets", parents=[common])
     dl.add_argument("groups", nargs="*", metavar="GROUP")
-    dl.add_argument("--group", dest="group_options", action="append", default=[], help="a group (repeatable)")
+    dl.add_argument(
+        "--group", dest="group_options", action="append", default=[], help="a group (repeatable)"
+    )
     rs = sub.add_parser("reset-offsets", help="move a group's committed offsets", parents=[common])
     rs.add_argument("group", nargs="?", metavar="GROUP")
     rs.add_argument("--group", dest="group_option", default=None, help="the group")
