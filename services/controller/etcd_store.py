@@ -26,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ipaddress
 import logging
 import math
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -151,6 +153,34 @@ def _lease_missing(exc: BaseException) -> bool:
     return "lease not found" in details
 
 
+async def _resolve_endpoints(endpoints: Sequence[str], patience: float) -> list[str]:
+    """``host:port`` -> ``a.b.c.d:port``: etcd3aio dials with gRPC's ``ipv4:`` scheme,
+    which takes IP literals only, while compose and Kubernetes name etcd by DNS.
+    Names that do not resolve yet (a container still starting) are retried."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    out: list[str] = []
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        try:
+            ipaddress.IPv4Address(host)
+            out.append(f"{host}:{port}")
+            continue
+        except ValueError:
+            pass
+        while True:
+            try:
+                infos = await loop.getaddrinfo(host, int(port), family=socket.AF_INET)
+                out.append(f"{infos[0][4][0]}:{port}")
+                break
+            except OSError as exc:
+                if loop.time() >= deadline:
+                    raise StoreError(f"cannot resolve etcd endpoint {endpoint}: {exc}") from exc
+                await asyncio.sleep(0.5)
+    return out
+
+
 class EtcdStore(MetadataStore):
     """``await EtcdStore.connect(["127.0.0.1:2379"])``; see the module docstring."""
 
@@ -172,9 +202,9 @@ class EtcdStore(MetadataStore):
         fails with :class:`StoreError` and the caller retries (the controller's
         election loop backs off and tries again).
         """
-        store = cls(endpoints, timeout=timeout)
-        await store._client.connect()
         loop = asyncio.get_running_loop()
+        store = cls(await _resolve_endpoints(endpoints, max(wait, 30.0)), timeout=timeout)
+        await store._client.connect()
         deadline = loop.time() + wait
         while True:
             try:
