@@ -24,7 +24,7 @@ import logging
 from typing import Any
 
 from odradek.config import Config
-from odradek.controller_client import ControllerClient, Membership
+from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.coordinator import metrics
 from odradek.coordinator.runtime import ShardRuntime, ShardStatus
 from odradek.coordinator.servicer import CoordinatorServicer
@@ -100,10 +100,6 @@ class CoordinatorService:
         grpc_port = await self.rpc.start()
         metrics_port = await self.metrics_server.start()
         self.metadata.listeners.append(self._on_metadata)
-        loop = asyncio.get_running_loop()
-        self._tasks.append(
-            loop.create_task(self.controller.watch(self.metadata.update, self._stop))
-        )
         node = common_pb2.Node(
             node_id=self.node_id,
             kind=common_pb2.COORDINATOR,
@@ -111,10 +107,10 @@ class CoordinatorService:
             grpc_port=grpc_port,
             metrics_port=metrics_port,
         )
-        self.membership = Membership(self.controller, node)
-        await self.membership.register()
-        self.membership.start()
-        await self.metadata.wait_for(lambda s: self.node_id in s.nodes, 30.0)
+        self.membership, watch = await join_cluster(
+            self.controller, self.metadata, node, self._stop
+        )
+        self._tasks.append(watch)
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
         return {"grpc": grpc_port, "metrics": metrics_port}

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from prometheus_client import Counter, Gauge, Histogram
 
 from odradek.config import Config, ConfigError
-from odradek.controller_client import ControllerClient, Membership
+from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.gateway import apis
 from odradek.gateway.connection import (
     CloseConnection,
@@ -149,10 +149,6 @@ class Gateway:
     async def start(self) -> dict[str, int]:
         grpc_port = await self.rpc.start()
         metrics_port = await self.metrics_server.start()
-        loop = asyncio.get_running_loop()
-        self._tasks.append(
-            loop.create_task(self.controller.watch(self.metadata.update, self._stop))
-        )
         kafka_port = await self.listener.start()
         if not self.advertised_port:
             self.advertised_port = kafka_port
@@ -166,11 +162,11 @@ class Gateway:
             metrics_port=metrics_port,
             rack=self.config.get("broker.rack") or "",
         )
-        self.membership = Membership(self.controller, node)
-        await self.membership.register()
-        self.membership.start()
         # Ready once we have seen a snapshot that includes ourselves.
-        await self.metadata.wait_for(lambda s: self.node_id in s.nodes, 30.0)
+        self.membership, watch = await join_cluster(
+            self.controller, self.metadata, node, self._stop
+        )
+        self._tasks.append(watch)
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
         return {"kafka": kafka_port, "grpc": grpc_port, "metrics": metrics_port}

@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Any
 
 from odradek.config import Config
-from odradek.controller_client import ControllerClient, Membership
+from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.gateway.storage_pool import StoragePool
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
@@ -104,11 +104,7 @@ class OffsetStoreService:
     async def start(self) -> dict[str, int]:
         grpc_port = await self.rpc.start()
         metrics_port = await self.metrics_server.start()
-        loop = asyncio.get_running_loop()
         self.metadata.listeners.append(self._on_metadata)
-        self._tasks.append(
-            loop.create_task(self.controller.watch(self.metadata.update, self._stop))
-        )
         node = common_pb2.Node(
             node_id=self.node_id,
             kind=common_pb2.OFFSET_STORE,
@@ -116,10 +112,10 @@ class OffsetStoreService:
             grpc_port=grpc_port,
             metrics_port=metrics_port,
         )
-        self.membership = Membership(self.controller, node)
-        await self.membership.register()
-        self.membership.start()
-        await self.metadata.wait_for(lambda s: self.node_id in s.nodes, 30.0)
+        self.membership, watch = await join_cluster(
+            self.controller, self.metadata, node, self._stop
+        )
+        self._tasks.append(watch)
         self._apply_settings()
         created = await ensure_offsets_topic(
             self.controller,
@@ -129,6 +125,7 @@ class OffsetStoreService:
         )
         if not created:
             log.warning("__consumer_offsets is not ready yet; shards will load once it is")
+        loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reconcile_loop(), name="offsets-reconcile"))
         self._tasks.append(loop.create_task(self._retention_loop(), name="offsets-retention"))
         self._tasks.append(loop.create_task(self._lag_loop(), name="offsets-lag"))

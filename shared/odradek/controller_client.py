@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from odradek.metadata_cache import MetadataCache
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
@@ -197,3 +198,24 @@ class Membership:
             # Bounded: on 3.11 a cancellation racing a finishing gRPC call can be lost.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(self._task), 5.0)
+
+
+async def join_cluster(
+    client: ControllerClient,
+    metadata: MetadataCache,
+    node: common_pb2.Node,
+    stop: asyncio.Event,
+    *,
+    timeout: float = 30.0,
+) -> tuple[Membership, asyncio.Task[None]]:
+    """Follow the metadata stream into ``metadata``, register ``node`` and heartbeat,
+    then wait (bounded) until the metadata lists this node: from then on the service
+    can serve. Returns the membership (stop it on shutdown) and the watch task."""
+    watch = asyncio.get_running_loop().create_task(
+        client.watch(metadata.update, stop), name="metadata-watch"
+    )
+    membership = Membership(client, node)
+    await membership.register()
+    membership.start()
+    await metadata.wait_for(lambda s: node.node_id in s.nodes, timeout)
+    return membership, watch

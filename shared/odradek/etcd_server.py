@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from odradek.process import terminate
 
 ETCD_BINARY = "etcd"
 
@@ -138,14 +139,5 @@ class EtcdServer:
             return False
 
     def stop(self, grace: float = 10.0) -> None:
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        except ProcessLookupError:
-            pass
+        if self.process is not None:
+            terminate(self.process, grace)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.etcd_server import EtcdServer
+from odradek.process import terminate
 
 GATEWAY_BASE_ID = 0
 STORAGE_BASE_ID = 100
@@ -143,17 +144,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 def stop_process(svc: RunningService, grace: float) -> None:
-    proc = svc.process
-    if proc.poll() is not None:
-        return
-    try:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-    except ProcessLookupError:
-        pass
+    terminate(svc.process, grace)
 
 
 @dataclass

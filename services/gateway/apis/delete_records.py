@@ -12,12 +12,10 @@ be reached (the client refreshes metadata and retries).
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from typing import Any
 
-import grpc
-
+from odradek.gateway.leader_calls import call_leaders
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import DeleteRecordsResponse
@@ -58,28 +56,16 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
                 )
     timeout_ms = max(0, request.timeout_ms)
 
-    async def send(node: int, parts: list[storage_pb2.DeleteRecordsPartition]) -> None:
-        try:
-            response = await gw.storage.stub(node).DeleteRecords(
-                storage_pb2.DeleteRecordsRequest(timeout_ms=timeout_ms, partitions=parts),
-                timeout=timeout_ms / 1000.0 + GRPC_MARGIN_S,
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            code = (
-                ErrorCode.REQUEST_TIMED_OUT
-                if isinstance(exc, grpc.aio.AioRpcError)
-                and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                else ErrorCode.NOT_LEADER_OR_FOLLOWER
-            )
-            for q in parts:
-                results[(q.topic, q.partition)] = _error(code)
-            return
-        for r in response.partitions:
-            results[(r.topic, r.partition)] = r
-
-    await asyncio.gather(*(send(n, ps) for n, ps in by_node.items()))
+    await call_leaders(
+        gw,
+        by_node,
+        lambda stub, parts: stub.DeleteRecords(
+            storage_pb2.DeleteRecordsRequest(timeout_ms=timeout_ms, partitions=parts),
+            timeout=timeout_ms / 1000.0 + GRPC_MARGIN_S,
+        ),
+        results,
+        _error,
+    )
 
     topics = []
     for t in request.topics:

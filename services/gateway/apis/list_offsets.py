@@ -10,10 +10,10 @@ Partitions are grouped by leading storage node and asked in parallel.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from typing import Any
 
+from odradek.gateway.leader_calls import call_leaders
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import ListOffsetsResponse
@@ -68,20 +68,16 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
                 )
     isolation = request.isolation_level if version >= 2 else 0
 
-    async def ask(node: int, parts: list[storage_pb2.ListOffsetsPartition]) -> None:
-        try:
-            response = await gw.storage.stub(node).ListOffsets(
-                storage_pb2.ListOffsetsRequest(isolation_level=isolation, partitions=parts),
-                timeout=30.0,
-            )
-        except Exception:
-            for q in parts:
-                results[(q.topic, q.partition)] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return
-        for r in response.partitions:
-            results[(r.topic, r.partition)] = r
-
-    await asyncio.gather(*(ask(n, ps) for n, ps in by_node.items()))
+    await call_leaders(
+        gw,
+        by_node,
+        lambda stub, parts: stub.ListOffsets(
+            storage_pb2.ListOffsetsRequest(isolation_level=isolation, partitions=parts),
+            timeout=30.0,
+        ),
+        results,
+        _error,
+    )
 
     topics = []
     for t in request.topics:

@@ -15,12 +15,10 @@ storage nodes directly, so every request here is a consumer's.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from typing import Any
 
-import grpc
-
+from odradek.gateway.leader_calls import call_leaders
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import OffsetForLeaderEpochResponse
@@ -63,30 +61,18 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
                     )
                 )
 
-    async def ask(node: int, parts: list[storage_pb2.OffsetForLeaderEpochPartition]) -> None:
-        try:
-            response = await gw.storage.stub(node).OffsetForLeaderEpoch(
-                storage_pb2.OffsetForLeaderEpochRequest(
-                    replica_id=CONSUMER_REPLICA_ID, partitions=parts
-                ),
-                timeout=STORAGE_TIMEOUT_S,
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            code = (
-                ErrorCode.REQUEST_TIMED_OUT
-                if isinstance(exc, grpc.aio.AioRpcError)
-                and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                else ErrorCode.NOT_LEADER_OR_FOLLOWER
-            )
-            for q in parts:
-                results[(q.topic, q.partition)] = _error(code)
-            return
-        for r in response.partitions:
-            results[(r.topic, r.partition)] = r
-
-    await asyncio.gather(*(ask(n, ps) for n, ps in by_node.items()))
+    await call_leaders(
+        gw,
+        by_node,
+        lambda stub, parts: stub.OffsetForLeaderEpoch(
+            storage_pb2.OffsetForLeaderEpochRequest(
+                replica_id=CONSUMER_REPLICA_ID, partitions=parts
+            ),
+            timeout=STORAGE_TIMEOUT_S,
+        ),
+        results,
+        _error,
+    )
 
     topics = []
     for t in request.topics:

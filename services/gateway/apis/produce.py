@@ -27,6 +27,7 @@ from typing import Any
 import grpc
 from prometheus_client import Counter
 
+from odradek.gateway.leader_calls import failure_code
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import ProduceResponse
@@ -168,11 +169,7 @@ async def _send(
         stub = gw.storage.stub(node_id)
         response = await stub.Produce(rpc, timeout=max(1.0, request.timeout_ms / 1000.0) + 5.0)
     except grpc.aio.AioRpcError as exc:
-        code = (
-            ErrorCode.REQUEST_TIMED_OUT
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-            else ErrorCode.NOT_LEADER_OR_FOLLOWER
-        )
+        code = failure_code(exc)
         log.debug("produce to storage node %s failed: %s", node_id, exc.code())
         for p in parts:
             results[p.topic][p.partition] = _Result(code)
