@@ -182,12 +182,18 @@ def test_join_sync_heartbeat_leave_exact_versions(bootstrap: str) -> None:
             ),
             8,
         )
-        hb = a.call(
-            HeartbeatRequest(
-                group_id=group, generation_id=1, member_id=ra.member_id, group_instance_id=None
-            ),
-            4,
-        )
+        # b's join travels on another connection: heartbeat until it has landed.
+        deadline = time.monotonic() + 10
+        while True:
+            hb = a.call(
+                HeartbeatRequest(
+                    group_id=group, generation_id=1, member_id=ra.member_id, group_instance_id=None
+                ),
+                4,
+            )
+            if hb.error_code != E.NONE or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         assert hb.error_code == E.REBALANCE_IN_PROGRESS
         ra2 = join(a, group, ra.member_id)
         rb = b.receive()
