@@ -230,16 +230,15 @@ def _consume(consumer: KafkaConsumer, args: argparse.Namespace, formatter: Messa
                 progress.tick()
                 continue
             last_record = time.monotonic()
-            written = 0
-            taken = 0
-            for records in batch.values():
-                data = formatter.format(records)
-                out.write(data)
-                written += len(data)
-                taken += len(records)
-            out.flush()
+            chunks = [formatter.format(records) for records in batch.values()]
+            taken = sum(len(records) for records in batch.values())
+            # Counted before the bytes reach the reader: a SIGTERM sent as soon as the
+            # reader sees them must not find them printed but not counted.
             count += taken
-            progress.add(taken, written)
+            progress.add(taken, sum(len(data) for data in chunks))
+            for data in chunks:
+                out.write(data)
+            out.flush()
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:
