@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,

@@ -28,8 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.gateway.apis.config_entries import settings_of, topic_config_entries
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.config_entries import settings_of, topic_config_entries
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,

@@ -4,7 +4,7 @@ Each config names an operation: SET (0), DELETE (1, back to the default), APPEND
 (2) and SUBTRACT (3) for list configs such as ``cleanup.policy``; configs not
 named keep their value. TOPIC resources change topic overrides; BROKER ``""``
 changes the cluster-wide defaults Kafka allows to change at run time. Forwarded to
-the controller (:mod:`odradek.gateway.apis.config_changes`), which answers per
+the controller (:mod:`odradek.gateway.config_changes`), which answers per
 resource with Kafka's codes and messages: INVALID_CONFIG for a bad value or an
 APPEND/SUBTRACT on a non-list config, UNKNOWN_TOPIC_OR_PARTITION for an unknown
 topic, INVALID_REQUEST for duplicate keys or a null value outside DELETE. An
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.gateway.apis.config_changes import ResourceChange, alter
+from odradek.gateway.config_changes import ResourceChange, alter
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import IncrementalAlterConfigsResponse

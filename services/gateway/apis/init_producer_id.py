@@ -1,7 +1,7 @@
 """InitProducerId (key 22), versions 0-5.
 
 Idempotent producers (no ``transactional_id``) get a fresh producer id with epoch 0,
-taken from controller-issued blocks (:mod:`odradek.gateway.apis.producer_ids`), so
+taken from controller-issued blocks (:mod:`odradek.gateway.producer_ids`), so
 no id is ever handed out twice, across gateways or restarts. As in Kafka, a
 producer id and epoch sent by a non-transactional producer (v3+, KIP-360) are
 ignored and a new id is handed out. When no block can be had in time the answer is
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.gateway.apis.producer_ids import ProducerIdBlocks, ProducerIdsUnavailable
+from odradek.gateway.producer_ids import ProducerIdBlocks, ProducerIdsUnavailable
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.messages import InitProducerIdResponse

@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.gateway.apis.config_entries import ResourceType, broker_name_problem
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.config_entries import ResourceType, broker_name_problem
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,
