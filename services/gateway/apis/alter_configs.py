@@ -16,11 +16,12 @@ and other resource types are INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import Any
-
 from odradek.gateway.config_changes import ResourceChange, alter
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.messages import AlterConfigsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.ALTER_CONFIGS
@@ -28,7 +29,9 @@ API_KEY = ApiKey.ALTER_CONFIGS
 Response = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     rows = [
         ResourceChange(
             resource.resource_type,

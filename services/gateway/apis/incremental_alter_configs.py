@@ -18,12 +18,16 @@ GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import Any
-
 from odradek.gateway.config_changes import ResourceChange, alter
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import IncrementalAlterConfigsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -39,7 +43,7 @@ OPERATIONS = {
 }
 
 
-def _row(resource: Any) -> ResourceChange:
+def _row(resource: IncrementalAlterConfigsRequest.AlterConfigsResource) -> ResourceChange:
     row = ResourceChange(resource.resource_type, resource.resource_name)
     for c in resource.configs:
         op = OPERATIONS.get(c.config_operation)
@@ -53,7 +57,12 @@ def _row(resource: Any) -> ResourceChange:
     return row
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    header: RequestHeader,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse:
     rows = [_row(resource) for resource in request.resources]
     await alter(
         gw,
