@@ -5,9 +5,10 @@ storage node leading them, ask every node at once, and give each partition of a
 node that could not be asked the same retriable error, so the client refreshes its
 metadata and tries again. Produce and Fetch shape their results differently but use
 :func:`failure_code` for the same mapping. Fetch alone reports a deadline as
-NOT_LEADER_OR_FOLLOWER too: the Java consumer's ``FetchCollector`` throws
-IllegalStateException on any partition error outside its list, REQUEST_TIMED_OUT
-included.
+NOT_LEADER_OR_FOLLOWER too: the Java consumer
+(``org.apache.kafka.clients.consumer.internals.FetchCollector.handleInitializeErrors``)
+throws IllegalStateException on a Fetch partition error outside its list, and
+REQUEST_TIMED_OUT is not in it.
 """
 
 from __future__ import annotations
