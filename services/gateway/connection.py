@@ -27,8 +27,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from odradek.gateway.ordered_lanes import OrderedLanes
 from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
@@ -54,12 +54,14 @@ class CloseConnection(Exception):
 
 @dataclass(slots=True)
 class ConnectionContext:
+    """What a request handler knows of its connection (one per connection)."""
+
     connection_id: int
     peer: str
     client_software: str = ""
     client_software_version: str = ""
-    # Produce requests of one connection are forwarded one at a time (see apis/produce.py).
-    produce_lane: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Produce and OffsetCommit requests keep their order per connection (ordered_lanes.py).
+    lanes: OrderedLanes = field(default_factory=OrderedLanes)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -70,13 +72,11 @@ class KafkaConnection(asyncio.Protocol):
         dispatch: Dispatch,
         limits: ConnectionLimits,
         on_close: Callable[[KafkaConnection], None],
-        metrics: Any = None,
     ) -> None:
         KafkaConnection._next_id += 1
         self.dispatch = dispatch
         self.limits = limits
         self.on_close = on_close
-        self.metrics = metrics
         self.decoder = FrameDecoder(limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.ctx = ConnectionContext(KafkaConnection._next_id, "?")

@@ -6,7 +6,8 @@ admin changes and producer-id blocks. Every gateway appears to Kafka clients as 
 broker, and any gateway may lead any partition, so clients can be spread over
 gateways by the partition-to-gateway mapping in Metadata.
 
-Dispatch: one module per Kafka API under ``odradek.gateway.apis``; the versions we
+Dispatch: one module per Kafka API under ``odradek.gateway.apis``, each written
+against :class:`~odradek.gateway.gateway_api.GatewayApi`; the versions we
 advertise are :data:`odradek.protocol.versions.SUPPORTED` limited to the APIs that
 have a handler here (KAFKA-COMPAT item 4: advertise only what is served).
 """
@@ -17,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -31,6 +31,8 @@ from odradek.gateway.connection import (
     ConnectionLimits,
     KafkaListener,
 )
+from odradek.gateway.group_routing import GroupRouter
+from odradek.gateway.producer_ids import ProducerIdBlocks, from_controller
 from odradek.gateway.storage_pool import StoragePool
 from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
@@ -125,8 +127,16 @@ class Gateway:
         self.storage = StoragePool(self.metadata)
         self.request_timeout_ms = config.int("request.timeout.ms")
         self.metadata_wait_s = config.int("metadata.wait.ms") / 1000.0
+        self.groups = GroupRouter(
+            self.metadata, self.gateways, self.node_id, self.request_timeout_ms
+        )
+        self.producer_ids = ProducerIdBlocks(
+            from_controller(self.controller, self.node_id, self._incarnation)
+        )
         self.handlers = apis.load_handlers()
-        self.advertised_versions = {k: v for k, v in SUPPORTED.items() if k in self.handlers}
+        self.advertised_versions: dict[ApiKey, tuple[int, int]] = {
+            k: v for k, v in SUPPORTED.items() if k in self.handlers
+        }
         self.listener = KafkaListener(
             self.host,
             self.port,
@@ -141,9 +151,7 @@ class Gateway:
         self.listener.on_count_change = lambda n: CONNECTIONS.set(n)
         self.membership: Membership | None = None
         self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[Any]] = []
-        # Shared state that API modules keep on the gateway (e.g. producer-id blocks).
-        self.state: dict[str, Any] = {}
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> dict[str, int]:
@@ -182,6 +190,8 @@ class Gateway:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.producer_ids.close()
+        await self.groups.close()
         await self.storage.close()
         await self.controller.close()
         await self.rpc.stop(1.0)
@@ -229,11 +239,13 @@ class Gateway:
         REQUEST_SECONDS.labels(name, str(header.api_version)).observe(time.perf_counter() - start)
         if response is None or not expects_response(header, request):
             return None
-        if isinstance(response, (bytes, bytearray)):
-            return bytes(response)
-        return bytes(encode_response(header, response))
+        return encode_response(header, response)
 
-    # -- helpers for API modules -------------------------------------------------------------
+    # -- the rest of GatewayApi (odradek.gateway.gateway_api) ------------------------------------
+    def _incarnation(self) -> int:
+        """Our registration's incarnation, as AllocateProducerIds wants it (0 before joining)."""
+        return self.membership.incarnation if self.membership is not None else 0
+
     def cluster_config(self, name: str, default: str) -> str:
         return self.metadata.current.raw.cluster_configs.get(name, default)
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Callable
 
 import grpc
 
+from odradek.gateway.connection import ConnectionContext
 from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, shard_of
+from odradek.metadata_cache import MetadataCache
 from odradek.offsets.client import OffsetStoreClient
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
@@ -41,9 +43,20 @@ SYNC_BACKSTOP_S = 1800.0
 
 
 class GroupRouter:
-    def __init__(self, gw: Any) -> None:
-        self.gw = gw
-        self.offsets = OffsetStoreClient(gw.metadata)
+    """One per gateway (``Gateway.groups``): channels to the coordinators and offset stores."""
+
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        gateways: Callable[[], list[common_pb2.Node]],
+        node_id: int,
+        request_timeout_ms: int,
+    ) -> None:
+        self.metadata = metadata
+        self._gateways = gateways
+        self.node_id = node_id
+        self.request_timeout_ms = request_timeout_ms
+        self.offsets = OffsetStoreClient(metadata)
         self._channels: dict[
             int, tuple[str, grpc.aio.Channel, coordinator_pb2_grpc.GroupCoordinatorStub]
         ] = {}
@@ -51,17 +64,17 @@ class GroupRouter:
 
     @property
     def raw(self) -> common_pb2.ClusterMetadata:
-        return self.gw.metadata.current.raw  # type: ignore[no-any-return]
+        return self.metadata.current.raw
 
     def shard(self, group_id: str) -> int:
         return shard_of(self.raw, group_id)
 
     def coordinator_node(self, group_id: str) -> common_pb2.Node | None:
         owner, _ = coordinator_of(self.raw, self.shard(group_id))
-        node = self.gw.metadata.current.nodes.get(owner) if owner >= 0 else None
+        node = self.metadata.current.nodes.get(owner) if owner >= 0 else None
         if node is None or node.state != common_pb2.ONLINE or node.grpc_port <= 0:
             return None
-        return node  # type: ignore[no-any-return]
+        return node
 
     def coordinator_stub(self, group_id: str) -> coordinator_pb2_grpc.GroupCoordinatorStub | None:
         node = self.coordinator_node(group_id)
@@ -81,12 +94,12 @@ class GroupRouter:
         return entry[2]
 
     def all_coordinators(self) -> list[coordinator_pb2_grpc.GroupCoordinatorStub]:
-        nodes = self.gw.metadata.current.nodes_of(common_pb2.COORDINATOR)
+        nodes = self.metadata.current.nodes_of(common_pb2.COORDINATOR)
         return [self._stub(n) for n in nodes if n.grpc_port > 0]
 
     def available(self, group_id: str) -> bool:
         """Whether FindCoordinator may name a coordinator for the group now."""
-        snap = self.gw.metadata.current
+        snap = self.metadata.current
         if OFFSETS_TOPIC not in snap.topics:
             return False
         return (
@@ -95,14 +108,14 @@ class GroupRouter:
         )
 
     def coordinator_gateway(self, group_id: str) -> common_pb2.Node:
-        gateways = self.gw.gateways()
-        return gateways[self.shard(group_id) % len(gateways)]  # type: ignore[no-any-return]
+        gateways = self._gateways()
+        return gateways[self.shard(group_id) % len(gateways)]
 
     def listed_here(self, group_id: str) -> bool:
-        return bool(self.coordinator_gateway(group_id).node_id == self.gw.node_id)
+        return self.coordinator_gateway(group_id).node_id == self.node_id
 
     def group_timeout_s(self) -> float:
-        return self.gw.request_timeout_ms / 1000.0 + 5.0  # type: ignore[no-any-return]
+        return self.request_timeout_ms / 1000.0 + 5.0
 
     async def close(self) -> None:
         for channel in [e[1] for e in self._channels.values()] + self._retired:
@@ -110,13 +123,6 @@ class GroupRouter:
                 await channel.close(None)
         self._channels.clear()
         await self.offsets.close()
-
-
-def router(gw: Any) -> GroupRouter:
-    found = gw.state.get("group_router")
-    if found is None:
-        found = gw.state["group_router"] = GroupRouter(gw)
-    return found  # type: ignore[no-any-return]
 
 
 def rpc_error(exc: grpc.aio.AioRpcError, *, long_poll: bool = False) -> int:
@@ -127,8 +133,8 @@ def rpc_error(exc: grpc.aio.AioRpcError, *, long_poll: bool = False) -> int:
     return ErrorCode.NOT_COORDINATOR
 
 
-def client_host(ctx: Any) -> str:
+def client_host(ctx: ConnectionContext) -> str:
     """Kafka's ``/address`` form of the client's host, as DescribeGroups shows it."""
-    peer = str(getattr(ctx, "peer", "") or "")
+    peer = ctx.peer
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
     return "/" + host.strip("[]") if host else ""

@@ -4,41 +4,68 @@ DeleteRecords, OffsetForLeaderEpoch and ListOffsets group their partitions by th
 storage node leading them, ask every node at once, and give each partition of a
 node that could not be asked the same retriable error, so the client refreshes its
 metadata and tries again. Produce and Fetch shape their results differently but use
-:func:`failure_code` for the same mapping.
+:func:`failure_code` for the same mapping. Fetch alone reports a deadline as
+NOT_LEADER_OR_FOLLOWER too: the Java consumer
+(``org.apache.kafka.clients.consumer.internals.FetchCollector.handleInitializeErrors``)
+throws IllegalStateException on a Fetch partition error outside its list, and
+REQUEST_TIMED_OUT is not in it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol, TypeVar
 
 import grpc
 
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import storage_pb2_grpc
 
-P = TypeVar("P")
-R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
-def failure_code(exc: BaseException) -> ErrorCode:
-    """A storage RPC that failed: its deadline passed, or the node is gone or moved."""
+class PartitionKeyed(Protocol):
+    """A per-partition item of a storage request or answer."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+P = TypeVar("P", bound=PartitionKeyed)
+R = TypeVar("R", bound=PartitionKeyed)
+
+
+class PartitionsAnswer(Protocol[R_co]):
+    """A storage answer: one result per partition asked."""
+
+    @property
+    def partitions(self) -> Iterable[R_co]: ...
+
+
+def failure_code(
+    exc: BaseException, *, timed_out: ErrorCode = ErrorCode.REQUEST_TIMED_OUT
+) -> ErrorCode:
+    """A storage RPC that failed: its deadline passed (``timed_out``), or the node is
+    gone or moved (NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata)."""
     if isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ErrorCode.REQUEST_TIMED_OUT
+        return timed_out
     return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 async def call_leaders(
-    gw: Any,
+    gw: GatewayApi,
     by_node: dict[int, list[P]],
-    call: Callable[[storage_pb2_grpc.StorageStub, list[P]], Awaitable[Any]],
+    call: Callable[[storage_pb2_grpc.StorageStub, list[P]], Awaitable[PartitionsAnswer[R]]],
     results: dict[tuple[str, int], R],
     error: Callable[[int], R],
 ) -> None:
-    """``call(stub, parts)`` per node in parallel; every answered partition (items with
-    ``topic`` and ``partition``) lands in ``results``, every partition of a failed call
-    gets ``error(code)``."""
+    """``call(stub, parts)`` per node in parallel; every answered partition lands in
+    ``results``, every partition of a failed call gets ``error(code)``."""
 
     async def one(node: int, parts: list[P]) -> None:
         try:
@@ -48,7 +75,7 @@ async def call_leaders(
         except Exception as exc:
             code = failure_code(exc)
             for q in parts:
-                results[(q.topic, q.partition)] = error(code)  # type: ignore[attr-defined]
+                results[(q.topic, q.partition)] = error(code)
             return
         for r in response.partitions:
             results[(r.topic, r.partition)] = r

@@ -1,6 +1,8 @@
-"""One module per Kafka API. Each opens with the versions it serves and any deviation
-from Apache Kafka, and defines ``API_KEY`` and ``async def handle(gw, ctx, header,
-request)`` returning the response object (or None for "no response", acks=0).
+"""One module per Kafka API, and nothing else. Each opens with the versions it serves
+and any deviation from Apache Kafka, and defines ``API_KEY`` and ``handle`` as
+:mod:`odradek.gateway.gateway_api` describes: the request typed as its API's
+kafka-python class, the response object returned (or None for "no response",
+acks=0). What several APIs share lives one level up (``odradek.gateway.*``).
 
 :func:`load_handlers` imports the modules listed in :data:`MODULES`; an API is
 advertised in ApiVersions only when its module is listed here.
@@ -10,9 +12,18 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-Handler = Callable[[Any, Any, Any, Any], Awaitable[Any]]
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import Message
+
+# The dispatch table's view of a handler: ``decode_request`` gives each the request
+# class of its own API key (tests/unit/gateway/test_handler_contract.py checks the
+# annotations), so the table may hold them under the common base class.
+Handler = Callable[
+    [GatewayApi, ConnectionContext, RequestHeader, Message], Awaitable[Message | None]
+]
 
 MODULES = [
     "api_versions",

@@ -4,7 +4,7 @@ The legacy, non-incremental form: the configs given replace every override the
 resource had (a config left out returns to its default), exactly as Kafka applies
 it. TOPIC resources change topic overrides; BROKER ``""`` changes the cluster-wide
 defaults that Kafka allows to change at run time. Forwarded to the controller
-(:mod:`odradek.gateway.apis.config_changes`), which validates names and values and
+(:mod:`odradek.gateway.config_changes`), which validates names and values and
 answers per resource with Kafka's codes and messages: INVALID_CONFIG for a bad
 value, UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, INVALID_REQUEST for a null
 value. ``validate_only`` checks and changes nothing.
@@ -16,11 +16,12 @@ and other resource types are INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import Any
-
-from odradek.gateway.apis.config_changes import ResourceChange, alter
+from odradek.gateway.config_changes import ResourceChange, alter
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.messages import AlterConfigsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.ALTER_CONFIGS
@@ -28,7 +29,9 @@ API_KEY = ApiKey.ALTER_CONFIGS
 Response = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     rows = [
         ResourceChange(
             resource.resource_type,

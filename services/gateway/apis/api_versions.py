@@ -9,15 +9,19 @@ Deviation: no SupportedFeatures/FinalizedFeatures (no KRaft feature levels).
 
 from __future__ import annotations
 
-from typing import Any
-
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import api_versions_response
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = ApiKey.API_VERSIONS
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
     if header.api_version >= 3:
         ctx.client_software = getattr(request, "client_software_name", "") or ""
         ctx.client_software_version = getattr(request, "client_software_version", "") or ""

@@ -15,19 +15,21 @@ partition right away works. Running out of time is not an error.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,
     leaders_ready,
     wait_visible,
 )
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import CreatePartitionsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -35,7 +37,9 @@ API_KEY = ApiKey.CREATE_PARTITIONS
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     deadline = AdminDeadline(gw, request.timeout_ms)
     counts = Counter(t.name for t in request.topics)
     outcomes: dict[str, tuple[int, str | None]] = {}

@@ -26,10 +26,10 @@ import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from odradek.gateway.apis.config_entries import settings_of, topic_config_entries
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.config_entries import settings_of, topic_config_entries
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,
@@ -37,10 +37,12 @@ from odradek.gateway.apis.controller_forward import (
     message_or_none,
     wait_visible,
 )
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import CreateTopicsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from odradek.rpc.v1 import controller_pb2
 from odradek.topic_config import InvalidConfigError
 
@@ -63,7 +65,7 @@ class _Outcome:
     overrides: dict[str, str] = field(default_factory=dict)
 
 
-def _spec(topic: Any) -> controller_pb2.CreatableTopic | _Outcome:
+def _spec(topic: CreateTopicsRequest.CreatableTopic) -> controller_pb2.CreatableTopic | _Outcome:
     configs: dict[str, str] = {}
     for c in topic.configs or []:
         if c.value is None:
@@ -86,7 +88,9 @@ def _spec(topic: Any) -> controller_pb2.CreatableTopic | _Outcome:
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     version = header.api_version
     deadline = AdminDeadline(gw, request.timeout_ms)
     validate_only = bool(getattr(request, "validate_only", False)) if version >= 1 else False
@@ -145,7 +149,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _result(snap: Snapshot, version: int, name: str, o: _Outcome) -> Any:
+def _result(snap: Snapshot, version: int, name: str, o: _Outcome) -> Result:
     if o.error_code:
         return Result(
             name=name,
@@ -167,7 +171,7 @@ def _result(snap: Snapshot, version: int, name: str, o: _Outcome) -> Any:
     )
 
 
-def _configs(snap: Snapshot, overrides: dict[str, str]) -> list[Any]:
+def _configs(snap: Snapshot, overrides: dict[str, str]) -> list[ResultConfig]:
     try:
         entries = topic_config_entries(overrides, settings_of(snap.raw), include_synonyms=False)
     except InvalidConfigError as exc:  # the controller accepted them; do not fail the create

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Any
 
 import grpc
 
-from odradek.gateway.group_routing import router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import DeleteGroupsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.DELETE_GROUPS
@@ -24,8 +26,10 @@ API_KEY = ApiKey.DELETE_GROUPS
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
-    groups = router(gw)
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
+    groups = gw.groups
     results: dict[str, int] = {}
     by_node: dict[int, list[str]] = defaultdict(list)
     for group_id in request.groups_names:

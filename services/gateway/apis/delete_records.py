@@ -13,12 +13,14 @@ be reached (the client refreshes metadata and retries).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import call_leaders
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import DeleteRecordsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from odradek.rpc.v1 import storage_pb2
 
 API_KEY = ApiKey.DELETE_RECORDS
@@ -34,7 +36,9 @@ def _error(code: int) -> storage_pb2.DeleteRecordsPartitionResult:
     return storage_pb2.DeleteRecordsPartitionResult(error_code=code, low_watermark=-1)
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
     snap = gw.metadata.current
     results: dict[tuple[str, int], storage_pb2.DeleteRecordsPartitionResult] = {}
     by_node: dict[int, list[storage_pb2.DeleteRecordsPartition]] = defaultdict(list)

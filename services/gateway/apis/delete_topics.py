@@ -20,19 +20,21 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,
     message_or_none,
     wait_visible,
 )
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import DeleteTopicsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -55,8 +57,11 @@ class _Row:
         self.error_code, self.message = code, message
 
 
-def _rows(request: Any, version: int, snap: Snapshot) -> tuple[list[_Row], list[_Row], list[_Row]]:
+def _rows(
+    request: DeleteTopicsRequest, version: int, snap: Snapshot
+) -> tuple[list[_Row], list[_Row], list[_Row]]:
     """(every row in answer order, rows to delete by name, rows to delete by id)."""
+    given: list[tuple[str | None, uuid.UUID]]
     if version < 6:
         given = [(name, ZERO_UUID) for name in request.topic_names]
     else:
@@ -66,7 +71,7 @@ def _rows(request: Any, version: int, snap: Snapshot) -> tuple[list[_Row], list[
     rows: list[_Row] = []
     by_name: list[_Row] = []
     by_id: list[_Row] = []
-    reported: set[Any] = set()
+    reported: set[str | uuid.UUID] = set()
     for name, tid in given:
         row = _Row(name, tid)
         if name is None and tid == ZERO_UUID:
@@ -104,7 +109,9 @@ def _rows(request: Any, version: int, snap: Snapshot) -> tuple[list[_Row], list[
     return rows, by_name, by_id
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     version = header.api_version
     deadline = AdminDeadline(gw, request.timeout_ms)
     rows, by_name, by_id = _rows(request, version, gw.metadata.current)

@@ -13,11 +13,16 @@ neither code).
 
 from __future__ import annotations
 
-from typing import Any
-
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import DescribeClusterResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    authorized_operations,
+)
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 
@@ -48,7 +53,9 @@ def _endpoint_error(version: int, requested: int) -> tuple[int, str] | None:
     return int(code if version >= 1 else ErrorCode.INVALID_REQUEST), message
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DescribeClusterRequest
+) -> DescribeClusterResponse:
     version = header.api_version
     snap = gw.metadata.current
     requested = getattr(request, "endpoint_type", BROKER_ENDPOINT) if version >= 1 else 1
@@ -62,7 +69,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
             cluster_id=snap.cluster_id,
             controller_id=-1,
             brokers=[],
-            authorized_operations=None,
+            authorized_operations=authorized_operations(None),
         )
     return DescribeClusterResponse(
         throttle_time_ms=0,
@@ -80,7 +87,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
             )
             for n in gw.gateways()
         ],
-        authorized_operations=(
-            set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None
+        authorized_operations=authorized_operations(
+            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None
         ),
     )

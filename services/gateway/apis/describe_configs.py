@@ -4,7 +4,7 @@ Answered from this gateway's metadata, no round trip. TOPIC resources list every
 topic config: overrides as DYNAMIC_TOPIC_CONFIG, broker-level values as
 DYNAMIC_DEFAULT_BROKER_CONFIG or STATIC_BROKER_CONFIG, the rest with Kafka's
 default as DEFAULT_CONFIG (KAFKA-COMPAT item 19); the rules live in
-:mod:`odradek.gateway.apis.config_entries`. v0 carries ``is_default`` instead of
+:mod:`odradek.gateway.config_entries`. v0 carries ``is_default`` instead of
 ``config_source``; synonyms are sent from v1 when ``include_synonyms``;
 ``config_type`` from v3 and ``documentation`` from v3 when
 ``include_documentation``. ``configuration_keys`` null or empty means every config.
@@ -24,9 +24,8 @@ Deviations: BROKER_LOGGER, CLIENT_METRICS and GROUP resources are INVALID_REQUES
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from odradek.gateway.apis.config_entries import (
+from odradek.gateway.config_entries import (
     BrokerSetting,
     ResourceType,
     broker_config_entries,
@@ -35,10 +34,13 @@ from odradek.gateway.apis.config_entries import (
     settings_of,
     topic_config_entries,
 )
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, error_code_for
-from odradek.protocol.messages import DescribeConfigsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from odradek.topic_config import DescribedConfig
 
 log = logging.getLogger("odradek.gateway.describe_configs")
@@ -60,10 +62,10 @@ class _Refused(Exception):
 
 
 def _entries(
-    gw: Any,
+    gw: GatewayApi,
     snap: Snapshot,
     settings: dict[str, BrokerSetting],
-    resource: Any,
+    resource: DescribeConfigsRequest.DescribeConfigsResource,
     include_synonyms: bool,
 ) -> list[DescribedConfig]:
     keys = selected(resource.configuration_keys)
@@ -90,7 +92,7 @@ def _entries(
     )
 
 
-def _entry(e: DescribedConfig, include_docs: bool) -> Any:
+def _entry(e: DescribedConfig, include_docs: bool) -> Entry:
     return Entry(
         name=e.name,
         value=e.value,
@@ -104,7 +106,9 @@ def _entry(e: DescribedConfig, include_docs: bool) -> Any:
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     version = header.api_version
     snap: Snapshot = gw.metadata.current
     include_synonyms = version >= 1 and bool(request.include_synonyms)

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Any
 
 import grpc
 
-from odradek.gateway.group_routing import router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import DescribeGroupsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    authorized_operations,
+)
 from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
@@ -27,14 +33,15 @@ API_KEY = ApiKey.DESCRIBE_GROUPS
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 
-NOT_REQUESTED = None  # encoded as Kafka's INT32_MIN "not requested"
 # READ, DELETE, DESCRIBE (Kafka's AclOperation codes), encoded as a bit field.
 GROUP_OPERATIONS = {3, 6, 8}
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
     version = header.api_version
-    groups = router(gw)
+    groups = gw.groups
     found: dict[str, coordinator_pb2.DescribedGroup] = {}
     by_node: dict[int, list[str]] = defaultdict(list)
     for group_id in request.groups:
@@ -92,7 +99,9 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
                     )
                     for m in d.members
                 ],
-                authorized_operations=GROUP_OPERATIONS if include_ops else NOT_REQUESTED,
+                authorized_operations=authorized_operations(
+                    GROUP_OPERATIONS if include_ops else None
+                ),
             )
         )
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)

@@ -17,6 +17,10 @@ be down-converted (UNSUPPORTED_COMPRESSION_TYPE). v13+ name topics by id.
 Deviations: fetch sessions (KIP-227) are not kept: every response carries session id
 0, which makes clients fetch sessionless (item 11). No rack-aware
 ``preferred_read_replica`` (always -1).
+
+A storage node that cannot be asked, or does not answer in time, gives its
+partitions NOT_LEADER_OR_FOLLOWER (:func:`odradek.gateway.leader_calls.failure_code`;
+never REQUEST_TIMED_OUT, which the Java consumer does not accept in a Fetch).
 """
 
 from __future__ import annotations
@@ -26,14 +30,16 @@ import contextlib
 import logging
 import uuid
 from collections import defaultdict
-from typing import Any
 
-import grpc
 from prometheus_client import Counter
 
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.leader_calls import failure_code
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import FetchResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import FetchRequest, FetchResponse
 from odradek.records.batch import RecordsError
 from odradek.records.convert import downconvert
 from odradek.rpc.v1 import storage_pb2
@@ -49,6 +55,8 @@ BYTES_OUT = Counter(
 TopicResp = FetchResponse.FetchableTopicResponse
 PartResp = TopicResp.PartitionData
 ZERO_UUID = uuid.UUID(int=0)
+# How a response names a topic: by id from v13, by name before.
+TopicKey = uuid.UUID | str
 
 
 def _empty(error: int) -> storage_pb2.FetchPartitionResult:
@@ -57,17 +65,19 @@ def _empty(error: int) -> storage_pb2.FetchPartitionResult:
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: FetchRequest
+) -> FetchResponse:
     version = header.api_version
     snap = gw.metadata.current
     by_id = version >= 13
     # (key in the response, topic name or None, partition index) in request order
-    order: list[tuple[Any, str | None, int]] = []
+    order: list[tuple[TopicKey, str | None, int]] = []
     results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult] = {}
     by_node: dict[int, list[storage_pb2.FetchPartition]] = defaultdict(list)
     for t in request.topics:
         if by_id:
-            key: Any = t.topic_id
+            key: TopicKey = t.topic_id
             topic = snap.topics_by_id.get(t.topic_id.bytes) if t.topic_id is not None else None
             name = topic.name if topic is not None else None
             unknown = ErrorCode.UNKNOWN_TOPIC_ID
@@ -110,7 +120,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
 
 
 async def _call(
-    gw: Any,
+    gw: GatewayApi,
     node: int,
     parts: list[storage_pb2.FetchPartition],
     wait_ms: int,
@@ -134,7 +144,7 @@ async def _call(
 
 
 async def _fan_out(
-    gw: Any,
+    gw: GatewayApi,
     by_node: dict[int, list[storage_pb2.FetchPartition]],
     max_wait_ms: int,
     min_bytes: int,
@@ -155,10 +165,11 @@ async def _fan_out(
     def take(task: asyncio.Task[storage_pb2.FetchResponse], node: int) -> tuple[int, bool]:
         try:
             response = task.result()
-        except (grpc.aio.AioRpcError, Exception) as exc:
+        except Exception as exc:
             log.debug("fetch from storage node %s failed: %s", node, exc)
+            code = failure_code(exc, timed_out=ErrorCode.NOT_LEADER_OR_FOLLOWER)
             for p in by_node[node]:
-                results[(p.topic, p.partition)] = _empty(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                results[(p.topic, p.partition)] = _empty(code)
             return 0, True
         size = 0
         err = False
@@ -196,16 +207,16 @@ async def _fan_out(
 
 def _assemble(
     version: int,
-    order: list[tuple[Any, str | None, int]],
+    order: list[tuple[TopicKey, str | None, int]],
     results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult],
     max_bytes: int,
     isolation: int,
-) -> Any:
+) -> FetchResponse:
     budget = max_bytes
     first = True
-    topics: list[Any] = []
-    current_key: Any = object()
-    current: list[Any] = []
+    topics: list[TopicResp] = []
+    current_key: object = object()
+    current: list[PartResp] = []
     for key, name, index in order:
         r = results.get((name if name is not None else str(key), index)) or _empty(
             ErrorCode.UNKNOWN_SERVER_ERROR
@@ -247,9 +258,9 @@ def _assemble(
         if key != current_key:
             current = []
             topics.append(
-                TopicResp(topic_id=key, partitions=current)
-                if version >= 13
-                else TopicResp(topic=key, partitions=current)
+                TopicResp(topic=key, partitions=current)
+                if isinstance(key, str)
+                else TopicResp(topic_id=key, partitions=current)
             )
             current_key = key
         current.append(entry)

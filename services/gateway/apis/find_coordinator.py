@@ -16,12 +16,12 @@ INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import Any
-
-from odradek.gateway.group_routing import router
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import FindCoordinatorResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 API_KEY = ApiKey.FIND_COORDINATOR
 
@@ -29,7 +29,7 @@ GROUP = 0
 TRANSACTION = 1
 
 
-def _answer(gw: Any, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+def _answer(gw: GatewayApi, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     if key_type == TRANSACTION:
         return (
@@ -41,14 +41,16 @@ def _answer(gw: Any, key: str, key_type: int) -> tuple[int, str | None, int, str
         )
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not supported", -1, "", -1
-    groups = router(gw)
+    groups = gw.groups
     if not groups.available(key):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     node = groups.coordinator_gateway(key)
     return ErrorCode.NONE, None, node.node_id, node.advertised_host or node.host, node.kafka_port
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
     version = header.api_version
     key_type = request.key_type if version >= 1 else GROUP
     if version >= 4:

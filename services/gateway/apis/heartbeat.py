@@ -6,21 +6,24 @@ and FENCED_INSTANCE_ID (v3+, static members) fence stale members.
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 
-from odradek.gateway.group_routing import router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import HeartbeatResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import HeartbeatRequest, HeartbeatResponse
 from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.HEARTBEAT
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
-    groups = router(gw)
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: HeartbeatRequest
+) -> HeartbeatResponse:
+    groups = gw.groups
     stub = groups.coordinator_stub(request.group_id)
     if stub is None:
         return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR)

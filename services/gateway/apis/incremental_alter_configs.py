@@ -4,7 +4,7 @@ Each config names an operation: SET (0), DELETE (1, back to the default), APPEND
 (2) and SUBTRACT (3) for list configs such as ``cleanup.policy``; configs not
 named keep their value. TOPIC resources change topic overrides; BROKER ``""``
 changes the cluster-wide defaults Kafka allows to change at run time. Forwarded to
-the controller (:mod:`odradek.gateway.apis.config_changes`), which answers per
+the controller (:mod:`odradek.gateway.config_changes`), which answers per
 resource with Kafka's codes and messages: INVALID_CONFIG for a bad value or an
 APPEND/SUBTRACT on a non-list config, UNKNOWN_TOPIC_OR_PARTITION for an unknown
 topic, INVALID_REQUEST for duplicate keys or a null value outside DELETE. An
@@ -18,12 +18,16 @@ GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import Any
-
-from odradek.gateway.apis.config_changes import ResourceChange, alter
+from odradek.gateway.config_changes import ResourceChange, alter
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import IncrementalAlterConfigsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -39,7 +43,7 @@ OPERATIONS = {
 }
 
 
-def _row(resource: Any) -> ResourceChange:
+def _row(resource: IncrementalAlterConfigsRequest.AlterConfigsResource) -> ResourceChange:
     row = ResourceChange(resource.resource_type, resource.resource_name)
     for c in resource.configs:
         op = OPERATIONS.get(c.config_operation)
@@ -53,7 +57,12 @@ def _row(resource: Any) -> ResourceChange:
     return row
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    header: RequestHeader,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse:
     rows = [_row(resource) for resource in request.resources]
     await alter(
         gw,

@@ -1,7 +1,7 @@
 """InitProducerId (key 22), versions 0-5.
 
 Idempotent producers (no ``transactional_id``) get a fresh producer id with epoch 0,
-taken from controller-issued blocks (:mod:`odradek.gateway.apis.producer_ids`), so
+taken from controller-issued blocks (:mod:`odradek.gateway.producer_ids`), so
 no id is ever handed out twice, across gateways or restarts. As in Kafka, a
 producer id and epoch sent by a non-transactional producer (v3+, KIP-360) are
 ignored and a new id is handed out. When no block can be had in time the answer is
@@ -21,57 +21,33 @@ as in Kafka. ``transaction_timeout_ms`` is not used.
 
 from __future__ import annotations
 
-from typing import Any
-
-from odradek.gateway.apis.producer_ids import ProducerIdBlocks, ProducerIdsUnavailable
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.producer_ids import WAIT_FOR_BLOCK_S, ProducerIdsUnavailable
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.messages import InitProducerIdResponse
-from odradek.rpc.v1 import controller_pb2
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 
-STATE_KEY = "producer_id_blocks"
-WAIT_FOR_BLOCK_S = 5.0
 
-
-def blocks_of(gw: Any) -> ProducerIdBlocks:
-    """This gateway's producer-id blocks (created on first use)."""
-    blocks = gw.state.get(STATE_KEY)
-    if blocks is None:
-
-        async def fetch() -> tuple[int, int]:
-            membership = gw.membership
-            response = await gw.controller.call(
-                lambda s: s.AllocateProducerIds,
-                controller_pb2.AllocateProducerIdsRequest(
-                    node_id=gw.node_id,
-                    incarnation=membership.incarnation if membership is not None else 0,
-                ),
-                timeout=WAIT_FOR_BLOCK_S,
-            )
-            if response.error_code:
-                raise KafkaError(ErrorCode(response.error_code), "AllocateProducerIds refused")
-            return response.first_producer_id, response.count
-
-        blocks = gw.state[STATE_KEY] = ProducerIdBlocks(fetch)
-    return blocks
-
-
-def _answer(code: int, producer_id: int = -1, epoch: int = -1) -> Any:
+def _answer(code: int, producer_id: int = -1, epoch: int = -1) -> InitProducerIdResponse:
     return InitProducerIdResponse(
         throttle_time_ms=0, error_code=code, producer_id=producer_id, producer_epoch=epoch
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
     transactional_id = request.transactional_id
     if transactional_id is not None:
         if transactional_id == "":
             return _answer(ErrorCode.INVALID_REQUEST)
         return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     try:
-        producer_id = await blocks_of(gw).next_id(WAIT_FOR_BLOCK_S)
+        producer_id = await gw.producer_ids.next_id(WAIT_FOR_BLOCK_S)
     except ProducerIdsUnavailable:
         return _answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     return _answer(ErrorCode.NONE, producer_id, 0)

@@ -11,14 +11,15 @@ again.
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 
-from odradek.gateway.group_routing import LONG_POLL_MARGIN_S, client_host, router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import LONG_POLL_MARGIN_S, client_host, rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import JoinGroupResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import JoinGroupRequest, JoinGroupResponse
 from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.JOIN_GROUP
@@ -26,7 +27,7 @@ API_KEY = ApiKey.JOIN_GROUP
 Member = JoinGroupResponse.JoinGroupResponseMember
 
 
-def _error(version: int, code: int, member_id: str) -> Any:
+def _error(version: int, code: int, member_id: str) -> JoinGroupResponse:
     return JoinGroupResponse(
         throttle_time_ms=0,
         error_code=code,
@@ -40,10 +41,12 @@ def _error(version: int, code: int, member_id: str) -> Any:
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: JoinGroupRequest
+) -> JoinGroupResponse:
     version = header.api_version
     rebalance_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
-    groups = router(gw)
+    groups = gw.groups
     stub = groups.coordinator_stub(request.group_id)
     if stub is None:
         return _error(version, ErrorCode.NOT_COORDINATOR, request.member_id)

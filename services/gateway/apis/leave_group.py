@@ -7,14 +7,15 @@ v0-2 name one member and report its error at the top level; v3+ batch members
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 
-from odradek.gateway.group_routing import router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import LeaveGroupResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.LEAVE_GROUP
@@ -22,7 +23,9 @@ API_KEY = ApiKey.LEAVE_GROUP
 MemberResponse = LeaveGroupResponse.MemberResponse
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: LeaveGroupRequest
+) -> LeaveGroupResponse:
     version = header.api_version
     call = coordinator_pb2.LeaveGroupRequest(group_id=request.group_id)
     if version >= 3:
@@ -34,7 +37,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
                 member.group_instance_id = m.group_instance_id
     else:
         call.members.add(member_id=request.member_id)
-    groups = router(gw)
+    groups = gw.groups
     stub = groups.coordinator_stub(request.group_id)
     if stub is None:
         error: int = ErrorCode.NOT_COORDINATOR

@@ -12,15 +12,16 @@ could not be asked.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import grpc
 
-from odradek.gateway.group_routing import router
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import ListGroupsResponse
-from odradek.rpc.v1 import coordinator_pb2
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import ListGroupsRequest, ListGroupsResponse
+from odradek.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 API_KEY = ApiKey.LIST_GROUPS
 
@@ -28,18 +29,20 @@ Listed = ListGroupsResponse.ListedGroup
 CLASSIC = "classic"
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: ListGroupsRequest
+) -> ListGroupsResponse:
     version = header.api_version
     states = list(request.states_filter or []) if version >= 4 else []
     types = [t.lower() for t in (request.types_filter or [])] if version >= 5 else []
-    groups = router(gw)
+    groups = gw.groups
     if types and CLASSIC not in types:
         return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[])
     call = coordinator_pb2.ListGroupsRequest(states_filter=states)
     errors: list[int] = []
     listed: dict[str, coordinator_pb2.ListedGroup] = {}
 
-    async def ask(stub: Any) -> None:
+    async def ask(stub: coordinator_pb2_grpc.GroupCoordinatorStub) -> None:
         try:
             r = await stub.ListGroups(call, timeout=groups.group_timeout_s())
         except grpc.aio.AioRpcError:

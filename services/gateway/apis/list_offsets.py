@@ -11,12 +11,14 @@ Partitions are grouped by leading storage node and asked in parallel.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import call_leaders
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import ListOffsetsResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from odradek.rpc.v1 import storage_pb2
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -31,7 +33,9 @@ def _error(code: int) -> storage_pb2.ListOffsetsPartitionResult:
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     version = header.api_version
     snap = gw.metadata.current
     results: dict[tuple[str, int], storage_pb2.ListOffsetsPartitionResult] = {}

@@ -19,19 +19,19 @@ allowed when asked; ``controller_id`` is this gateway (admin requests may go to 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import MetadataResponse
-from odradek.rpc.v1 import controller_pb2
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import MetadataRequest, MetadataResponse, authorized_operations
+from odradek.rpc.v1 import common_pb2, controller_pb2
 
 API_KEY = ApiKey.METADATA
 
-# Authorized operations are bit sets of AclOperation codes; None encodes Kafka's
-# "not requested" value (-2147483648).
-NO_OPERATIONS = None
+# Authorized operations are bit sets of AclOperation codes (None: "not requested").
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
 TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
 # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
@@ -43,7 +43,7 @@ Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 
 
-def _requested(request: Any, version: int) -> tuple[list[str] | None, list[uuid.UUID]]:
+def _requested(request: MetadataRequest, version: int) -> tuple[list[str] | None, list[uuid.UUID]]:
     """Names asked for (None = all topics) and ids asked for by id only (v10+)."""
     topics = request.topics
     if topics is None or (version == 0 and len(topics) == 0):
@@ -61,11 +61,13 @@ def _requested(request: Any, version: int) -> tuple[list[str] | None, list[uuid.
     return names, ids
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: MetadataRequest
+) -> MetadataResponse:
     version = header.api_version
     names, ids = _requested(request, version)
     snap: Snapshot = gw.metadata.current
-    topic_results: list[Any] = []
+    topic_results: list[Topic] = []
     include_ops = (
         bool(getattr(request, "include_topic_authorized_operations", False)) and version >= 8
     )
@@ -124,15 +126,15 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
         cluster_id=snap.cluster_id or None,
         controller_id=gw.node_id,
         topics=topic_results,
-        authorized_operations=(
+        authorized_operations=authorized_operations(
             CLUSTER_OPERATIONS
             if getattr(request, "include_cluster_authorized_operations", False)
-            else NO_OPERATIONS
+            else None
         ),
     )
 
 
-def _topic(gw: Any, topic: Any, include_ops: bool) -> Any:
+def _topic(gw: GatewayApi, topic: common_pb2.Topic, include_ops: bool) -> Topic:
     partitions = []
     for p in topic.partitions:
         if p.leader >= 0:
@@ -158,11 +160,11 @@ def _topic(gw: Any, topic: Any, include_ops: bool) -> Any:
         topic_id=uuid.UUID(bytes=bytes(topic.topic_id)) if len(topic.topic_id) == 16 else ZERO_UUID,
         is_internal=topic.internal,
         partitions=partitions,
-        authorized_operations=TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+        authorized_operations=authorized_operations(TOPIC_OPERATIONS if include_ops else None),
     )
 
 
-async def _auto_create(gw: Any, names: list[str]) -> dict[str, int]:
+async def _auto_create(gw: GatewayApi, names: list[str]) -> dict[str, int]:
     """Create ``names`` with the cluster defaults; return error codes of failures."""
     request = controller_pb2.CreateTopicsRequest(
         topics=[

@@ -14,21 +14,22 @@ string and the committed leader epoch (v6+) round-trip to OffsetFetch
 
 Ordering: Kafka handles one request per connection at a time, and clients pipeline
 asynchronous commits (librdkafka's auto-commit), so commits of one connection are
-forwarded strictly one after another (a per-connection lane, as for Produce); a later
-commit can never overtake an earlier one on its way to the log.
+forwarded strictly one after another (the connection's OffsetCommit lane,
+:mod:`odradek.gateway.ordered_lanes`, as for Produce); a later commit can never
+overtake an earlier one on its way to the log.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import grpc
 
-from odradek.gateway.group_routing import router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import OffsetCommitResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 from odradek.rpc.v1 import offsets_pb2
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -37,31 +38,16 @@ TopicResp = OffsetCommitResponse.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
 
 
-class _Lane:
-    __slots__ = ("lock", "users")
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.users = 0
-
-
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
-    # One lane per connection, kept only while that connection has commits in flight.
-    lanes: dict[int, _Lane] = gw.state.setdefault("offset_commit_lanes", {})
-    lane = lanes.get(ctx.connection_id)
-    if lane is None:
-        lane = lanes[ctx.connection_id] = _Lane()
-    lane.users += 1
-    try:
-        async with lane.lock:
-            return await _commit(gw, header, request)
-    finally:
-        lane.users -= 1
-        if lane.users == 0:
-            lanes.pop(ctx.connection_id, None)
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    async with ctx.lanes.lane(API_KEY):
+        return await _commit(gw, header, request)
 
 
-async def _commit(gw: Any, header: Any, request: Any) -> Any:
+async def _commit(
+    gw: GatewayApi, header: RequestHeader, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     version = header.api_version
     snap = gw.metadata.current
     errors: dict[tuple[str, int], int] = {}
@@ -89,7 +75,7 @@ async def _commit(gw: Any, header: Any, request: Any) -> Any:
             if p.committed_metadata is not None:
                 entry.metadata = p.committed_metadata
     if call.partitions:
-        groups = router(gw)
+        groups = gw.groups
         stub = groups.coordinator_stub(request.group_id)
         if stub is None:
             r = offsets_pb2.CommitOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
@@ -98,8 +84,8 @@ async def _commit(gw: Any, header: Any, request: Any) -> Any:
                 r = await stub.CommitOffsets(call, timeout=groups.group_timeout_s())
             except grpc.aio.AioRpcError as exc:
                 r = offsets_pb2.CommitOffsetsResponse(error_code=rpc_error(exc))
-        for p in call.partitions:
-            errors.setdefault((p.topic, p.partition), r.error_code)
+        for sent in call.partitions:
+            errors.setdefault((sent.topic, sent.partition), r.error_code)
         if not r.error_code:
             for pe in r.partitions:
                 errors[(pe.topic, pe.partition)] = pe.error_code

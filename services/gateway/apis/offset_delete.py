@@ -8,14 +8,15 @@ subscribes to the topic, UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 
-from odradek.gateway.group_routing import router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import OffsetDeleteResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from odradek.rpc.v1 import common_pb2, offsets_pb2
 
 API_KEY = ApiKey.OFFSET_DELETE
@@ -24,7 +25,9 @@ TopicResp = OffsetDeleteResponse.OffsetDeleteResponseTopic
 PartResp = TopicResp.OffsetDeleteResponsePartition
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     snap = gw.metadata.current
     errors: dict[tuple[str, int], int] = {}
     call = offsets_pb2.DeleteOffsetsRequest(group_id=request.group_id)
@@ -37,7 +40,7 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
                 call.partitions.append(
                     common_pb2.TopicPartition(topic=topic.name, partition=p.partition_index)
                 )
-    groups = router(gw)
+    groups = gw.groups
     stub = groups.coordinator_stub(request.group_id)
     if stub is None:
         r = offsets_pb2.DeleteOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)

@@ -12,12 +12,14 @@ epoch are for KIP-848 groups; classic groups ignore them, as Kafka does.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TypedDict
 
-from odradek.gateway.group_routing import router
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import OffsetFetchResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from odradek.rpc.v1 import common_pb2, offsets_pb2
 
 API_KEY = ApiKey.OFFSET_FETCH
@@ -28,9 +30,25 @@ Group = OffsetFetchResponse.OffsetFetchResponseGroup
 NewTopic = Group.OffsetFetchResponseTopics
 NewPartition = NewTopic.OffsetFetchResponsePartitions
 
+# The topics asked about: v0-7 at the top level, v8+ per group; None means all.
+Wanted = (
+    list[OffsetFetchRequest.OffsetFetchRequestTopic]
+    | list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics]
+    | None
+)
 
-async def _fetch(gw: Any, group_id: str, topics: Any) -> offsets_pb2.FetchOffsetsGroupResult:
-    groups = router(gw)
+
+class _Committed(TypedDict):
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str
+    error_code: int
+
+
+async def _fetch(
+    gw: GatewayApi, group_id: str, topics: Wanted
+) -> offsets_pb2.FetchOffsetsGroupResult:
+    groups = gw.groups
     wanted = offsets_pb2.FetchOffsetsGroup(group_id=group_id, all_topics=topics is None)
     if topics is not None:
         for t in topics:
@@ -47,7 +65,7 @@ async def _fetch(gw: Any, group_id: str, topics: Any) -> offsets_pb2.FetchOffset
 
 
 def _by_topic(
-    result: offsets_pb2.FetchOffsetsGroupResult, topics: Any
+    result: offsets_pb2.FetchOffsetsGroupResult, topics: Wanted
 ) -> list[tuple[str, list[tuple[int, offsets_pb2.CommittedOffset | None]]]]:
     """The answer in request order (or the store's order for "all topics")."""
     found = {(o.topic, o.partition): o for o in result.offsets}
@@ -59,7 +77,7 @@ def _by_topic(
     return [(t.name, [(i, found.get((t.name, i))) for i in t.partition_indexes]) for t in topics]
 
 
-def _fields(o: offsets_pb2.CommittedOffset | None, error: int) -> dict[str, Any]:
+def _fields(o: offsets_pb2.CommittedOffset | None, error: int) -> _Committed:
     if o is None or error:
         return {
             "committed_offset": -1,
@@ -75,7 +93,9 @@ def _fields(o: offsets_pb2.CommittedOffset | None, error: int) -> dict[str, Any]
     }
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
     version = header.api_version
     if version >= 8:
         results = await asyncio.gather(*(_fetch(gw, g.group_id, g.topics) for g in request.groups))

@@ -16,12 +16,14 @@ storage nodes directly, so every request here is a consumer's.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import call_leaders
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import OffsetForLeaderEpochResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from odradek.rpc.v1 import storage_pb2
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
@@ -39,7 +41,12 @@ def _error(code: int) -> storage_pb2.OffsetForLeaderEpochPartitionResult:
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    header: RequestHeader,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse:
     version = header.api_version
     snap = gw.metadata.current
     results: dict[tuple[str, int], storage_pb2.OffsetForLeaderEpochPartitionResult] = {}

@@ -5,9 +5,10 @@ storage node leading them and sends one gRPC Produce per node, in parallel. The
 storage node validates CRCs, assigns offsets and answers per ``acks``.
 
 Ordering: like Kafka, which handles one request per connection at a time, Produce
-requests of one connection are forwarded strictly one after another (a per-connection
-lane), so records from one connection land in the order they were sent even with
-several requests in flight. Other APIs on the connection are not held up.
+requests of one connection are forwarded strictly one after another (the
+connection's Produce lane, :mod:`odradek.gateway.ordered_lanes`), so records from
+one connection land in the order they were sent even with several requests in
+flight. Other APIs on the connection are not held up.
 
 Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
 batches before storage, which only keeps v2 (Kafka 4 does the same). v3+ must carry
@@ -22,15 +23,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from typing import Any
+from typing import cast
 
 import grpc
 from prometheus_client import Counter
 
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import ProduceResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import ProduceRequest, ProduceResponse
 from odradek.records.batch import MAGIC_OFFSET, RecordsError
 from odradek.records.convert import upconvert_legacy
 from odradek.rpc.v1 import storage_pb2
@@ -64,11 +68,13 @@ class _Result:
         self.base_offset = -1
         self.log_append_time = -1
         self.log_start_offset = -1
-        self.record_errors: list[Any] = []
+        self.record_errors: list[storage_pb2.RecordError] = []
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
-    async with ctx.produce_lane:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: ProduceRequest
+) -> ProduceResponse | None:
+    async with ctx.lanes.lane(API_KEY):
         results = await _produce(gw, header.api_version, request)
     if request.acks == 0:
         return None
@@ -100,7 +106,9 @@ async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-async def _produce(gw: Any, version: int, request: Any) -> dict[str, dict[int, _Result]]:
+async def _produce(
+    gw: GatewayApi, version: int, request: ProduceRequest
+) -> dict[str, dict[int, _Result]]:
     snap = gw.metadata.current
     results: dict[str, dict[int, _Result]] = {}
     by_node: dict[int, list[storage_pb2.ProducePartition]] = defaultdict(list)
@@ -123,7 +131,8 @@ async def _produce(gw: Any, version: int, request: Any) -> dict[str, dict[int, _
             if part is None or part.leader < 0:
                 topic_results[index] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
-            records = pdata.records
+            # odradek.protocol.decoder leaves records a zero-copy view of the request.
+            records = cast("memoryview | None", pdata.records)
             if records is None or len(records) == 0:
                 topic_results[index] = _Result(ErrorCode.INVALID_RECORD, "empty records")
                 continue
@@ -156,10 +165,10 @@ async def _produce(gw: Any, version: int, request: Any) -> dict[str, dict[int, _
 
 
 async def _send(
-    gw: Any,
+    gw: GatewayApi,
     node_id: int,
     parts: list[storage_pb2.ProducePartition],
-    request: Any,
+    request: ProduceRequest,
     results: dict[str, dict[int, _Result]],
 ) -> None:
     rpc = storage_pb2.ProduceRequest(

@@ -7,28 +7,31 @@ protocol type and name, checked against the group's (INCONSISTENT_GROUP_PROTOCOL
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 
-from odradek.gateway.group_routing import SYNC_BACKSTOP_S, router, rpc_error
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import SYNC_BACKSTOP_S, rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import SyncGroupResponse
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import SyncGroupRequest, SyncGroupResponse
 from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.SYNC_GROUP
 
 
-def _error(code: int) -> Any:
+def _error(code: int) -> SyncGroupResponse:
     return SyncGroupResponse(
         throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None, assignment=b""
     )
 
 
-async def handle(gw: Any, ctx: Any, header: Any, request: Any) -> Any:
+async def handle(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: SyncGroupRequest
+) -> SyncGroupResponse:
     version = header.api_version
-    stub = router(gw).coordinator_stub(request.group_id)
+    stub = gw.groups.coordinator_stub(request.group_id)
     if stub is None:
         return _error(ErrorCode.NOT_COORDINATOR)
     call = coordinator_pb2.SyncGroupRequest(

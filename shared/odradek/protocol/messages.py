@@ -33,8 +33,9 @@ serves every version of an API.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from struct import pack_into
-from typing import Any
+from typing import Any, cast
 
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.configs import (
@@ -63,6 +64,7 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -112,8 +114,10 @@ from odradek.protocol.headers import (
 from odradek.protocol.versions import SUPPORTED, is_flexible, response_header_version
 
 # A decoded request or a response to encode: an instance of one of the kafka-python
-# classes re-exported below (ApiMessage subclasses).
-Message = Any
+# classes re-exported below. kafka-python ships a .pyi stub per message module (field
+# names and types, nested classes such as ``ProduceResponse.TopicProduceResponse``) but
+# no py.typed marker; pyproject.toml tells mypy to read them (follow_untyped_imports).
+Message = ApiMessage
 
 __all__ = [
     "AlterConfigsRequest",
@@ -169,6 +173,7 @@ __all__ = [
     "ProduceResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "authorized_operations",
     "decode_request",
     "decode_request_body",
     "decode_response",
@@ -189,12 +194,12 @@ def _known(api_key: int, correlation_id: int | None = None) -> ApiKey:
     return key
 
 
-def request_class(api_key: int) -> Any:
+def request_class(api_key: int) -> type[Message]:
     """The kafka-python request class of ``api_key`` (UnknownApiKeyError if none)."""
     return catalog.REQUESTS[_known(api_key)]
 
 
-def response_class(api_key: int) -> Any:
+def response_class(api_key: int) -> type[Message]:
     """The kafka-python response class of ``api_key`` (UnknownApiKeyError if none)."""
     return catalog.RESPONSES[_known(api_key)]
 
@@ -273,9 +278,19 @@ def _take(out: Any) -> bytes:
         return view[: out.pos].tobytes()
 
 
+def _encoder(message: Message, version: int, flexible: bool) -> Callable[[Message, Any], None]:
+    """kafka-python's compiled encoder of ``message``'s class at ``version``."""
+    # Every generated class sets its schema (a StructField); DataContainer declares None.
+    schema: Any = message._struct
+    encoder: Callable[[Message, Any], None] = schema.compiled_encode_into(
+        version, compact=flexible, tagged=flexible
+    )
+    return encoder
+
+
 def _encode_frame(prefix: bytes, message: Message, version: int, flexible: bool) -> bytes:
     """size + prefix + body in one buffer, so the transport gets one write."""
-    encoder = message._struct.compiled_encode_into(version, compact=flexible, tagged=flexible)
+    encoder = _encoder(message, version, flexible)
     with EncodeBufferPool.acquire() as out:
         start = 4 + len(prefix)
         out.ensure(start)
@@ -289,9 +304,7 @@ def _encode_frame(prefix: bytes, message: Message, version: int, flexible: bool)
 def encode_body(message: Message, version: int) -> bytes:
     """Just the body of ``message`` at ``version`` (no size, no header)."""
     key = _known(message.API_KEY)
-    encoder = message._struct.compiled_encode_into(
-        version, compact=is_flexible(key, version), tagged=is_flexible(key, version)
-    )
+    encoder = _encoder(message, version, is_flexible(key, version))
     with EncodeBufferPool.acquire() as out:
         encoder(message, out)
         return _take(out)
@@ -320,6 +333,13 @@ def encode_request(
     _check_class(request, catalog.REQUESTS[key])
     prefix = encode_request_header(key, version, correlation_id, client_id)
     return _encode_frame(prefix, request, version, is_flexible(key, version))
+
+
+def authorized_operations(operations: Collection[int] | None) -> set[int]:
+    """An ``authorized_operations`` field: the AclOperation codes allowed, or None for
+    Kafka's "not requested" (INT32_MIN on the wire). kafka-python writes None as that,
+    though its stubs type these fields ``set[int]``."""
+    return set(operations) if operations is not None else cast("set[int]", None)
 
 
 def expects_response(header: RequestHeader, request: Message) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from odradek.controller.broker_defaults import BROKER_CONFIGS, defaults
-from odradek.gateway.apis.config_entries import (
+from odradek.gateway.config_entries import (
     BrokerSetting,
     broker_config_entries,
     broker_name_problem,

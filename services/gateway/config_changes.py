@@ -18,15 +18,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from odradek.gateway.apis.config_entries import ResourceType, broker_name_problem
-from odradek.gateway.apis.controller_forward import (
+from odradek.gateway.config_entries import ResourceType, broker_name_problem
+from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
     call_controller,
     wait_visible,
 )
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import controller_pb2
 
@@ -50,7 +50,9 @@ class ResourceChange:
         self.error_code, self.error_message = int(code), message
 
 
-def _refuse_early(gw: Any, rows: list[ResourceChange], api_name: str) -> list[ResourceChange]:
+def _refuse_early(
+    gw: GatewayApi, rows: list[ResourceChange], api_name: str
+) -> list[ResourceChange]:
     """Rows the gateway answers itself; returns the rows to forward."""
     counts = Counter((r.resource_type, r.resource_name) for r in rows)
     gateway_ids = [n.node_id for n in gw.gateways()]
@@ -80,7 +82,7 @@ def _refuse_early(gw: Any, rows: list[ResourceChange], api_name: str) -> list[Re
 
 
 async def alter(
-    gw: Any,
+    gw: GatewayApi,
     rows: list[ResourceChange],
     *,
     incremental: bool,
@@ -123,7 +125,7 @@ async def alter(
         await _catch_up(gw, deadline)
 
 
-async def _catch_up(gw: Any, deadline: AdminDeadline) -> None:
+async def _catch_up(gw: GatewayApi, deadline: AdminDeadline) -> None:
     """Wait until our metadata is at least as new as the controller's right now."""
     try:
         current = await gw.controller.get_metadata(timeout=deadline.call_s)

@@ -24,9 +24,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from odradek.controller_client import ControllerClient
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.rpc.v1 import controller_pb2
+
 log = logging.getLogger("odradek.gateway.producer_ids")
 
 PREFETCH_RATIO = 0.9
+# How long InitProducerId waits for an id, and the bound on one AllocateProducerIds call.
+WAIT_FOR_BLOCK_S = 5.0
 
 
 class ProducerIdsUnavailable(Exception):
@@ -44,6 +50,25 @@ class Block:
 
 
 Fetch = Callable[[], Awaitable[tuple[int, int]]]
+
+
+def from_controller(
+    controller: ControllerClient, node_id: int, incarnation: Callable[[], int]
+) -> Fetch:
+    """A :data:`Fetch` asking the controller (``AllocateProducerIds``) for gateway
+    ``node_id``'s next block; ``incarnation`` is its current registration's."""
+
+    async def fetch() -> tuple[int, int]:
+        response = await controller.call(
+            lambda s: s.AllocateProducerIds,
+            controller_pb2.AllocateProducerIdsRequest(node_id=node_id, incarnation=incarnation()),
+            timeout=WAIT_FOR_BLOCK_S,
+        )
+        if response.error_code:
+            raise KafkaError(ErrorCode(response.error_code), "AllocateProducerIds refused")
+        return response.first_producer_id, response.count
+
+    return fetch
 
 
 class ProducerIdBlocks:

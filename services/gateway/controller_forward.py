@@ -20,10 +20,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from google.protobuf.message import Message as ProtoMessage
+
+from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.errors import ErrorCode, error_code_for
+from odradek.rpc.v1 import common_pb2, controller_pb2_grpc
 
 log = logging.getLogger("odradek.gateway.admin")
 
@@ -44,7 +48,7 @@ class ControllerFailure:
 class AdminDeadline:
     """The time budget of one admin request (``timeout_ms`` as Kafka defines it)."""
 
-    def __init__(self, gw: Any, timeout_ms: int) -> None:
+    def __init__(self, gw: GatewayApi, timeout_ms: int) -> None:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.timeout_ms = timeout_ms
@@ -60,9 +64,9 @@ class AdminDeadline:
 
 
 async def call_controller(
-    gw: Any,
-    method: Callable[[Any], Callable[..., Awaitable[T]]],
-    request: Any,
+    gw: GatewayApi,
+    method: Callable[[controller_pb2_grpc.ControllerStub], Callable[..., Awaitable[T]]],
+    request: ProtoMessage,
     deadline: AdminDeadline,
 ) -> T | ControllerFailure:
     """The controller's answer, or a :class:`ControllerFailure` to report per resource."""
@@ -80,14 +84,16 @@ async def call_controller(
         return ControllerFailure(int(code), "Timed out waiting for the controller to answer.")
 
 
-async def wait_visible(gw: Any, predicate: Callable[[Snapshot], bool], timeout: float) -> bool:
+async def wait_visible(
+    gw: GatewayApi, predicate: Callable[[Snapshot], bool], timeout: float
+) -> bool:
     """Wait (bounded) until this gateway's metadata satisfies ``predicate``."""
     if timeout <= 0:
         return bool(predicate(gw.metadata.current))
     return bool(await gw.metadata.wait_for(predicate, timeout))
 
 
-def leaders_ready(topic: Any, partitions: int | None = None) -> bool:
+def leaders_ready(topic: common_pb2.Topic | None, partitions: int | None = None) -> bool:
     """All partitions (at least ``partitions`` of them) have a storage leader."""
     if topic is None:
         return False

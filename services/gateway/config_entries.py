@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
-from typing import Any
 
 from odradek.controller.broker_defaults import BROKER_CONFIGS
+from odradek.rpc.v1 import common_pb2
 from odradek.topic_config import (
     TOPIC_CONFIGS,
     ConfigSource,
@@ -113,7 +113,7 @@ def broker_settings(
     return out
 
 
-def settings_of(metadata: Any) -> dict[str, BrokerSetting]:
+def settings_of(metadata: common_pb2.ClusterMetadata) -> dict[str, BrokerSetting]:
     """:func:`broker_settings` of a ``ClusterMetadata`` snapshot."""
     dynamic = getattr(metadata, "dynamic_cluster_configs", None)
     return broker_settings(

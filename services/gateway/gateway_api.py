@@ -1,0 +1,88 @@
+"""What an API module may use of the gateway: the contract between gateway.py and apis/.
+
+Every module under ``odradek.gateway.apis`` defines::
+
+    async def handle(
+        gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: XRequest
+    ) -> XResponse
+
+with ``XRequest``/``XResponse`` the kafka-python message classes of its API, as
+:mod:`odradek.protocol.messages` re-exports them (Produce answers ``None`` for
+acks=0). :class:`~odradek.gateway.gateway.Gateway` is the one implementation; a
+test may pass anything with these members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from odradek.controller_client import ControllerClient
+from odradek.gateway.group_routing import GroupRouter
+from odradek.gateway.producer_ids import ProducerIdBlocks
+from odradek.metadata_cache import MetadataCache
+from odradek.protocol.api_keys import ApiKey
+from odradek.rpc.v1 import common_pb2, storage_pb2_grpc
+
+
+class StorageStubs(Protocol):
+    """gRPC stubs to storage nodes by node id (StorageUnavailable for an unknown node)."""
+
+    def stub(self, node_id: int) -> storage_pb2_grpc.StorageStub: ...
+
+
+class GatewayApi(Protocol):
+    """The gateway as its API modules see it."""
+
+    @property
+    def node_id(self) -> int:
+        """This gateway's broker id."""
+        ...
+
+    @property
+    def metadata(self) -> MetadataCache:
+        """The cluster as the controller's metadata stream last showed it."""
+        ...
+
+    @property
+    def storage(self) -> StorageStubs: ...
+
+    @property
+    def controller(self) -> ControllerClient: ...
+
+    @property
+    def groups(self) -> GroupRouter:
+        """Where group requests go (coordinators, offset stores)."""
+        ...
+
+    @property
+    def producer_ids(self) -> ProducerIdBlocks:
+        """Producer ids for InitProducerId, from controller-issued blocks."""
+        ...
+
+    @property
+    def request_timeout_ms(self) -> int:
+        """``request.timeout.ms``: the upper bound on a forwarded admin call."""
+        ...
+
+    @property
+    def metadata_wait_s(self) -> float:
+        """``metadata.wait.ms``: how long a change may take to show in ``metadata``."""
+        ...
+
+    @property
+    def advertised_versions(self) -> Mapping[ApiKey, tuple[int, int]]:
+        """What ApiVersions lists: the supported versions of the APIs served here."""
+        ...
+
+    def cluster_config(self, name: str, default: str) -> str:
+        """A cluster-wide broker config (``cluster_configs`` of the metadata)."""
+        ...
+
+    def gateways(self) -> list[common_pb2.Node]:
+        """The online gateways (Kafka's brokers), this one always included, by id."""
+        ...
+
+    def gateway_for(self, topic: str, partition: int) -> int:
+        """The gateway Metadata names as a partition's leader."""
+        ...
