@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 from odradek.config import Config
+from odradek.consumer_offsets.group_proto import group_from_proto, group_to_proto
 from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.coordinator import metrics
 from odradek.coordinator.runtime import ShardRuntime, ShardStatus
@@ -32,8 +33,7 @@ from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
 from odradek.group_shard import coordinator_of, shard_of
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
-from odradek.offsets.client import OffsetStoreClient
-from odradek.offsets.convert import group_from_proto, group_to_proto
+from odradek.offset_store_client import OffsetStoreClient
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, controller_pb2, coordinator_pb2_grpc, offsets_pb2
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from odradek.consumer_offsets.records import GroupValue, MemberValue
 from odradek.coordinator.group import (
     ClassicGroup,
     GroupState,
@@ -35,7 +36,6 @@ from odradek.coordinator.group import (
     SyncCallback,
     SyncResult,
 )
-from odradek.offsets.records import GroupValue, MemberValue
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.coordinator.groups")

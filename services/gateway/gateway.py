@@ -31,7 +31,6 @@ from odradek.gateway.connection import (
     ConnectionLimits,
     KafkaListener,
 )
-from odradek.gateway.storage_pool import StoragePool
 from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
 from odradek.protocol import policy
@@ -43,6 +42,7 @@ from odradek.protocol.messages import decode_request, encode_response, expects_r
 from odradek.protocol.versions import SUPPORTED
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2
+from odradek.storage_client import StoragePool
 
 log = logging.getLogger("odradek.gateway")
 

@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 
 from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, shard_of
-from odradek.offsets.client import OffsetStoreClient
+from odradek.offset_store_client import OffsetStoreClient
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import common_pb2, coordinator_pb2_grpc

@@ -22,7 +22,6 @@ from typing import Any
 
 from odradek.config import Config
 from odradek.controller_client import ControllerClient, Membership, join_cluster
-from odradek.gateway.storage_pool import StoragePool
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
 from odradek.offsets import metrics
@@ -31,6 +30,7 @@ from odradek.offsets.store import OffsetStore, StoreSettings
 from odradek.offsets.topic import ensure_offsets_topic
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, offsets_pb2_grpc, storage_pb2
+from odradek.storage_client import StoragePool
 
 log = logging.getLogger("odradek.offsets")
 

@@ -19,19 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from odradek.gateway.storage_pool import StoragePool
-from odradek.group_shard import coordinator_of, offset_store_of, shard_of
-from odradek.metadata_cache import MetadataCache
-from odradek.offsets.cache import ShardCache
-from odradek.offsets.convert import group_from_proto, group_to_proto
-from odradek.offsets.partition_log import (
-    LoadError,
-    PartitionAppender,
-    Record,
-    map_append_error,
-    read_partition,
-)
-from odradek.offsets.records import (
+from odradek.consumer_offsets.group_proto import group_from_proto, group_to_proto
+from odradek.consumer_offsets.records import (
     OffsetKey,
     OffsetValue,
     encode_group_key,
@@ -39,8 +28,19 @@ from odradek.offsets.records import (
     encode_offset_key,
     encode_offset_value,
 )
+from odradek.group_shard import coordinator_of, offset_store_of, shard_of
+from odradek.metadata_cache import MetadataCache
+from odradek.offsets.cache import ShardCache
+from odradek.offsets.partition_log import (
+    LoadError,
+    PartitionAppender,
+    Record,
+    map_append_error,
+    read_partition,
+)
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import offsets_pb2
+from odradek.storage_client import StoragePool
 
 log = logging.getLogger("odradek.offsets.store")
 
