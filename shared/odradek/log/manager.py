@@ -16,12 +16,12 @@ Periodic work uses Kafka's config names: ``log.retention.check.interval.ms``,
 ``log.flush.scheduler.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``,
 ``log.flush.start.offset.checkpoint.interval.ms``, ``log.cleaner.backoff.ms``,
 ``log.cleaner.enable``, ``log.segment.delete.delay.ms`` (via each topic's
-``file.delete.delay.ms``).
+``file.delete.delay.ms``); :meth:`LogManager.periodic_jobs` lists them, the storage node
+schedules them (the log layer does no asyncio).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -380,12 +380,11 @@ class LogManager:
             return result
         return None
 
-    async def run_periodic(self, stop: asyncio.Event) -> None:
-        """Run retention, flushes, checkpoints and the cleaner on their intervals until ``stop``.
+    def periodic_jobs(self) -> list[tuple[int, Callable[[], object]]]:
+        """``(interval ms, job)`` for retention, flushes, checkpoints and the cleaner.
 
-        Each job runs in a worker thread (``asyncio.to_thread``) so the loop keeps serving;
-        after ``stop`` this returns once no job is running any more, so :meth:`shutdown`
-        can follow safely.
+        The storage node runs each on its interval in a worker thread through
+        :meth:`run_job` (see ``odradek.storage.log_maintenance``).
         """
         jobs: list[tuple[int, Callable[[], object]]] = [
             (self._ms("log.retention.check.interval.ms"), self.run_retention),
@@ -399,12 +398,11 @@ class LogManager:
         ]
         if self._setting("log.cleaner.enable"):
             jobs.append((self._ms("log.cleaner.backoff.ms"), self.run_cleaner_once))
-        tasks = [asyncio.create_task(self._every(interval, job, stop)) for interval, job in jobs]
-        try:
-            await stop.wait()
-        finally:
-            # Let a running job finish (its thread cannot be cancelled) before returning.
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return jobs
+
+    @property
+    def is_shut_down(self) -> bool:
+        return self._shut_down
 
     def purge_deleted_files(self, now_ms: int | None = None) -> int:
         """Remove ``.deleted`` segment files and deleted log directories that are due."""
@@ -419,21 +417,8 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()
 
-    async def _every(
-        self, interval_ms: int, job: Callable[[], object], stop: asyncio.Event
-    ) -> None:
-        delay = max(interval_ms, 1) / 1000
-        while not stop.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=delay)
-            if stop.is_set() or self._shut_down:
-                return
-            try:
-                await asyncio.to_thread(self._run_job, job)
-            except Exception:  # a failing job must not stop the others
-                _log.exception("periodic log job %s failed", getattr(job, "__name__", job))
-
-    def _run_job(self, job: Callable[[], object]) -> None:
+    def run_job(self, job: Callable[[], object]) -> None:
+        """Run one periodic job unless shut down; :meth:`shutdown` waits for running ones."""
         with self._jobs_idle:
             if self._shut_down:
                 return
