@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.consumer_offsets.group_proto import group_from_proto, group_to_proto
 from odradek.consumer_offsets.records import (
     OffsetKey,
@@ -61,8 +62,8 @@ class Shard:
 
 @dataclass(slots=True)
 class StoreSettings:
-    commit_timeout_ms: int = 5_000
-    retention_ms: int = 10_080 * 60_000
+    commit_timeout_ms: int = BROKER_CONFIGS.int("offsets.commit.timeout.ms")
+    retention_ms: int = BROKER_CONFIGS.int("offsets.retention.minutes") * 60_000
 
 
 class OffsetStore:

@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.config_catalog.definition import InvalidConfigError
 from odradek.gateway.apis.config_entries import settings_of, topic_config_entries
 from odradek.gateway.apis.controller_forward import (
     AdminDeadline,
@@ -42,7 +43,6 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import CreateTopicsResponse
 from odradek.rpc.v1 import controller_pb2
-from odradek.topic_config import InvalidConfigError
 
 log = logging.getLogger("odradek.gateway.create_topics")
 

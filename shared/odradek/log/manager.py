@@ -32,6 +32,9 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.definition import ConfigDef
+from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.log.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
@@ -48,7 +51,7 @@ from odradek.log.checkpoints import (
 from odradek.log.cleaner import CleanResult, LogCleaner, cleanable_logs
 from odradek.log.errors import KafkaStorageError
 from odradek.log.log import PartitionLog, log_dir_name, parse_log_dir_name
-from odradek.topic_config import LONG_MAX, LogConfig
+from odradek.topic_config import LogConfig
 
 _log = logging.getLogger(__name__)
 
@@ -56,15 +59,20 @@ TopicPartition = tuple[str, int]
 DELETE_DIR_SUFFIX = "-delete"
 ROLL_FLUSH_CHECK_MS = 1000  # how often rolled segments are flushed (Kafka: at each roll)
 
-BROKER_DEFAULTS: dict[str, int | bool] = {
-    "log.retention.check.interval.ms": 300_000,
-    "log.flush.scheduler.interval.ms": LONG_MAX,
-    "log.flush.offset.checkpoint.interval.ms": 60_000,
-    "log.flush.start.offset.checkpoint.interval.ms": 60_000,
-    "log.cleaner.backoff.ms": 15_000,
-    "log.cleaner.enable": True,
-    "log.cleaner.dedupe.buffer.size": 134_217_728,
-    "producer.id.expiration.ms": 86_400_000,
+# The node-level settings the manager reads (broker config or the storage node's own),
+# with their catalog definitions; their defaults are the catalog's.
+_SETTINGS: dict[str, ConfigDef] = {
+    name: BROKER_CONFIGS[name] if name in BROKER_CONFIGS else STORAGE_CONFIGS[name]
+    for name in (
+        "log.retention.check.interval.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.flush.offset.checkpoint.interval.ms",
+        "log.flush.start.offset.checkpoint.interval.ms",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.enable",
+        "log.cleaner.dedupe.buffer.size",
+        "producer.id.expiration.ms",
+    )
 }
 
 
@@ -122,8 +130,9 @@ class LogManager:
 
     # -- settings -----------------------------------------------------------------------
     def _setting(self, name: str) -> object:
-        value = self.broker_defaults.get(name, BROKER_DEFAULTS[name])
-        if isinstance(BROKER_DEFAULTS[name], bool):
+        default = _SETTINGS[name].default
+        value = self.broker_defaults.get(name, default)
+        if isinstance(default, bool):
             return value if isinstance(value, bool) else str(value).strip().lower() == "true"
         return int(str(value))
 
