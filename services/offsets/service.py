@@ -7,9 +7,10 @@ the shards this store owns. Ownership among several stores is ``shard % n`` over
 online stores by node id, recomputed on every metadata change; a shard that moves is
 dropped here and loaded by its new owner from the log.
 
-Background work: ``offsets.retention.check.interval.ms`` (Kafka's, default 600000)
-runs offset expiry (``offsets.retention.minutes``); ``offsets.lag.refresh.interval.ms``
-(ours, default 10000) refreshes the high watermarks behind ``kafka_consumergroup_lag``.
+Background work: every ``offsets.retention.check.interval.ms`` offset expiry runs
+(``offsets.retention.minutes``); every ``offsets.lag.refresh.interval.ms`` (ours) the
+high watermarks behind ``kafka_consumergroup_lag`` are refreshed. Defaults: the
+catalog :mod:`odradek.config_catalog.offsets`.
 """
 
 from __future__ import annotations

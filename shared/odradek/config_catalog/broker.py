@@ -20,7 +20,7 @@ from odradek.config_catalog.definition import (
     ConfigType,
     TypedValue,
 )
-from odradek.config_catalog.topic import TOPIC_CONFIGS
+from odradek.config_catalog.topic import SEGMENT_BYTES_NOTE, TOPIC_CONFIGS
 
 _INT, _LONG, _SHORT, _BOOL, _DOUBLE, _STRING, _LIST = (
     ConfigType.INT,
@@ -245,6 +245,7 @@ BROKER_CONFIGS = Catalog(
             _LOG,
             dynamic=True,
             at_least=14,
+            note=SEGMENT_BYTES_NOTE,
         ),
         _c(
             "log.retention.hours",
@@ -369,6 +370,7 @@ BROKER_CONFIGS = Catalog(
             _LOG,
             dynamic=True,
             at_least=0,
+            note=TOPIC_CONFIGS["message.timestamp.after.max.ms"].note,
         ),
         _c(
             "log.cleaner.enable",

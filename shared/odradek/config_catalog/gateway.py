@@ -22,6 +22,8 @@ GATEWAY_CONFIGS = Catalog(
             _STRING,
             "PLAINTEXT://127.0.0.1:9092",
             "Where Kafka clients connect (the first PLAINTEXT listener is used).",
+            note="Kafka's default PLAINTEXT://:9092 listens on every interface; "
+            "Odradek's on loopback only.",
         ),
         ConfigDef(
             "advertised.listeners",

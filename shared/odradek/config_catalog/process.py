@@ -30,6 +30,10 @@ def process_settings(
             node_id,
             "This node's id, unique in the cluster (required when there is no default).",
             at_least=0,
+            note=""
+            if node_id is None
+            else "Kafka's node.id is unset (-1) unless configured; this default suits one "
+            "local node of each kind.",
         ),
         ConfigDef(
             "grpc.listener",

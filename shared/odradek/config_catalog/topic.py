@@ -30,6 +30,7 @@ def _def(
     at_most: float | None = None,
     one_of: tuple[str, ...] | None = None,
     case_insensitive: bool = False,
+    note: str = "",
 ) -> ConfigDef:
     syns = tuple(s if isinstance(s, BrokerSynonym) else BrokerSynonym(s) for s in synonyms)
     default_synonym = None
@@ -54,6 +55,7 @@ def _def(
         one_of,
         case_insensitive,
         default_synonym,
+        note=note,
     )
 
 
@@ -65,6 +67,15 @@ _L, _I, _D, _B, _S, _LIST = (
     ConfigType.STRING,
     ConfigType.LIST,
 )
+# Where Odradek keeps Kafka 3's behaviour (tests/unit/test_config_catalog.py pins both).
+_AFTER_MAX_NOTE = (
+    "Kafka 4 defaults to 3600000 (KIP-1030); Odradek keeps Kafka 3's no-limit default."
+)
+SEGMENT_BYTES_NOTE = (
+    "Kafka 4 requires at least 1048576 (KIP-1030); Odradek accepts Kafka 3's 14, "
+    "so small segments can be rolled in tests."
+)
+
 _MINUTE = 60_000
 _HOUR = 60 * _MINUTE
 _WEEK = 7 * 24 * _HOUR
@@ -197,6 +208,7 @@ TOPIC_CONFIGS = Catalog(
             "Largest allowed lead of a CreateTime over the broker clock.",
             ("log.message.timestamp.after.max.ms",),
             at_least=0,
+            note=_AFTER_MAX_NOTE,
         ),
         _def(
             "message.timestamp.before.max.ms",
@@ -272,6 +284,7 @@ TOPIC_CONFIGS = Catalog(
             "Size at which a segment is rolled.",
             ("log.segment.bytes",),
             at_least=14,
+            note=SEGMENT_BYTES_NOTE,
         ),
         _def(
             "segment.index.bytes",
