@@ -112,7 +112,7 @@ BROKER_CONFIGS = Catalog(
             _BOOL,
             _topic("unclean.leader.election.enable"),
             "Default of the topic config unclean.leader.election.enable.",
-            ("controller", "storage"),
+            _CONTROLLER,
             dynamic=True,
         ),
         _c(

@@ -31,6 +31,7 @@ def _def(
     one_of: tuple[str, ...] | None = None,
     case_insensitive: bool = False,
     note: str = "",
+    readers: tuple[str, ...] = (),
 ) -> ConfigDef:
     syns = tuple(s if isinstance(s, BrokerSynonym) else BrokerSynonym(s) for s in synonyms)
     default_synonym = None
@@ -55,6 +56,7 @@ def _def(
         one_of,
         case_insensitive,
         default_synonym,
+        readers=readers,
         note=note,
     )
 
@@ -316,6 +318,7 @@ TOPIC_CONFIGS = Catalog(
             False,
             "Allow out-of-sync replicas to become leader.",
             ("unclean.leader.election.enable",),
+            readers=("controller",),
         ),
     ),
 )
