@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.process import terminate
 from odradek.tools.etcd_server import EtcdServer
 
@@ -221,7 +222,9 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     "metadata.store": metadata_store,
                     "default.replication.factor": str(opts.replication_factor),
                     "offsets.topic.replication.factor": str(rf_offsets),
-                    "min.insync.replicas": common.get("min.insync.replicas", "1"),
+                    "min.insync.replicas": common.get(
+                        "min.insync.replicas", BROKER_CONFIGS.text("min.insync.replicas")
+                    ),
                     **common,
                 },
                 data / name,
