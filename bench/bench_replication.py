@@ -36,7 +36,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster, ClusterOptions
 
 RF1, RF3 = "bench-rf1", "bench-rf3"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.etcd_server import EtcdServer, etcd_binary
-from odradek.launcher import Cluster, ClusterOptions
+from odradek.tools.etcd_server import EtcdServer, etcd_binary
+from odradek.tools.launcher import Cluster, ClusterOptions
 
 # Fast failure detection in tests; production defaults stay Kafka's.
 TEST_SETTINGS = {

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from odradek.config_catalog.controller import CONTROLLER_CONFIGS
 from odradek.controller import metrics
 from odradek.controller.cluster_state import NodeInfo, NodeState, PartitionState
 from odradek.controller.errors import ControllerError, NotControllerError
@@ -70,11 +71,11 @@ T = TypeVar("T")
 
 @dataclass
 class ControllerSettings:
-    node_id: int = 3000
-    heartbeat_interval_ms: int = 1000
-    session_timeout_ms: int = 6000
-    lease_ttl_ms: int = 6000
-    producer_id_block_size: int = 1000
+    node_id: int = CONTROLLER_CONFIGS.int("node.id")
+    heartbeat_interval_ms: int = CONTROLLER_CONFIGS.int("broker.heartbeat.interval.ms")
+    session_timeout_ms: int = CONTROLLER_CONFIGS.int("broker.session.timeout.ms")
+    lease_ttl_ms: int = CONTROLLER_CONFIGS.int("controller.lease.ttl.ms")
+    producer_id_block_size: int = CONTROLLER_CONFIGS.int("producer.id.block.size")
     root: str = "/odradek"
     static_configs: dict[str, str] = field(default_factory=dict)
 

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.definition import ConfigType, InvalidConfigError
+from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.controller import broker_defaults
 from odradek.controller.assignment import (
     assign_replicas,
@@ -44,14 +47,7 @@ from odradek.controller.errors import ControllerError
 from odradek.controller.names import collision_key, validate_topic_name
 from odradek.controller.shards import balance_shards
 from odradek.protocol.errors import ErrorCode
-from odradek.topic_config import (
-    TOPIC_CONFIGS,
-    ConfigType,
-    InvalidConfigError,
-    describe,
-    resolve,
-    validate_topic_configs,
-)
+from odradek.topic_config import describe, resolve, validate_topic_configs
 
 KEY_CLUSTER = "cluster"
 KEY_PRODUCER_IDS = "producer_ids"
@@ -152,7 +148,7 @@ class ClusterModel:
         producer_id_block_size: int = DEFAULT_PRODUCER_ID_BLOCK_SIZE,
         rng: random.Random | None = None,
     ) -> None:
-        self.static_configs = {**broker_defaults.defaults(), **dict(static_configs or {})}
+        self.static_configs = {**BROKER_CONFIGS.defaults(), **dict(static_configs or {})}
         self.dynamic_configs: dict[str, str] = {}
         self.producer_id_block_size = producer_id_block_size
         self.rng = rng or random.Random()

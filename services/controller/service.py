@@ -1,14 +1,11 @@
 """The controller process: metadata store, election, gRPC API and metrics.
 
-Settings (Kafka names where Kafka has one): ``node.id`` (3000), ``grpc.listener``
-(``127.0.0.1:9093``, port 0 = ephemeral), ``metrics.port`` (0 = ephemeral),
-``metadata.store`` (``file:///path`` or a path: the embedded store, ``./data/controller``;
-``etcd://host:port[,host:port...][/root]``: etcd, where several controllers may share
-one store and elect one active), ``metadata.store.timeout.ms`` (5000, per etcd call),
-``broker.heartbeat.interval.ms`` (1000), ``broker.session.timeout.ms`` (6000),
-``controller.lease.ttl.ms`` (6000), ``producer.id.block.size`` (1000),
-``metadata.store.snapshot.entries`` (1000), plus the cluster-wide broker settings of
-:mod:`.broker_defaults` with Kafka's defaults, which the controller publishes.
+Settings: :data:`odradek.config_catalog.controller.CONTROLLER_CONFIGS` (node id,
+listener, ``metadata.store``: a directory for the embedded store, or
+``etcd://host:port[,host:port...][/root]`` where several controllers share one store and
+elect one active; heartbeat and lease timing), plus the cluster-wide broker configs of
+:data:`odradek.config_catalog.broker.BROKER_CONFIGS`, which the controller validates
+(:mod:`.broker_defaults`) and publishes. All are listed in ``docs/configuration.md``.
 """
 
 from __future__ import annotations
@@ -19,6 +16,8 @@ import logging
 from pathlib import Path
 
 from odradek.config import Config, ConfigError
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.controller import CONTROLLER_CONFIGS
 from odradek.controller import broker_defaults
 from odradek.controller.controller import Controller, ControllerSettings
 from odradek.controller.embedded_store import EmbeddedStore
@@ -32,19 +31,7 @@ from odradek.rpc.v1 import controller_pb2_grpc
 
 log = logging.getLogger("odradek.controller.service")
 
-DEFAULTS: dict[str, str] = {
-    "node.id": "3000",
-    "grpc.listener": "127.0.0.1:9093",
-    "metrics.port": "0",
-    "metadata.store": "./data/controller",
-    "broker.heartbeat.interval.ms": "1000",
-    "broker.session.timeout.ms": "6000",
-    "controller.lease.ttl.ms": "6000",
-    "producer.id.block.size": "1000",
-    "metadata.store.snapshot.entries": "1000",
-    "metadata.store.timeout.ms": "5000",
-    **broker_defaults.defaults(),
-}
+DEFAULTS: dict[str, str] = {**CONTROLLER_CONFIGS.defaults(), **BROKER_CONFIGS.defaults()}
 
 
 def parse_listener(value: str) -> tuple[str, int]:
@@ -62,21 +49,25 @@ class ControllerService:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.host, self.grpc_port = parse_listener(config.str("grpc.listener"))
-        self.metrics_port = config.int("metrics.port", 0, min=0)
+        self.metrics_port = CONTROLLER_CONFIGS.read_int(config, "metrics.port")
         self.store_target = store_target(config.str("metadata.store"))
         self.store_dir = self.store_target if isinstance(self.store_target, Path) else None
-        self.snapshot_entries = config.int("metadata.store.snapshot.entries", 1000, min=1)
-        self.store_timeout_ms = config.int("metadata.store.timeout.ms", 5000, min=1)
+        self.snapshot_entries = CONTROLLER_CONFIGS.read_int(
+            config, "metadata.store.snapshot.entries"
+        )
+        self.store_timeout_ms = CONTROLLER_CONFIGS.read_int(config, "metadata.store.timeout.ms")
         try:
             static = broker_defaults.static_values(config.as_dict())
         except ControllerError as exc:
             raise ConfigError(exc.message) from None
         self.settings = ControllerSettings(
-            node_id=config.int("node.id", 3000, min=0),
-            heartbeat_interval_ms=config.int("broker.heartbeat.interval.ms", 1000, min=1),
-            session_timeout_ms=config.int("broker.session.timeout.ms", 6000, min=1),
-            lease_ttl_ms=config.int("controller.lease.ttl.ms", 6000, min=100),
-            producer_id_block_size=config.int("producer.id.block.size", 1000, min=1),
+            node_id=CONTROLLER_CONFIGS.read_int(config, "node.id"),
+            heartbeat_interval_ms=CONTROLLER_CONFIGS.read_int(
+                config, "broker.heartbeat.interval.ms"
+            ),
+            session_timeout_ms=CONTROLLER_CONFIGS.read_int(config, "broker.session.timeout.ms"),
+            lease_ttl_ms=CONTROLLER_CONFIGS.read_int(config, "controller.lease.ttl.ms"),
+            producer_id_block_size=CONTROLLER_CONFIGS.read_int(config, "producer.id.block.size"),
             static_configs=static,
         )
         if isinstance(self.store_target, EtcdTarget) and self.store_target.root:

@@ -24,6 +24,9 @@ import logging
 from typing import Any
 
 from odradek.config import Config
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.coordinator import COORDINATOR_CONFIGS
+from odradek.consumer_offsets.group_proto import group_from_proto, group_to_proto
 from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.coordinator import metrics
 from odradek.coordinator.runtime import ShardRuntime, ShardStatus
@@ -32,29 +35,29 @@ from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
 from odradek.group_shard import coordinator_of, shard_of
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
-from odradek.offsets.client import OffsetStoreClient
-from odradek.offsets.convert import group_from_proto, group_to_proto
+from odradek.offset_store_client import OffsetStoreClient
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, controller_pb2, coordinator_pb2_grpc, offsets_pb2
 
 log = logging.getLogger("odradek.coordinator")
 
-DEFAULTS: dict[str, str] = {
-    "node.id": "200",
-    "grpc.listener": "127.0.0.1:0",
-    "metrics.port": "0",
-    "controller.address": "127.0.0.1:9093",
+DEFAULTS: dict[str, str] = COORDINATOR_CONFIGS.defaults()
+
+# Kafka name -> GroupConfig field; each value comes from this service's config, else the
+# controller's cluster-wide broker configs, else the catalog's default.
+GROUP_SETTINGS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
+    "group.min.session.timeout.ms": "min_session_timeout_ms",
+    "group.max.session.timeout.ms": "max_session_timeout_ms",
+    "group.max.size": "max_size",
+    "group.pending.member.timeout.ms": "pending_member_timeout_ms",
+    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
 }
 
-# Kafka name -> (GroupConfig field, Kafka default)
-GROUP_SETTINGS: dict[str, tuple[str, int]] = {
-    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 3_000),
-    "group.min.session.timeout.ms": ("min_session_timeout_ms", 6_000),
-    "group.max.session.timeout.ms": ("max_session_timeout_ms", 1_800_000),
-    "group.max.size": ("max_size", 2**31 - 1),
-    "group.pending.member.timeout.ms": ("pending_member_timeout_ms", 3_000),
-    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096),
-}
+
+def _group_default(name: str) -> int:
+    catalog = BROKER_CONFIGS if name in BROKER_CONFIGS else COORDINATOR_CONFIGS
+    return catalog.int(name)
 
 
 class CoordinatorService:
@@ -62,11 +65,13 @@ class CoordinatorService:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.node_id = config.int("node.id")
+        self.node_id = COORDINATOR_CONFIGS.read_int(config, "node.id")
         host, _, port = config.str("grpc.listener").rpartition(":")
         self.host = host or "127.0.0.1"
         self.rpc = RpcServer(self.host, int(port or 0))
-        self.metrics_server = MetricsServer(self.host, config.int("metrics.port", 0))
+        self.metrics_server = MetricsServer(
+            self.host, COORDINATOR_CONFIGS.read_int(config, "metrics.port")
+        )
         self.controller = ControllerClient(config.str("controller.address"))
         self.metadata = MetadataCache()
         self.offsets = OffsetStoreClient(self.metadata)
@@ -84,7 +89,8 @@ class CoordinatorService:
     def group_config(self) -> GroupConfig:
         cluster = self.metadata.current.raw.cluster_configs
         values: dict[str, int] = {}
-        for name, (attr, default) in GROUP_SETTINGS.items():
+        for name, attr in GROUP_SETTINGS.items():
+            default = _group_default(name)
             raw = self.config.get(name)
             if raw is None or raw == "":
                 raw = cluster.get(name)

@@ -25,6 +25,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.coordinator import COORDINATOR_CONFIGS
+from odradek.consumer_offsets.records import GroupValue, MemberValue
 from odradek.coordinator.group import (
     ClassicGroup,
     GroupState,
@@ -35,7 +38,6 @@ from odradek.coordinator.group import (
     SyncCallback,
     SyncResult,
 )
-from odradek.offsets.records import GroupValue, MemberValue
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.coordinator.groups")
@@ -60,17 +62,17 @@ class Scheduler(Protocol):
 class GroupConfig:
     """Kafka's broker settings for classic groups (``group.*``)."""
 
-    min_session_timeout_ms: int = 6_000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3_000
-    max_size: int = 2**31 - 1
+    min_session_timeout_ms: int = BROKER_CONFIGS.int("group.min.session.timeout.ms")
+    max_session_timeout_ms: int = BROKER_CONFIGS.int("group.max.session.timeout.ms")
+    initial_rebalance_delay_ms: int = BROKER_CONFIGS.int("group.initial.rebalance.delay.ms")
+    max_size: int = BROKER_CONFIGS.int("group.max.size")
     # Odradek's own: how long a member that got MEMBER_ID_REQUIRED may take to rejoin
     # before the group stops waiting for it (capped by its session timeout). Kafka waits
     # a whole session timeout, which stalls a group when a client joins twice
     # (KAFKA-COMPAT item 15).
-    pending_member_timeout_ms: int = 3_000
+    pending_member_timeout_ms: int = COORDINATOR_CONFIGS.int("group.pending.member.timeout.ms")
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
-    offset_metadata_max_bytes: int = 4096
+    offset_metadata_max_bytes: int = COORDINATOR_CONFIGS.int("offset.metadata.max.bytes")
 
 
 @dataclass(slots=True)

@@ -28,16 +28,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from odradek.controller.broker_defaults import BROKER_CONFIGS
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.definition import ConfigType
+from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.rpc.v1 import common_pb2
-from odradek.topic_config import (
-    TOPIC_CONFIGS,
-    ConfigSource,
-    ConfigSynonym,
-    ConfigType,
-    DescribedConfig,
-    describe,
-)
+from odradek.topic_config import ConfigSource, ConfigSynonym, DescribedConfig, describe
 
 __all__ = [
     "BrokerSetting",
@@ -89,7 +84,7 @@ class BrokerSetting:
 
 def _kafka_default(name: str) -> str | None:
     cfg = BROKER_CONFIGS.get(name)
-    return cfg.default if cfg is not None else None
+    return cfg.default_text if cfg is not None else None
 
 
 def broker_settings(
@@ -158,7 +153,7 @@ def topic_config_entries(
 ) -> list[DescribedConfig]:
     """Every topic config of one topic, sorted by name, as DescribeConfigs lists them.
 
-    Raises :class:`odradek.topic_config.InvalidConfigError` if stored values are
+    Raises :class:`odradek.config_catalog.definition.InvalidConfigError` if stored values are
     invalid (the controller validates them, so that is a bug worth surfacing).
     """
     broker_values = {name: s.value for name, s in settings.items()}
@@ -209,7 +204,7 @@ def broker_config_entries(
             continue
         cfg = BROKER_CONFIGS.get(name)
         setting = settings.get(name)
-        default = cfg.default if cfg is not None else None
+        default = cfg.default_text if cfg is not None else None
         synonyms: list[ConfigSynonym] = []
         if setting is not None:
             synonyms.append(ConfigSynonym(name, setting.value, setting.source))

@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.gateway.ordered_lanes import OrderedLanes
 from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
@@ -42,10 +43,10 @@ Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[
 
 @dataclass(slots=True)
 class ConnectionLimits:
-    max_request_bytes: int = 104857600
-    max_inflight_requests: int = 500
-    max_inflight_bytes: int = 256 * 1024 * 1024
-    idle_timeout_s: float = 600.0
+    max_request_bytes: int = GATEWAY_CONFIGS.int("socket.request.max.bytes")
+    max_inflight_requests: int = GATEWAY_CONFIGS.int("queued.max.requests")
+    max_inflight_bytes: int = GATEWAY_CONFIGS.int("queued.max.request.bytes")
+    idle_timeout_s: float = GATEWAY_CONFIGS.int("connections.max.idle.ms") / 1000.0
 
 
 class CloseConnection(Exception):

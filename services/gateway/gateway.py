@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 from prometheus_client import Counter, Gauge, Histogram
 
 from odradek.config import Config, ConfigError
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.gateway import apis
 from odradek.gateway.connection import (
@@ -33,7 +35,6 @@ from odradek.gateway.connection import (
 )
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.producer_ids import ProducerIdBlocks, from_controller
-from odradek.gateway.storage_pool import StoragePool
 from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
 from odradek.protocol import policy
@@ -45,22 +46,11 @@ from odradek.protocol.messages import decode_request, encode_response, expects_r
 from odradek.protocol.versions import SUPPORTED
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2
+from odradek.storage_client import StoragePool
 
 log = logging.getLogger("odradek.gateway")
 
-DEFAULTS: dict[str, str] = {
-    "node.id": "0",
-    "listeners": "PLAINTEXT://127.0.0.1:9092",
-    "grpc.listener": "127.0.0.1:0",
-    "metrics.port": "0",
-    "controller.address": "127.0.0.1:9093",
-    "socket.request.max.bytes": "104857600",
-    "queued.max.requests": "500",
-    "queued.max.request.bytes": "268435456",
-    "connections.max.idle.ms": "600000",
-    "request.timeout.ms": "30000",
-    "metadata.wait.ms": "2000",
-}
+DEFAULTS: dict[str, str] = GATEWAY_CONFIGS.defaults()
 
 REQUESTS = Counter(
     "odradek_gateway_requests_total",
@@ -113,7 +103,7 @@ class Gateway:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.node_id = config.int("node.id")
+        self.node_id = GATEWAY_CONFIGS.read_int(config, "node.id")
         self.host, self.port = parse_listener(config.str("listeners"))
         advertised = config.get("advertised.listeners")
         self.advertised_host, self.advertised_port = (
@@ -121,12 +111,14 @@ class Gateway:
         )
         grpc_host, _, grpc_port = config.str("grpc.listener").rpartition(":")
         self.rpc = RpcServer(grpc_host or "127.0.0.1", int(grpc_port or 0))
-        self.metrics_server = MetricsServer(grpc_host or "127.0.0.1", config.int("metrics.port", 0))
+        self.metrics_server = MetricsServer(
+            grpc_host or "127.0.0.1", GATEWAY_CONFIGS.read_int(config, "metrics.port")
+        )
         self.controller = ControllerClient(config.str("controller.address"))
         self.metadata = MetadataCache()
         self.storage = StoragePool(self.metadata)
-        self.request_timeout_ms = config.int("request.timeout.ms")
-        self.metadata_wait_s = config.int("metadata.wait.ms") / 1000.0
+        self.request_timeout_ms = GATEWAY_CONFIGS.read_int(config, "request.timeout.ms")
+        self.metadata_wait_s = GATEWAY_CONFIGS.read_int(config, "metadata.wait.ms") / 1000.0
         self.groups = GroupRouter(
             self.metadata, self.gateways, self.node_id, self.request_timeout_ms
         )
@@ -142,10 +134,10 @@ class Gateway:
             self.port,
             self.dispatch,
             ConnectionLimits(
-                max_request_bytes=config.int("socket.request.max.bytes", min=1024),
-                max_inflight_requests=config.int("queued.max.requests", min=1),
-                max_inflight_bytes=config.int("queued.max.request.bytes", min=1024),
-                idle_timeout_s=config.int("connections.max.idle.ms", min=1) / 1000.0,
+                max_request_bytes=GATEWAY_CONFIGS.read_int(config, "socket.request.max.bytes"),
+                max_inflight_requests=GATEWAY_CONFIGS.read_int(config, "queued.max.requests"),
+                max_inflight_bytes=GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"),
+                idle_timeout_s=GATEWAY_CONFIGS.read_int(config, "connections.max.idle.ms") / 1000.0,
             ),
         )
         self.listener.on_count_change = lambda n: CONNECTIONS.set(n)
@@ -246,8 +238,11 @@ class Gateway:
         """Our registration's incarnation, as AllocateProducerIds wants it (0 before joining)."""
         return self.membership.incarnation if self.membership is not None else 0
 
-    def cluster_config(self, name: str, default: str) -> str:
-        return self.metadata.current.raw.cluster_configs.get(name, default)
+    # -- helpers for API modules -------------------------------------------------------------
+    def cluster_config(self, name: str) -> str:
+        """A cluster-wide broker config as the controller publishes it, else Kafka's default."""
+        found = self.metadata.current.raw.cluster_configs.get(name)
+        return found if found else BROKER_CONFIGS.text(name)
 
     def gateways(self) -> list[common_pb2.Node]:
         nodes = self.metadata.current.nodes_of(common_pb2.GATEWAY)

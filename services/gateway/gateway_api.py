@@ -75,8 +75,8 @@ class GatewayApi(Protocol):
         """What ApiVersions lists: the supported versions of the APIs served here."""
         ...
 
-    def cluster_config(self, name: str, default: str) -> str:
-        """A cluster-wide broker config (``cluster_configs`` of the metadata)."""
+    def cluster_config(self, name: str) -> str:
+        """A cluster-wide broker config (``cluster_configs`` of the metadata), else Kafka's default."""
         ...
 
     def gateways(self) -> list[common_pb2.Node]:

@@ -27,7 +27,7 @@ import grpc
 from odradek.gateway.connection import ConnectionContext
 from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, shard_of
 from odradek.metadata_cache import MetadataCache
-from odradek.offsets.client import OffsetStoreClient
+from odradek.offset_store_client import OffsetStoreClient
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import common_pb2, coordinator_pb2_grpc

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from odradek.offsets.records import (
+from odradek.consumer_offsets.records import (
     GroupKey,
     GroupValue,
     OffsetKey,

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from odradek.gateway.storage_pool import StoragePool, StorageUnavailable
 from odradek.group_shard import OFFSETS_TOPIC
 from odradek.protocol.errors import ErrorCode
 from odradek.records.record import BatchBuilder, decode_batches
 from odradek.rpc.v1 import storage_pb2
+from odradek.storage_client import StoragePool, StorageUnavailable
 
 log = logging.getLogger("odradek.offsets.log")
 

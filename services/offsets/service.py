@@ -7,9 +7,10 @@ the shards this store owns. Ownership among several stores is ``shard % n`` over
 online stores by node id, recomputed on every metadata change; a shard that moves is
 dropped here and loaded by its new owner from the log.
 
-Background work: ``offsets.retention.check.interval.ms`` (Kafka's, default 600000)
-runs offset expiry (``offsets.retention.minutes``); ``offsets.lag.refresh.interval.ms``
-(ours, default 10000) refreshes the high watermarks behind ``kafka_consumergroup_lag``.
+Background work: every ``offsets.retention.check.interval.ms`` offset expiry runs
+(``offsets.retention.minutes``); every ``offsets.lag.refresh.interval.ms`` (ours) the
+high watermarks behind ``kafka_consumergroup_lag`` are refreshed. Defaults: the
+catalog :mod:`odradek.config_catalog.offsets`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from collections import defaultdict
 from typing import Any
 
 from odradek.config import Config
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.offsets import OFFSETS_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
-from odradek.gateway.storage_pool import StoragePool
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
 from odradek.offsets import metrics
@@ -31,17 +33,11 @@ from odradek.offsets.store import OffsetStore, StoreSettings
 from odradek.offsets.topic import ensure_offsets_topic
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, offsets_pb2_grpc, storage_pb2
+from odradek.storage_client import StoragePool
 
 log = logging.getLogger("odradek.offsets")
 
-DEFAULTS: dict[str, str] = {
-    "node.id": "300",
-    "grpc.listener": "127.0.0.1:0",
-    "metrics.port": "0",
-    "controller.address": "127.0.0.1:9093",
-    "offsets.lag.refresh.interval.ms": "10000",
-    "offsets.topic.create.timeout.ms": "30000",
-}
+DEFAULTS: dict[str, str] = OFFSETS_CONFIGS.defaults()
 
 _CLUSTER_SETTINGS = (
     "offsets.topic.num.partitions",
@@ -63,11 +59,13 @@ class OffsetStoreService:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.node_id = config.int("node.id")
+        self.node_id = OFFSETS_CONFIGS.read_int(config, "node.id")
         host, _, port = config.str("grpc.listener").rpartition(":")
         self.host = host or "127.0.0.1"
         self.rpc = RpcServer(self.host, int(port or 0))
-        self.metrics_server = MetricsServer(self.host, config.int("metrics.port", 0))
+        self.metrics_server = MetricsServer(
+            self.host, OFFSETS_CONFIGS.read_int(config, "metrics.port")
+        )
         self.controller = ControllerClient(config.str("controller.address"))
         self.metadata = MetadataCache()
         self.storage = StoragePool(self.metadata)
@@ -88,7 +86,9 @@ class OffsetStoreService:
     def _own_settings(self) -> dict[str, str]:
         return {k: v for k in _CLUSTER_SETTINGS if (v := self.config.get(k) or "")}
 
-    def setting(self, name: str, default: int) -> int:
+    def setting(self, name: str) -> int:
+        """This service's config, else the controller's cluster-wide one, else the default."""
+        default = (BROKER_CONFIGS if name in BROKER_CONFIGS else OFFSETS_CONFIGS).int(name)
         raw = self.config.get(name) or self.metadata.current.raw.cluster_configs.get(name) or ""
         try:
             return int(raw) if raw else default
@@ -97,8 +97,8 @@ class OffsetStoreService:
 
     def _apply_settings(self) -> None:
         s = self.store.settings
-        s.commit_timeout_ms = self.setting("offsets.commit.timeout.ms", 5_000)
-        s.retention_ms = self.setting("offsets.retention.minutes", 10_080) * 60_000
+        s.commit_timeout_ms = self.setting("offsets.commit.timeout.ms")
+        s.retention_ms = self.setting("offsets.retention.minutes") * 60_000
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> dict[str, int]:
@@ -121,7 +121,7 @@ class OffsetStoreService:
             self.controller,
             self.metadata,
             self._own_settings(),
-            self.config.int("offsets.topic.create.timeout.ms") / 1000.0,
+            OFFSETS_CONFIGS.read_int(self.config, "offsets.topic.create.timeout.ms") / 1000.0,
         )
         if not created:
             log.warning("__consumer_offsets is not ready yet; shards will load once it is")
@@ -169,7 +169,7 @@ class OffsetStoreService:
 
     async def _retention_loop(self) -> None:
         while not self._stop.is_set():
-            interval = self.setting("offsets.retention.check.interval.ms", 600_000) / 1000.0
+            interval = self.setting("offsets.retention.check.interval.ms") / 1000.0
             await asyncio.sleep(max(0.05, interval))
             try:
                 await self.store.expire()
@@ -178,7 +178,9 @@ class OffsetStoreService:
 
     async def _lag_loop(self) -> None:
         while not self._stop.is_set():
-            interval = self.config.int("offsets.lag.refresh.interval.ms") / 1000.0
+            interval = (
+                OFFSETS_CONFIGS.read_int(self.config, "offsets.lag.refresh.interval.ms") / 1000.0
+            )
             try:
                 await self.refresh_high_watermarks()
             except Exception as exc:

@@ -19,19 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from odradek.gateway.storage_pool import StoragePool
-from odradek.group_shard import coordinator_of, offset_store_of, shard_of
-from odradek.metadata_cache import MetadataCache
-from odradek.offsets.cache import ShardCache
-from odradek.offsets.convert import group_from_proto, group_to_proto
-from odradek.offsets.partition_log import (
-    LoadError,
-    PartitionAppender,
-    Record,
-    map_append_error,
-    read_partition,
-)
-from odradek.offsets.records import (
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.consumer_offsets.group_proto import group_from_proto, group_to_proto
+from odradek.consumer_offsets.records import (
     OffsetKey,
     OffsetValue,
     encode_group_key,
@@ -39,8 +29,19 @@ from odradek.offsets.records import (
     encode_offset_key,
     encode_offset_value,
 )
+from odradek.group_shard import coordinator_of, offset_store_of, shard_of
+from odradek.metadata_cache import MetadataCache
+from odradek.offsets.cache import ShardCache
+from odradek.offsets.partition_log import (
+    LoadError,
+    PartitionAppender,
+    Record,
+    map_append_error,
+    read_partition,
+)
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import offsets_pb2
+from odradek.storage_client import StoragePool
 
 log = logging.getLogger("odradek.offsets.store")
 
@@ -61,8 +62,8 @@ class Shard:
 
 @dataclass(slots=True)
 class StoreSettings:
-    commit_timeout_ms: int = 5_000
-    retention_ms: int = 10_080 * 60_000
+    commit_timeout_ms: int = BROKER_CONFIGS.int("offsets.commit.timeout.ms")
+    retention_ms: int = BROKER_CONFIGS.int("offsets.retention.minutes") * 60_000
 
 
 class OffsetStore:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.controller_client import ControllerClient
 from odradek.group_shard import OFFSETS_TOPIC
 from odradek.metadata_cache import MetadataCache
@@ -17,12 +18,12 @@ from odradek.rpc.v1 import common_pb2, controller_pb2
 log = logging.getLogger("odradek.offsets.topic")
 
 
-def _setting(metadata: MetadataCache, own: dict[str, str], name: str, default: int) -> int:
+def _setting(metadata: MetadataCache, own: dict[str, str], name: str) -> int:
     raw = own.get(name) or metadata.current.raw.cluster_configs.get(name) or ""
     try:
-        return int(raw) if raw else default
+        return int(raw) if raw else BROKER_CONFIGS.int(name)
     except ValueError:
-        return default
+        return BROKER_CONFIGS.int(name)
 
 
 async def ensure_offsets_topic(
@@ -49,9 +50,9 @@ async def ensure_offsets_topic(
                 min(1.0, max(0.0, deadline - loop.time())),
             )
             continue
-        partitions = _setting(metadata, own_settings, "offsets.topic.num.partitions", 50)
-        rf = _setting(metadata, own_settings, "offsets.topic.replication.factor", 3)
-        segment = _setting(metadata, own_settings, "offsets.topic.segment.bytes", 104_857_600)
+        partitions = _setting(metadata, own_settings, "offsets.topic.num.partitions")
+        rf = _setting(metadata, own_settings, "offsets.topic.replication.factor")
+        segment = _setting(metadata, own_settings, "offsets.topic.segment.bytes")
         rf = max(1, min(rf, len(storage)))
         try:
             response = await controller.call(

@@ -25,6 +25,7 @@ from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, controller_pb2, storage_pb2_grpc
+from odradek.storage.log_maintenance import run_log_maintenance
 from odradek.storage.metrics import (
     PartitionCollector,
     StorageMetrics,
@@ -139,7 +140,7 @@ class StorageService:
 
     async def _run_log_maintenance(self, log_manager: LogManager) -> None:
         try:
-            await log_manager.run_periodic(self._stop)
+            await run_log_maintenance(log_manager, self._stop)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -14,24 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.config import Config, ConfigError
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.storage import STORAGE_CONFIGS
 
-DEFAULTS: dict[str, str] = {
-    "grpc.listener": "127.0.0.1:0",
-    "metrics.port": "0",
-    "controller.address": "127.0.0.1:9093",
-    "log.dirs": "",
-    "replica.lag.time.max.ms": "30000",
-    "replica.fetch.max.bytes": "1048576",
-    "replica.fetch.wait.max.ms": "500",
-    "replica.fetch.min.bytes": "1",
-    "replica.fetch.response.max.bytes": "10485760",
-    "replica.fetch.backoff.ms": "1000",
-    "num.replica.fetchers": "1",
-    "controlled.shutdown.enable": "true",
-    # Ours (Kafka bounds controlled shutdown by retries x backoff instead).
-    "controlled.shutdown.timeout.ms": "30000",
-    "rack": "",
-}
+DEFAULTS: dict[str, str] = STORAGE_CONFIGS.defaults()
 
 
 @dataclass(frozen=True)
@@ -42,21 +28,21 @@ class StorageSettings:
     metrics_port: int
     controller_address: str
     log_dirs: list[Path]
-    rack: str = ""
-    replica_lag_time_max_ms: int = 30000
-    replica_fetch_max_bytes: int = 1048576
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_min_bytes: int = 1
-    replica_fetch_response_max_bytes: int = 10485760
-    replica_fetch_backoff_ms: int = 1000
-    num_replica_fetchers: int = 1
-    controlled_shutdown_enable: bool = True
-    controlled_shutdown_timeout_ms: int = 30000
+    rack: str = STORAGE_CONFIGS.str("rack")
+    replica_lag_time_max_ms: int = BROKER_CONFIGS.int("replica.lag.time.max.ms")
+    replica_fetch_max_bytes: int = STORAGE_CONFIGS.int("replica.fetch.max.bytes")
+    replica_fetch_wait_max_ms: int = STORAGE_CONFIGS.int("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = STORAGE_CONFIGS.int("replica.fetch.min.bytes")
+    replica_fetch_response_max_bytes: int = STORAGE_CONFIGS.int("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = STORAGE_CONFIGS.int("replica.fetch.backoff.ms")
+    num_replica_fetchers: int = STORAGE_CONFIGS.int("num.replica.fetchers")
+    controlled_shutdown_enable: bool = STORAGE_CONFIGS.bool("controlled.shutdown.enable")
+    controlled_shutdown_timeout_ms: int = STORAGE_CONFIGS.int("controlled.shutdown.timeout.ms")
     broker_defaults: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Config) -> StorageSettings:
-        node_id = config.int("node.id", min=0)
+        node_id = STORAGE_CONFIGS.read_int(config, "node.id")
         listener = config.str("grpc.listener")
         host, sep, port = listener.rpartition(":")
         if not sep or not host:
@@ -74,18 +60,24 @@ class StorageSettings:
             node_id=node_id,
             host=host,
             grpc_port=grpc_port,
-            metrics_port=config.int("metrics.port", 0, min=0),
+            metrics_port=STORAGE_CONFIGS.read_int(config, "metrics.port"),
             controller_address=config.str("controller.address"),
             log_dirs=[Path(d) for d in dirs],
-            rack=config.str("rack", ""),
-            replica_lag_time_max_ms=config.int("replica.lag.time.max.ms", min=1),
-            replica_fetch_max_bytes=config.int("replica.fetch.max.bytes", min=0),
-            replica_fetch_wait_max_ms=config.int("replica.fetch.wait.max.ms", min=0),
-            replica_fetch_min_bytes=config.int("replica.fetch.min.bytes", min=1),
-            replica_fetch_response_max_bytes=config.int("replica.fetch.response.max.bytes", min=0),
-            replica_fetch_backoff_ms=config.int("replica.fetch.backoff.ms", min=0),
-            num_replica_fetchers=config.int("num.replica.fetchers", min=1),
-            controlled_shutdown_enable=config.bool("controlled.shutdown.enable"),
-            controlled_shutdown_timeout_ms=config.int("controlled.shutdown.timeout.ms", min=0),
+            rack=STORAGE_CONFIGS.read_str(config, "rack"),
+            replica_lag_time_max_ms=BROKER_CONFIGS.read_int(config, "replica.lag.time.max.ms"),
+            replica_fetch_max_bytes=STORAGE_CONFIGS.read_int(config, "replica.fetch.max.bytes"),
+            replica_fetch_wait_max_ms=STORAGE_CONFIGS.read_int(config, "replica.fetch.wait.max.ms"),
+            replica_fetch_min_bytes=STORAGE_CONFIGS.read_int(config, "replica.fetch.min.bytes"),
+            replica_fetch_response_max_bytes=STORAGE_CONFIGS.read_int(
+                config, "replica.fetch.response.max.bytes"
+            ),
+            replica_fetch_backoff_ms=STORAGE_CONFIGS.read_int(config, "replica.fetch.backoff.ms"),
+            num_replica_fetchers=STORAGE_CONFIGS.read_int(config, "num.replica.fetchers"),
+            controlled_shutdown_enable=STORAGE_CONFIGS.read_bool(
+                config, "controlled.shutdown.enable"
+            ),
+            controlled_shutdown_timeout_ms=STORAGE_CONFIGS.read_int(
+                config, "controlled.shutdown.timeout.ms"
+            ),
             broker_defaults=config.as_dict(),
         )

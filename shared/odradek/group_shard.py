@@ -18,9 +18,10 @@ from __future__ import annotations
 from array import array
 from functools import lru_cache
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.rpc.v1 import common_pb2
 
-DEFAULT_NUM_PARTITIONS = 50
+DEFAULT_NUM_PARTITIONS = BROKER_CONFIGS.int("offsets.topic.num.partitions")
 OFFSETS_TOPIC = "__consumer_offsets"
 
 _INT_MIN = -(2**31)

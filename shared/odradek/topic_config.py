@@ -1,36 +1,29 @@
-"""Topic-level configs by Kafka's names: types, defaults, valid values and broker synonyms.
+"""A topic's effective configs: override, else broker synonym, else Kafka's default.
 
-One catalog serves CreateTopics/AlterConfigs validation, DescribeConfigs (value,
-source and synonyms as Kafka reports them) and the log layer (:class:`LogConfig`).
-A topic value comes from, in order: the topic override (DYNAMIC_TOPIC_CONFIG), the
-first broker synonym that is set (STATIC_BROKER_CONFIG, e.g. ``log.retention.ms``
-before ``log.retention.minutes`` before ``log.retention.hours``), else Kafka's
-default (DEFAULT_CONFIG).
+The definitions (types, defaults, valid values, broker synonyms) are the catalog
+:data:`odradek.config_catalog.topic.TOPIC_CONFIGS`; this module serves
+CreateTopics/AlterConfigs validation, DescribeConfigs (value, source and synonyms as
+Kafka reports them) and the log layer (:class:`LogConfig`). A topic value comes from,
+in order: the topic override (DYNAMIC_TOPIC_CONFIG), the first broker synonym that is
+set (STATIC_BROKER_CONFIG, e.g. ``log.retention.ms`` before ``log.retention.minutes``
+before ``log.retention.hours``), else Kafka's default (DEFAULT_CONFIG).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
-
-TypedValue = int | float | bool | str | list[str]
-
-
-class InvalidConfigError(ValueError):
-    """A config name or value Kafka would reject (Kafka: INVALID_CONFIG)."""
-
-    kafka_error = "INVALID_CONFIG"
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.name = name
-        self.message = message
+from odradek.config_catalog.definition import (
+    ConfigDef,
+    ConfigType,
+    InvalidConfigError,
+    TypedValue,
+    to_config_string,
+)
+from odradek.config_catalog.topic import TOPIC_CONFIGS
 
 
 class ConfigSource(IntEnum):
@@ -43,412 +36,6 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
-
-
-class ConfigType(IntEnum):
-    """DescribeConfigs v3+ ``config_type`` values."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-@dataclass(frozen=True)
-class BrokerSynonym:
-    """A broker config that sets the topic default; ``scale`` converts its unit to the topic's."""
-
-    name: str
-    scale: int = 1
-
-
-@dataclass(frozen=True)
-class ConfigDef:
-    name: str
-    type: ConfigType
-    default: TypedValue
-    doc: str
-    synonyms: tuple[BrokerSynonym, ...] = ()
-    at_least: float | None = None
-    at_most: float | None = None
-    one_of: tuple[str, ...] | None = None  # exact (case-sensitive) allowed strings
-    case_insensitive: bool = False
-    # The broker config (and its own default) that Kafka lists as the DEFAULT_CONFIG synonym.
-    default_synonym: tuple[str, str] | None = None
-
-    def parse(self, raw: object) -> TypedValue:
-        """Turn a string (or an already typed value) into the typed value, validating it."""
-        value = _parse_type(self, raw)
-        _validate(self, value, raw)
-        return value
-
-
-def _fail(cfg: ConfigDef, raw: object, reason: str) -> InvalidConfigError:
-    return InvalidConfigError(
-        cfg.name, f"Invalid value {_raw_str(raw)} for configuration {cfg.name}: {reason}"
-    )
-
-
-def _raw_str(raw: object) -> str:
-    if isinstance(raw, bool):
-        return "true" if raw else "false"
-    if isinstance(raw, list):
-        return ",".join(str(x) for x in raw)
-    return str(raw)
-
-
-def _parse_type(cfg: ConfigDef, raw: object) -> TypedValue:
-    t = cfg.type
-    if t in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
-        if isinstance(raw, bool):
-            raise _fail(cfg, raw, f"Not a number of type {t.name}")
-        if isinstance(raw, int):
-            number = raw
-        else:
-            text = str(raw).strip()
-            try:
-                number = int(text, 10)
-            except ValueError:
-                raise _fail(cfg, raw, f"Not a number of type {t.name}") from None
-        limit = {ConfigType.INT: 31, ConfigType.LONG: 63, ConfigType.SHORT: 15}[t]
-        if not -(1 << limit) <= number < (1 << limit):
-            raise _fail(cfg, raw, f"Not a number of type {t.name}")
-        return number
-    if t is ConfigType.DOUBLE:
-        if isinstance(raw, bool):
-            raise _fail(cfg, raw, "Not a number of type DOUBLE")
-        try:
-            d = float(str(raw).strip()) if not isinstance(raw, (int, float)) else float(raw)
-        except ValueError:
-            raise _fail(cfg, raw, "Not a number of type DOUBLE") from None
-        if math.isnan(d):
-            raise _fail(cfg, raw, "Not a number of type DOUBLE")
-        return d
-    if t is ConfigType.BOOLEAN:
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text == "true":
-            return True
-        if text == "false":
-            return False
-        raise _fail(cfg, raw, "Expected value to be either true or false")
-    if t is ConfigType.LIST:
-        if isinstance(raw, (list, tuple)):
-            return [str(x).strip() for x in raw]
-        text = str(raw).strip()
-        return [] if not text else [part.strip() for part in text.split(",")]
-    return str(raw).strip()
-
-
-def _validate(cfg: ConfigDef, value: TypedValue, raw: object) -> None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if cfg.at_least is not None and value < cfg.at_least:
-            shown = _bound(cfg, cfg.at_least)
-            raise _fail(cfg, raw, f"Value must be at least {shown}")
-        if cfg.at_most is not None and value > cfg.at_most:
-            shown = _bound(cfg, cfg.at_most)
-            raise _fail(cfg, raw, f"Value must be no more than {shown}")
-    if cfg.one_of is not None:
-        items = value if isinstance(value, list) else [str(value)]
-        allowed = cfg.one_of
-        for item in items:
-            ok = (
-                item.lower() in {a.lower() for a in allowed}
-                if cfg.case_insensitive
-                else item in allowed
-            )
-            if not ok:
-                raise _fail(cfg, raw, f"String must be one of: {', '.join(allowed)}")
-
-
-def _bound(cfg: ConfigDef, bound: float) -> str:
-    return str(float(bound)) if cfg.type is ConfigType.DOUBLE else str(int(bound))
-
-
-def _def(
-    name: str,
-    type_: ConfigType,
-    default: TypedValue,
-    doc: str,
-    synonyms: tuple[str | BrokerSynonym, ...] = (),
-    *,
-    at_least: float | None = None,
-    at_most: float | None = None,
-    one_of: tuple[str, ...] | None = None,
-    case_insensitive: bool = False,
-    default_synonym: tuple[str, str] | None = None,
-) -> ConfigDef:
-    syns = tuple(s if isinstance(s, BrokerSynonym) else BrokerSynonym(s) for s in synonyms)
-    if default_synonym is None and syns:
-        default_synonym = (syns[0].name, _raw_str(default))
-    return ConfigDef(
-        name,
-        type_,
-        default,
-        doc,
-        syns,
-        at_least,
-        at_most,
-        one_of,
-        case_insensitive,
-        default_synonym,
-    )
-
-
-_L, _I, _D, _B, _S, _LIST = (
-    ConfigType.LONG,
-    ConfigType.INT,
-    ConfigType.DOUBLE,
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.LIST,
-)
-_HOUR = 3_600_000
-_MINUTE = 60_000
-
-TOPIC_CONFIGS: dict[str, ConfigDef] = {
-    c.name: c
-    for c in (
-        _def(
-            "cleanup.policy",
-            _LIST,
-            ["delete"],
-            "Retention policy: delete old segments and/or compact by key.",
-            ("log.cleanup.policy",),
-            one_of=("compact", "delete"),
-        ),
-        _def(
-            "compression.type",
-            _S,
-            "producer",
-            "Final codec of stored batches; 'producer' keeps the producer's.",
-            ("compression.type",),
-            one_of=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-            case_insensitive=True,
-        ),
-        _def(
-            "compression.gzip.level",
-            _I,
-            -1,
-            "gzip level when compression.type=gzip.",
-            ("compression.gzip.level",),
-            at_least=-1,
-            at_most=9,
-        ),
-        _def(
-            "compression.lz4.level",
-            _I,
-            9,
-            "lz4 level when compression.type=lz4.",
-            ("compression.lz4.level",),
-            at_least=1,
-            at_most=17,
-        ),
-        _def(
-            "compression.zstd.level",
-            _I,
-            3,
-            "zstd level when compression.type=zstd.",
-            ("compression.zstd.level",),
-            at_least=-131072,
-            at_most=22,
-        ),
-        _def(
-            "delete.retention.ms",
-            _L,
-            86_400_000,
-            "How long tombstones survive in compacted topics.",
-            ("log.cleaner.delete.retention.ms",),
-            at_least=0,
-        ),
-        _def(
-            "file.delete.delay.ms",
-            _L,
-            60_000,
-            "Delay before a .deleted segment file is removed.",
-            ("log.segment.delete.delay.ms",),
-            at_least=0,
-        ),
-        _def(
-            "flush.messages",
-            _L,
-            LONG_MAX,
-            "fsync after this many messages.",
-            ("log.flush.interval.messages",),
-            at_least=1,
-        ),
-        _def(
-            "flush.ms",
-            _L,
-            LONG_MAX,
-            "fsync when data is older than this.",
-            ("log.flush.interval.ms",),
-            at_least=0,
-        ),
-        _def(
-            "follower.replication.throttled.replicas",
-            _LIST,
-            [],
-            "Throttled follower replicas.",
-            ("follower.replication.throttled.replicas",),
-        ),
-        _def(
-            "index.interval.bytes",
-            _I,
-            4096,
-            "Bytes of log between offset index entries.",
-            ("log.index.interval.bytes",),
-            at_least=0,
-        ),
-        _def(
-            "leader.replication.throttled.replicas",
-            _LIST,
-            [],
-            "Throttled leader replicas.",
-            ("leader.replication.throttled.replicas",),
-        ),
-        _def(
-            "max.compaction.lag.ms",
-            _L,
-            LONG_MAX,
-            "Longest a record may stay uncompacted.",
-            ("log.cleaner.max.compaction.lag.ms",),
-            at_least=1,
-        ),
-        _def(
-            "max.message.bytes",
-            _I,
-            1_048_588,
-            "Largest record batch the topic accepts.",
-            ("message.max.bytes",),
-            at_least=0,
-        ),
-        _def(
-            "message.timestamp.after.max.ms",
-            _L,
-            LONG_MAX,
-            "Largest allowed lead of a CreateTime over the broker clock.",
-            ("log.message.timestamp.after.max.ms",),
-            at_least=0,
-        ),
-        _def(
-            "message.timestamp.before.max.ms",
-            _L,
-            LONG_MAX,
-            "Largest allowed lag of a CreateTime behind the broker clock.",
-            ("log.message.timestamp.before.max.ms",),
-            at_least=0,
-        ),
-        _def(
-            "message.timestamp.type",
-            _S,
-            "CreateTime",
-            "Whether batches keep CreateTime or get LogAppendTime.",
-            ("log.message.timestamp.type",),
-            one_of=("CreateTime", "LogAppendTime"),
-        ),
-        _def(
-            "min.cleanable.dirty.ratio",
-            _D,
-            0.5,
-            "Dirty fraction of the log that triggers compaction.",
-            ("log.cleaner.min.cleanable.ratio",),
-            at_least=0.0,
-            at_most=1.0,
-        ),
-        _def(
-            "min.compaction.lag.ms",
-            _L,
-            0,
-            "Records younger than this are not compacted.",
-            ("log.cleaner.min.compaction.lag.ms",),
-            at_least=0,
-        ),
-        _def(
-            "min.insync.replicas",
-            _I,
-            1,
-            "Replicas that must acknowledge an acks=all write.",
-            ("min.insync.replicas",),
-            at_least=1,
-        ),
-        _def(
-            "preallocate",
-            _B,
-            False,
-            "Preallocate segment files at roll.",
-            ("log.preallocate",),
-        ),
-        _def(
-            "retention.bytes",
-            _L,
-            -1,
-            "Size above which old segments are deleted (-1: no limit).",
-            ("log.retention.bytes",),
-        ),
-        _def(
-            "retention.ms",
-            _L,
-            604_800_000,
-            "Age after which old segments are deleted (-1: no limit).",
-            (
-                "log.retention.ms",
-                BrokerSynonym("log.retention.minutes", _MINUTE),
-                BrokerSynonym("log.retention.hours", _HOUR),
-            ),
-            at_least=-1,
-            default_synonym=("log.retention.hours", "168"),
-        ),
-        _def(
-            "segment.bytes",
-            _I,
-            1_073_741_824,
-            "Size at which a segment is rolled.",
-            ("log.segment.bytes",),
-            at_least=14,
-        ),
-        _def(
-            "segment.index.bytes",
-            _I,
-            10_485_760,
-            "Preallocated size of each segment's indexes.",
-            ("log.index.size.max.bytes",),
-            at_least=4,
-        ),
-        _def(
-            "segment.jitter.ms",
-            _L,
-            0,
-            "Random jitter subtracted from segment.ms.",
-            ("log.roll.jitter.ms", BrokerSynonym("log.roll.jitter.hours", _HOUR)),
-            at_least=0,
-            default_synonym=("log.roll.jitter.hours", "0"),
-        ),
-        _def(
-            "segment.ms",
-            _L,
-            604_800_000,
-            "Age at which a segment is rolled.",
-            ("log.roll.ms", BrokerSynonym("log.roll.hours", _HOUR)),
-            at_least=1,
-            default_synonym=("log.roll.hours", "168"),
-        ),
-        _def(
-            "unclean.leader.election.enable",
-            _B,
-            False,
-            "Allow out-of-sync replicas to become leader.",
-            ("unclean.leader.election.enable",),
-        ),
-    )
-}
 
 
 def _check_cross(values: Mapping[str, TypedValue]) -> None:
@@ -511,7 +98,7 @@ def resolve(
             out[name] = topic[name]
             continue
         found = _broker_value(cfg, broker)
-        out[name] = found[1] if found is not None else cfg.default
+        out[name] = found[1] if found is not None else TOPIC_CONFIGS.value(name)
     _check_cross(out)
     return out
 
@@ -552,11 +139,6 @@ class DescribedConfig:
         )
 
 
-def to_config_string(value: TypedValue) -> str:
-    """Kafka's string form of a typed value (lists comma-joined, booleans lower-case)."""
-    return _raw_str(value)
-
-
 def describe(
     overrides: Mapping[str, object] | None = None,
     broker_defaults: Mapping[str, object] | None = None,
@@ -583,7 +165,9 @@ def describe(
             if syn.name in broker and broker[syn.name] is not None:
                 syns.append(
                     ConfigSynonym(
-                        syn.name, _raw_str(broker[syn.name]), ConfigSource.STATIC_BROKER_CONFIG
+                        syn.name,
+                        to_config_string(broker[syn.name]),
+                        ConfigSource.STATIC_BROKER_CONFIG,
                     )
                 )
         if cfg.default_synonym is not None:
@@ -600,7 +184,7 @@ def describe(
             if found is not None:
                 value, source = found[1], ConfigSource.STATIC_BROKER_CONFIG
             else:
-                value, source = cfg.default, ConfigSource.DEFAULT_CONFIG
+                value, source = TOPIC_CONFIGS.value(name), ConfigSource.DEFAULT_CONFIG
         result.append(
             DescribedConfig(
                 name=name,
@@ -617,6 +201,9 @@ def describe(
     return result
 
 
+_TOPIC = TOPIC_CONFIGS
+
+
 def _attr(name: str) -> str:
     return name.replace(".", "_")
 
@@ -625,37 +212,42 @@ def _attr(name: str) -> str:
 class LogConfig:
     """Effective topic configs as the log layer reads them (Kafka names with ``_`` for ``.``).
 
-    Defaults are Kafka's; tests build small logs with ``LogConfig(segment_bytes=4096, ...)``.
+    Defaults are the catalog's (Kafka's); tests build small logs with
+    ``LogConfig(segment_bytes=4096, ...)``.
     """
 
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
-    delete_retention_ms: int = 86_400_000
-    file_delete_delay_ms: int = 60_000
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    follower_replication_throttled_replicas: tuple[str, ...] = ()
-    index_interval_bytes: int = 4096
-    leader_replication_throttled_replicas: tuple[str, ...] = ()
-    max_compaction_lag_ms: int = LONG_MAX
-    max_message_bytes: int = 1_048_588
-    message_timestamp_after_max_ms: int = LONG_MAX
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_type: str = "CreateTime"
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    min_insync_replicas: int = 1
-    preallocate: bool = False
-    retention_bytes: int = -1
-    retention_ms: int = 604_800_000
-    segment_bytes: int = 1_073_741_824
-    segment_index_bytes: int = 10_485_760
-    segment_jitter_ms: int = 0
-    segment_ms: int = 604_800_000
-    unclean_leader_election_enable: bool = False
+    cleanup_policy: tuple[str, ...] = _TOPIC.strings("cleanup.policy")
+    compression_type: str = _TOPIC.str("compression.type")
+    compression_gzip_level: int = _TOPIC.int("compression.gzip.level")
+    compression_lz4_level: int = _TOPIC.int("compression.lz4.level")
+    compression_zstd_level: int = _TOPIC.int("compression.zstd.level")
+    delete_retention_ms: int = _TOPIC.int("delete.retention.ms")
+    file_delete_delay_ms: int = _TOPIC.int("file.delete.delay.ms")
+    flush_messages: int = _TOPIC.int("flush.messages")
+    flush_ms: int = _TOPIC.int("flush.ms")
+    follower_replication_throttled_replicas: tuple[str, ...] = _TOPIC.strings(
+        "follower.replication.throttled.replicas"
+    )
+    index_interval_bytes: int = _TOPIC.int("index.interval.bytes")
+    leader_replication_throttled_replicas: tuple[str, ...] = _TOPIC.strings(
+        "leader.replication.throttled.replicas"
+    )
+    max_compaction_lag_ms: int = _TOPIC.int("max.compaction.lag.ms")
+    max_message_bytes: int = _TOPIC.int("max.message.bytes")
+    message_timestamp_after_max_ms: int = _TOPIC.int("message.timestamp.after.max.ms")
+    message_timestamp_before_max_ms: int = _TOPIC.int("message.timestamp.before.max.ms")
+    message_timestamp_type: str = _TOPIC.str("message.timestamp.type")
+    min_cleanable_dirty_ratio: float = _TOPIC.float("min.cleanable.dirty.ratio")
+    min_compaction_lag_ms: int = _TOPIC.int("min.compaction.lag.ms")
+    min_insync_replicas: int = _TOPIC.int("min.insync.replicas")
+    preallocate: bool = _TOPIC.bool("preallocate")
+    retention_bytes: int = _TOPIC.int("retention.bytes")
+    retention_ms: int = _TOPIC.int("retention.ms")
+    segment_bytes: int = _TOPIC.int("segment.bytes")
+    segment_index_bytes: int = _TOPIC.int("segment.index.bytes")
+    segment_jitter_ms: int = _TOPIC.int("segment.jitter.ms")
+    segment_ms: int = _TOPIC.int("segment.ms")
+    unclean_leader_election_enable: bool = _TOPIC.bool("unclean.leader.election.enable")
     overrides: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @classmethod
@@ -669,7 +261,7 @@ class LogConfig:
         for name, value in values.items():
             kwargs[_attr(name)] = tuple(value) if isinstance(value, list) else value
         kwargs["overrides"] = tuple(
-            sorted((k, _raw_str(v)) for k, v in (overrides or {}).items() if v is not None)
+            sorted((k, to_config_string(v)) for k, v in (overrides or {}).items() if v is not None)
         )
         return cls(**kwargs)
 

@@ -25,9 +25,9 @@ from compat_clients import Client, ConfluentClient, JavaClient, create_topic
 from compat_model import assert_consecutive
 from compat_wire import WireClient, init_producer_id, produce
 
-from odradek.launcher import Cluster
 from odradek.protocol.errors import ErrorCode
 from odradek.records import BatchBuilder
+from odradek.tools.launcher import Cluster
 
 STREAM = 6000  # records per streaming test
 

@@ -25,7 +25,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from odradek.launcher import Cluster, ClusterOptions  # noqa: E402
+from odradek.tools.launcher import Cluster, ClusterOptions  # noqa: E402
 
 pytestmark = pytest.mark.compat
 

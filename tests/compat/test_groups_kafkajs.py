@@ -24,7 +24,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from odradek.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster, ClusterOptions
 
 pytestmark = pytest.mark.compat
 

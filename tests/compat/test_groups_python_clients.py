@@ -18,7 +18,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import NewTopic
 
-from odradek.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster, ClusterOptions
 
 pytestmark = pytest.mark.compat
 

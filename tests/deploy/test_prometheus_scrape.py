@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from kafka.errors import IncompatibleBrokerVersion
 
-from odradek.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster, ClusterOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")

@@ -21,8 +21,8 @@ import grpc
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.launcher import Cluster
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from odradek.tools.launcher import Cluster
 
 # ---------------------------------------------------------------------- controller probes
 

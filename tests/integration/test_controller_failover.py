@@ -31,8 +31,8 @@ from fault_tools import (
 )
 
 from odradek.controller.etcd_store import EtcdStore
-from odradek.etcd_server import etcd_binary
-from odradek.launcher import Cluster
+from odradek.tools.etcd_server import etcd_binary
+from odradek.tools.launcher import Cluster
 
 LEASE_TTL_MS = 3000
 

@@ -29,7 +29,7 @@ from fault_tools import (
     wait_full_isr,
 )
 
-from odradek.launcher import Cluster
+from odradek.tools.launcher import Cluster
 
 PARTITIONS = 2
 SETTINGS = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "3000"}

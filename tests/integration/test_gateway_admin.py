@@ -40,7 +40,6 @@ from kafka import errors as kerrors
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-from odradek.launcher import Cluster, ClusterOptions
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import parse_response_header
@@ -53,6 +52,7 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.versions import response_header_version
 from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
+from odradek.tools.launcher import Cluster, ClusterOptions
 
 pytestmark = pytest.mark.timeout(120)
 

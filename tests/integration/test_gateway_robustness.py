@@ -14,7 +14,6 @@ import time
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from odradek.launcher import Cluster
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import parse_response_header
 from odradek.protocol.messages import (
@@ -24,6 +23,7 @@ from odradek.protocol.messages import (
     decode_response,
     encode_request,
 )
+from odradek.tools.launcher import Cluster
 
 
 def _addr(cluster: Cluster) -> tuple[str, int]:

@@ -21,7 +21,6 @@ from group_wire import WireClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from odradek.launcher import Cluster, ClusterOptions
 from odradek.protocol.consumer_protocol import encode_assignment, encode_subscription
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.messages import (
@@ -35,6 +34,7 @@ from odradek.protocol.messages import (
     SyncGroupRequest,
 )
 from odradek.tools import groups as groups_tool
+from odradek.tools.launcher import Cluster, ClusterOptions
 
 SETTINGS = {
     "broker.heartbeat.interval.ms": "200",

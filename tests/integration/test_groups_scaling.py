@@ -17,7 +17,8 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from odradek.group_shard import coordinator_of, group_shard
-from odradek.launcher import (
+from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from odradek.tools.launcher import (
     COORDINATOR_BASE_ID,
     Cluster,
     ClusterOptions,
@@ -25,7 +26,6 @@ from odradek.launcher import (
     start_process,
     wait_ready,
 )
-from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from odradek.launcher import Cluster
+from odradek.tools.launcher import Cluster
 
 
 def _groups(*args: str) -> subprocess.CompletedProcess[str]:

@@ -37,9 +37,9 @@ from fault_tools import (
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from netns import PrivateNetwork, unavailable_reason
 
-from odradek.launcher import Cluster, ClusterOptions, Placement
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
+from odradek.tools.launcher import Cluster, ClusterOptions, Placement
 
 STORAGE = ["storage-100", "storage-101", "storage-102"]
 MARKER = -1  # the key of the acks=1 record only the cut-off leader gets

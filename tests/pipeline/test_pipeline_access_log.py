@@ -23,12 +23,12 @@ from confluent_kafka import Consumer, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql import SparkSession
 
-from odradek.launcher import Cluster
 from odradek.pipeline.jobs import access_log
 from odradek.pipeline.logformat import parse_line
 from odradek.pipeline.session import local_session
 from odradek.pipeline.summaries import CountRow, build_summaries, minute_key
 from odradek.pipeline.topic_batches import HEADER_BATCH, HEADER_SEQ
+from odradek.tools.launcher import Cluster
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import pytest
 from confluent_kafka import Consumer, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from odradek.launcher import Cluster
 from odradek.pipeline.topic_batches import (
     HEADER_BATCH,
     HEADER_SEQ,
@@ -22,6 +21,7 @@ from odradek.pipeline.topic_batches import (
     partition_for,
 )
 from odradek.pipeline.topics import ensure_topic
+from odradek.tools.launcher import Cluster
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import CapturedException
 
-from odradek.launcher import Cluster
 from odradek.pipeline.session import local_session
+from odradek.tools.launcher import Cluster
 
 
 @dataclass(frozen=True)

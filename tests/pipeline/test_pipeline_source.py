@@ -21,9 +21,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import CapturedException
 
-from odradek.launcher import Cluster
 from odradek.pipeline.session import local_session
 from odradek.pipeline.topics import metadata_client, partition_count
+from odradek.tools.launcher import Cluster
 
 # Recent enough that time-based retention (7 days) keeps the records.
 BASE_MS = (int(time.time()) - 3600) * 1000

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from odradek.launcher import Cluster
 from odradek.pipeline.jobs import access_log
 from odradek.pipeline.pyfiles import build
+from odradek.tools.launcher import Cluster
 
 
 def bare_python(tmp: Path) -> str:

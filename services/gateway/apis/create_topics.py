@@ -27,6 +27,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
+from odradek.config_catalog.definition import InvalidConfigError
 from odradek.gateway.config_entries import settings_of, topic_config_entries
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import (
@@ -44,7 +45,6 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from odradek.rpc.v1 import controller_pb2
-from odradek.topic_config import InvalidConfigError
 
 log = logging.getLogger("odradek.gateway.create_topics")
 

@@ -68,7 +68,7 @@ async def handle(
     )
     if version >= 5 and request.group_instance_id is not None:
         call.group_instance_id = request.group_instance_id
-    delay_ms = int(gw.cluster_config("group.initial.rebalance.delay.ms", "3000") or 3000)
+    delay_ms = int(gw.cluster_config("group.initial.rebalance.delay.ms"))
     timeout = (max(rebalance_ms, 0) + max(delay_ms, 0)) / 1000.0 + LONG_POLL_MARGIN_S
     try:
         r = await stub.JoinGroup(call, timeout=timeout)

@@ -76,7 +76,7 @@ async def handle(
         allow = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
         missing = [n for n in dict.fromkeys(names) if n not in snap.topics]
         created_errors: dict[str, int] = {}
-        if missing and allow and gw.cluster_config("auto.create.topics.enable", "true") == "true":
+        if missing and allow and gw.cluster_config("auto.create.topics.enable") == "true":
             created_errors = await _auto_create(gw, missing)
             snap = gw.metadata.current
         for name in dict.fromkeys(names):

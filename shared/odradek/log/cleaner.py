@@ -37,12 +37,13 @@ import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from odradek.config_catalog.definition import LONG_MAX
+from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.log.checkpoints import fsync_dir
 from odradek.log.log import PartitionLog
 from odradek.log.segment import CLEANED_SUFFIX, BatchHeader, LogSegment
 from odradek.records.batch import BatchView, TimestampType
 from odradek.records.record import BatchBuilder, build_empty_batch, decode_batch
-from odradek.topic_config import LONG_MAX
 
 CRASH_ENV = "ODRADEK_CLEANER_CRASH_AT"
 CRASH_POINTS = (
@@ -55,7 +56,7 @@ CRASH_POINTS = (
     "mid_swap_final",
     "after_swap_final",
 )
-DEFAULT_DEDUPE_BUFFER_SIZE = 134_217_728  # log.cleaner.dedupe.buffer.size
+DEFAULT_DEDUPE_BUFFER_SIZE = STORAGE_CONFIGS.int("log.cleaner.dedupe.buffer.size")
 _ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: 16-byte hash + 8-byte offset
 _LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 _CONTROL = 0x20

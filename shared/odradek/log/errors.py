@@ -8,8 +8,8 @@ failure a client can cause carries the name Kafka itself would use.
 
 from __future__ import annotations
 
+from odradek.config_catalog.definition import InvalidConfigError
 from odradek.records.batch import BatchTooLargeError, CorruptRecordError, InvalidRecordError
-from odradek.topic_config import InvalidConfigError
 
 __all__ = [
     "BatchTooLargeError",

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.config_catalog.definition import LONG_MAX
 from odradek.log.checkpoints import atomic_write_text, fsync_dir
 from odradek.log.errors import (
     InvalidTimestampError,
@@ -53,7 +54,7 @@ from odradek.records.batch import (
     assign_offsets,
     validate_v2_batches,
 )
-from odradek.topic_config import LONG_MAX, LogConfig
+from odradek.topic_config import LogConfig
 
 PARTITION_METADATA_FILE = "partition.metadata"
 _LENGTH_LAST_DELTA = struct.Struct(">q i 4x b 4x 2x i 8x q")  # base, len, magic, lastDelta, maxTs

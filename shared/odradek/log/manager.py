@@ -16,12 +16,12 @@ Periodic work uses Kafka's config names: ``log.retention.check.interval.ms``,
 ``log.flush.scheduler.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``,
 ``log.flush.start.offset.checkpoint.interval.ms``, ``log.cleaner.backoff.ms``,
 ``log.cleaner.enable``, ``log.segment.delete.delay.ms`` (via each topic's
-``file.delete.delay.ms``).
+``file.delete.delay.ms``); :meth:`LogManager.periodic_jobs` lists them, the storage node
+schedules them (the log layer does no asyncio).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -32,6 +32,9 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.definition import ConfigDef
+from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.log.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT,
@@ -48,7 +51,7 @@ from odradek.log.checkpoints import (
 from odradek.log.cleaner import CleanResult, LogCleaner, cleanable_logs
 from odradek.log.errors import KafkaStorageError
 from odradek.log.log import PartitionLog, log_dir_name, parse_log_dir_name
-from odradek.topic_config import LONG_MAX, LogConfig
+from odradek.topic_config import LogConfig
 
 _log = logging.getLogger(__name__)
 
@@ -56,15 +59,20 @@ TopicPartition = tuple[str, int]
 DELETE_DIR_SUFFIX = "-delete"
 ROLL_FLUSH_CHECK_MS = 1000  # how often rolled segments are flushed (Kafka: at each roll)
 
-BROKER_DEFAULTS: dict[str, int | bool] = {
-    "log.retention.check.interval.ms": 300_000,
-    "log.flush.scheduler.interval.ms": LONG_MAX,
-    "log.flush.offset.checkpoint.interval.ms": 60_000,
-    "log.flush.start.offset.checkpoint.interval.ms": 60_000,
-    "log.cleaner.backoff.ms": 15_000,
-    "log.cleaner.enable": True,
-    "log.cleaner.dedupe.buffer.size": 134_217_728,
-    "producer.id.expiration.ms": 86_400_000,
+# The node-level settings the manager reads (broker config or the storage node's own),
+# with their catalog definitions; their defaults are the catalog's.
+_SETTINGS: dict[str, ConfigDef] = {
+    name: BROKER_CONFIGS[name] if name in BROKER_CONFIGS else STORAGE_CONFIGS[name]
+    for name in (
+        "log.retention.check.interval.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.flush.offset.checkpoint.interval.ms",
+        "log.flush.start.offset.checkpoint.interval.ms",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.enable",
+        "log.cleaner.dedupe.buffer.size",
+        "producer.id.expiration.ms",
+    )
 }
 
 
@@ -122,8 +130,9 @@ class LogManager:
 
     # -- settings -----------------------------------------------------------------------
     def _setting(self, name: str) -> object:
-        value = self.broker_defaults.get(name, BROKER_DEFAULTS[name])
-        if isinstance(BROKER_DEFAULTS[name], bool):
+        default = _SETTINGS[name].default
+        value = self.broker_defaults.get(name, default)
+        if isinstance(default, bool):
             return value if isinstance(value, bool) else str(value).strip().lower() == "true"
         return int(str(value))
 
@@ -380,12 +389,11 @@ class LogManager:
             return result
         return None
 
-    async def run_periodic(self, stop: asyncio.Event) -> None:
-        """Run retention, flushes, checkpoints and the cleaner on their intervals until ``stop``.
+    def periodic_jobs(self) -> list[tuple[int, Callable[[], object]]]:
+        """``(interval ms, job)`` for retention, flushes, checkpoints and the cleaner.
 
-        Each job runs in a worker thread (``asyncio.to_thread``) so the loop keeps serving;
-        after ``stop`` this returns once no job is running any more, so :meth:`shutdown`
-        can follow safely.
+        The storage node runs each on its interval in a worker thread through
+        :meth:`run_job` (see ``odradek.storage.log_maintenance``).
         """
         jobs: list[tuple[int, Callable[[], object]]] = [
             (self._ms("log.retention.check.interval.ms"), self.run_retention),
@@ -399,12 +407,11 @@ class LogManager:
         ]
         if self._setting("log.cleaner.enable"):
             jobs.append((self._ms("log.cleaner.backoff.ms"), self.run_cleaner_once))
-        tasks = [asyncio.create_task(self._every(interval, job, stop)) for interval, job in jobs]
-        try:
-            await stop.wait()
-        finally:
-            # Let a running job finish (its thread cannot be cancelled) before returning.
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return jobs
+
+    @property
+    def is_shut_down(self) -> bool:
+        return self._shut_down
 
     def purge_deleted_files(self, now_ms: int | None = None) -> int:
         """Remove ``.deleted`` segment files and deleted log directories that are due."""
@@ -419,21 +426,8 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()
 
-    async def _every(
-        self, interval_ms: int, job: Callable[[], object], stop: asyncio.Event
-    ) -> None:
-        delay = max(interval_ms, 1) / 1000
-        while not stop.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=delay)
-            if stop.is_set() or self._shut_down:
-                return
-            try:
-                await asyncio.to_thread(self._run_job, job)
-            except Exception:  # a failing job must not stop the others
-                _log.exception("periodic log job %s failed", getattr(job, "__name__", job))
-
-    def _run_job(self, job: Callable[[], object]) -> None:
+    def run_job(self, job: Callable[[], object]) -> None:
+        """Run one periodic job unless shut down; :meth:`shutdown` waits for running ones."""
         with self._jobs_idle:
             if self._shut_down:
                 return

@@ -19,6 +19,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.log.index_file import CorruptIndexError, IndexFile
 
 ENTRY = struct.Struct(">ii")
@@ -37,7 +38,7 @@ class OffsetIndex(IndexFile):
         self,
         path: Path,
         base_offset: int,
-        max_index_size: int = 10_485_760,
+        max_index_size: int = TOPIC_CONFIGS.int("segment.index.bytes"),
         *,
         writable: bool = True,
     ) -> None:

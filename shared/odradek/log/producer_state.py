@@ -39,6 +39,7 @@ from pathlib import Path
 
 import crc32c as _crc32c
 
+from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from odradek.records.batch import Buffer
 
@@ -48,7 +49,7 @@ NUM_BATCHES_TO_RETAIN = 5
 NO_SEQUENCE = -1
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 0x7FFFFFFF
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = STORAGE_CONFIGS.int("producer.id.expiration.ms")
 
 _HEADER = struct.Struct(">hIi")  # version, crc, count
 _ENTRY = struct.Struct(">qhiqiqiq")

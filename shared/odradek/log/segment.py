@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 import crc32c as _crc32c
 
+from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.log.index_file import CorruptIndexError
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.offset_index import OffsetIndex
@@ -108,10 +109,10 @@ class FetchSlice(NamedTuple):
 class SegmentSettings:
     """The topic configs a segment needs (taken from LogConfig when created)."""
 
-    index_interval_bytes: int = 4096
-    max_index_size: int = 10_485_760
-    segment_bytes: int = 1_073_741_824
-    preallocate: bool = False
+    index_interval_bytes: int = TOPIC_CONFIGS.int("index.interval.bytes")
+    max_index_size: int = TOPIC_CONFIGS.int("segment.index.bytes")
+    segment_bytes: int = TOPIC_CONFIGS.int("segment.bytes")
+    preallocate: bool = TOPIC_CONFIGS.bool("preallocate")
 
 
 def read_header(buf: Buffer, off: int, position: int) -> BatchHeader:

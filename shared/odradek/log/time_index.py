@@ -25,6 +25,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.log.index_file import CorruptIndexError, IndexFile
 
 ENTRY = struct.Struct(">qi")
@@ -44,7 +45,7 @@ class TimeIndex(IndexFile):
         self,
         path: Path,
         base_offset: int,
-        max_index_size: int = 10_485_760,
+        max_index_size: int = TOPIC_CONFIGS.int("segment.index.bytes"),
         *,
         writable: bool = True,
     ) -> None:

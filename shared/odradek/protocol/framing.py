@@ -7,7 +7,7 @@ Byte layout of one frame on a connection (both directions)::
          4  size  payload   request or response header + body
 
 Invariants: ``0 <= size <= max_frame_bytes`` (Kafka's ``socket.request.max.bytes``,
-default 104857600). The limit is checked as soon as the 4 size bytes are in, before
+by default the gateway catalog's). The limit is checked as soon as the 4 size bytes are in, before
 any of the payload is buffered, so a bogus prefix (an HTTP ``GET `` reads as 1.1 GB)
 costs nothing. After an error the decoder stays failed: the stream position is lost
 and the connection has to be closed.
@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import struct
 
+from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.protocol.exceptions import FrameTooLargeError, InvalidFrameError
 
-DEFAULT_MAX_FRAME_BYTES = 104857600  # socket.request.max.bytes
+DEFAULT_MAX_FRAME_BYTES = GATEWAY_CONFIGS.int("socket.request.max.bytes")
 
 _SIZE = struct.Struct(">i")
 

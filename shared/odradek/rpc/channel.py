@@ -2,11 +2,48 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
 import grpc
 
 from odradek.rpc.server import CHANNEL_OPTIONS
+
+StubT = TypeVar("StubT")
 
 
 def open_channel(address: str) -> grpc.aio.Channel:
     """An insecure ``grpc.aio`` channel to ``host:port`` (services bind loopback or a pod IP)."""
     return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+class NodeChannels(Generic[StubT]):
+    """One channel and stub per node id, re-opened when the node's address moves.
+
+    A replaced channel is kept open until :meth:`close`: calls in flight on it may
+    still finish.
+    """
+
+    def __init__(self, make_stub: Callable[[grpc.aio.Channel], StubT]) -> None:
+        self._make_stub = make_stub
+        self._channels: dict[int, tuple[str, grpc.aio.Channel, StubT]] = {}
+        self._retired: list[grpc.aio.Channel] = []
+
+    def stub(self, node_id: int, address: str) -> StubT:
+        entry = self._channels.get(node_id)
+        if entry is None or entry[0] != address:
+            if entry is not None:
+                self._retired.append(entry[1])
+            channel = open_channel(address)
+            entry = (address, channel, self._make_stub(channel))
+            self._channels[node_id] = entry
+        return entry[2]
+
+    async def close(self) -> None:
+        channels = [entry[1] for entry in self._channels.values()] + self._retired
+        for channel in channels:
+            with contextlib.suppress(Exception):
+                await channel.close(None)
+        self._channels.clear()
+        self._retired.clear()

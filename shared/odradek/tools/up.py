@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from odradek.launcher import Cluster, ClusterError, ClusterOptions
+from odradek.tools.launcher import Cluster, ClusterError, ClusterOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -33,7 +33,7 @@ from odradek.controller.store import (
     StoreLockedError,
 )
 from odradek.controller.store_url import parse_url, store_target
-from odradek.etcd_server import EtcdServer
+from odradek.tools.etcd_server import EtcdServer
 
 
 class Backend:
@@ -237,7 +237,7 @@ def test_etcd_urls() -> None:
 
 
 async def test_etcd_unreachable_is_a_store_error_not_a_hang(tmp_path: Path) -> None:
-    from odradek.launcher import free_port
+    from odradek.tools.launcher import free_port
 
     store = await EtcdStore.connect([f"127.0.0.1:{free_port()}"], timeout=0.5)
     with pytest.raises(StoreError):

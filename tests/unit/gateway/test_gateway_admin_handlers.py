@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from odradek.config import Config
-from odradek.controller.broker_defaults import defaults
+from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway import DEFAULTS, Gateway
 from odradek.protocol.api_keys import ApiKey
@@ -76,7 +76,7 @@ def _metadata() -> common_pb2.ClusterMetadata:
                 ],
             )
         ],
-        cluster_configs={**defaults(), "log.segment.bytes": "2048"},
+        cluster_configs={**BROKER_CONFIGS.defaults(), "log.segment.bytes": "2048"},
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from odradek.controller.broker_defaults import BROKER_CONFIGS, defaults
+from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.definition import ConfigType
+from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.gateway.config_entries import (
     BrokerSetting,
     broker_config_entries,
@@ -11,7 +13,7 @@ from odradek.gateway.config_entries import (
     selected,
     topic_config_entries,
 )
-from odradek.topic_config import TOPIC_CONFIGS, ConfigSource, ConfigType
+from odradek.topic_config import ConfigSource
 
 DYNAMIC_DEFAULT = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
 STATIC = ConfigSource.STATIC_BROKER_CONFIG
@@ -25,7 +27,7 @@ def by_name(entries: list) -> dict:
 
 def test_kafka_defaults_published_by_the_controller_count_as_defaults() -> None:
     # The controller publishes effective values: Kafka's defaults included.
-    published = {**defaults(), "log.segment.bytes": "2048", "num.partitions": "3"}
+    published = {**BROKER_CONFIGS.defaults(), "log.segment.bytes": "2048", "num.partitions": "3"}
     settings = broker_settings(published)
     assert settings == {
         "log.segment.bytes": BrokerSetting("2048", STATIC),
@@ -34,17 +36,22 @@ def test_kafka_defaults_published_by_the_controller_count_as_defaults() -> None:
 
 
 def test_dynamic_overrides_are_dynamic_default_broker_config() -> None:
-    published = {**defaults(), "log.retention.ms": "1000", "num.partitions": "3"}
+    published = {**BROKER_CONFIGS.defaults(), "log.retention.ms": "1000", "num.partitions": "3"}
     settings = broker_settings(published, {"log.retention.ms": "1000"})
     assert settings["log.retention.ms"] == BrokerSetting("1000", DYNAMIC_DEFAULT)
     assert settings["num.partitions"].source is STATIC
     # A dynamic value equal to Kafka's default is still reported as set dynamically.
-    settings = broker_settings(defaults(), {"log.segment.bytes": defaults()["log.segment.bytes"]})
+    settings = broker_settings(
+        BROKER_CONFIGS.defaults(),
+        {"log.segment.bytes": BROKER_CONFIGS.defaults()["log.segment.bytes"]},
+    )
     assert settings["log.segment.bytes"].source is DYNAMIC_DEFAULT
 
 
 def test_untouched_topic_lists_every_config_with_its_default_source() -> None:
-    entries = topic_config_entries({}, broker_settings(defaults()), include_synonyms=True)
+    entries = topic_config_entries(
+        {}, broker_settings(BROKER_CONFIGS.defaults()), include_synonyms=True
+    )
     assert [e.name for e in entries] == sorted(TOPIC_CONFIGS)
     for e in entries:
         assert e.source is DEFAULT and e.is_default, e

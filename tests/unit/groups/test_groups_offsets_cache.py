@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.offsets.cache import ShardCache
-from odradek.offsets.partition_log import build_batch, map_append_error
-from odradek.offsets.records import (
+from odradek.consumer_offsets.records import (
     GroupValue,
     MemberValue,
     OffsetKey,
@@ -14,6 +12,8 @@ from odradek.offsets.records import (
     encode_offset_key,
     encode_offset_value,
 )
+from odradek.offsets.cache import ShardCache
+from odradek.offsets.partition_log import build_batch, map_append_error
 from odradek.protocol.consumer_protocol import encode_subscription
 from odradek.protocol.errors import ErrorCode as E
 from odradek.records.record import decode_batches

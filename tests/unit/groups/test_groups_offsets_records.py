@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.offsets.records import (
+from odradek.consumer_offsets.records import (
     CoordinatorRecordError,
     GroupKey,
     GroupValue,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from odradek.consumer_offsets.records import GroupValue, MemberValue
 from odradek.coordinator.group import GroupState, JoinResult, SyncResult
 from odradek.coordinator.shard import (
     GroupConfig,
@@ -16,7 +17,6 @@ from odradek.coordinator.shard import (
     SyncRequest,
 )
 from odradek.coordinator.timers import ManualScheduler
-from odradek.offsets.records import GroupValue, MemberValue
 from odradek.protocol.errors import ErrorCode as E
 
 RANGE = [("range", b"sub-range")]

@@ -12,6 +12,7 @@ from log_testkit import NOW, batch, read_everything
 from odradek.log.checkpoints import OffsetCheckpointFile, parse_properties
 from odradek.log.errors import KafkaStorageError, LogDirLockedError
 from odradek.log.manager import LogManager
+from odradek.storage.log_maintenance import run_log_maintenance
 
 BROKER = {
     "log.segment.bytes": "1000",
@@ -193,7 +194,7 @@ async def test_run_periodic_runs_jobs_until_stopped(tmp_path: Path) -> None:
         log.append_as_leader(batch(2, NOW - 10_000), 0)
     log.high_watermark = log.log_end_offset
     stop = asyncio.Event()
-    task = asyncio.create_task(mgr.run_periodic(stop))
+    task = asyncio.create_task(run_log_maintenance(mgr, stop))
     for _ in range(200):
         await asyncio.sleep(0.02)
         if (

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.topic_config import (
-    LONG_MAX,
-    TOPIC_CONFIGS,
-    ConfigSource,
-    InvalidConfigError,
-    LogConfig,
-    describe,
-    resolve,
-    validate_topic_configs,
-)
+from odradek.config_catalog.definition import LONG_MAX, InvalidConfigError
+from odradek.config_catalog.topic import TOPIC_CONFIGS
+from odradek.topic_config import ConfigSource, LogConfig, describe, resolve, validate_topic_configs
 
 
 def test_validate_types_and_values() -> None:

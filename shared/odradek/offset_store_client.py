@@ -8,7 +8,6 @@ COORDINATOR_NOT_AVAILABLE (retriable; clients look the coordinator up again).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import grpc
@@ -16,10 +15,10 @@ import grpc
 from odradek.group_shard import offset_store_of
 from odradek.metadata_cache import MetadataCache
 from odradek.protocol.errors import ErrorCode
-from odradek.rpc.channel import open_channel
+from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import offsets_pb2, offsets_pb2_grpc
 
-log = logging.getLogger("odradek.offsets.client")
+log = logging.getLogger("odradek.offset_store_client")
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -28,31 +27,16 @@ class OffsetStoreClient:
     def __init__(self, metadata: MetadataCache, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.metadata = metadata
         self.timeout_s = timeout_s
-        self._channels: dict[
-            int, tuple[str, grpc.aio.Channel, offsets_pb2_grpc.OffsetStoreStub]
-        ] = {}
-        self._retired: list[grpc.aio.Channel] = []
+        self._channels = NodeChannels(offsets_pb2_grpc.OffsetStoreStub)
 
     def stub(self, shard: int) -> offsets_pb2_grpc.OffsetStoreStub | None:
         node = offset_store_of(self.metadata.current.raw, shard)
         if node is None or node.grpc_port <= 0:
             return None
-        address = f"{node.host}:{node.grpc_port}"
-        entry = self._channels.get(node.node_id)
-        if entry is None or entry[0] != address:
-            if entry is not None:
-                self._retired.append(entry[1])
-            channel = open_channel(address)
-            entry = (address, channel, offsets_pb2_grpc.OffsetStoreStub(channel))
-            self._channels[node.node_id] = entry
-        return entry[2]
+        return self._channels.stub(node.node_id, f"{node.host}:{node.grpc_port}")
 
     async def close(self) -> None:
-        for channel in [e[1] for e in self._channels.values()] + self._retired:
-            with contextlib.suppress(Exception):
-                await channel.close(None)
-        self._channels.clear()
-        self._retired.clear()
+        await self._channels.close()
 
     async def commit(
         self, shard: int, request: offsets_pb2.CommitOffsetsRequest

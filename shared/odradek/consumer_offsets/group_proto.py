@@ -1,9 +1,9 @@
-"""Group metadata between its record form (:mod:`odradek.offsets.records`) and the
+"""Group metadata between its record form (:mod:`odradek.consumer_offsets.records`) and the
 ``GroupMetadata`` protobuf the coordinator and the offset store exchange."""
 
 from __future__ import annotations
 
-from odradek.offsets.records import GroupValue, MemberValue
+from odradek.consumer_offsets.records import GroupValue, MemberValue
 from odradek.rpc.v1 import offsets_pb2
 
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from odradek.etcd_server import EtcdServer
+from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.process import terminate
+from odradek.tools.etcd_server import EtcdServer
 
 GATEWAY_BASE_ID = 0
 STORAGE_BASE_ID = 100
@@ -221,7 +222,9 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     "metadata.store": metadata_store,
                     "default.replication.factor": str(opts.replication_factor),
                     "offsets.topic.replication.factor": str(rf_offsets),
-                    "min.insync.replicas": common.get("min.insync.replicas", "1"),
+                    "min.insync.replicas": common.get(
+                        "min.insync.replicas", BROKER_CONFIGS.text("min.insync.replicas")
+                    ),
                     **common,
                 },
                 data / name,
@@ -290,16 +293,6 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
     return specs
 
 
-def available_modules() -> set[str]:
-    import importlib.util
-
-    return {
-        name
-        for name in ("controller", "storage", "gateway", "coordinator", "offsets")
-        if importlib.util.find_spec(f"odradek.{name}.__main__") is not None
-    }
-
-
 class Cluster:
     """A running local cluster; ``start()`` blocks until every service is serving."""
 
@@ -319,14 +312,13 @@ class Cluster:
         check_options(self.opts)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        modules = available_modules()
         try:
             metadata = None
             if self.opts.etcd:
                 self.etcd = EtcdServer(self.data_dir / "etcd", host=self.opts.host)
                 self.etcd.start(self.opts.start_timeout)
                 metadata = self.etcd.url
-            specs = [s for s in plan(self.opts, metadata) if s.module in modules]
+            specs = plan(self.opts, metadata)
             controllers = [s for s in specs if s.kind == "controller"]
             started = [start_process(c, self.run_dir, self.log_dir) for c in controllers]
             self.services.extend(started)
