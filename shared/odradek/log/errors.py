@@ -2,13 +2,14 @@
 
 The storage service maps ``exc.kafka_error`` to the protocol error code, so every
 failure a client can cause carries the name Kafka itself would use.
-``MESSAGE_TOO_LARGE`` and ``CORRUPT_MESSAGE`` for produced batches come from
-:mod:`odradek.records.batch` (``BatchTooLargeError``, ``CorruptRecordError``).
+``MESSAGE_TOO_LARGE``, ``CORRUPT_MESSAGE`` and ``INVALID_RECORD`` for produced batches
+come from :mod:`odradek.records.errors` (``BatchTooLargeError``, ``CorruptRecordError``,
+``InvalidRecordError``).
 """
 
 from __future__ import annotations
 
-from odradek.records.batch import BatchTooLargeError, CorruptRecordError, InvalidRecordError
+from odradek.records.errors import BatchTooLargeError, CorruptRecordError, InvalidRecordError
 from odradek.topic_config import InvalidConfigError
 
 __all__ = [
