@@ -40,7 +40,7 @@ from odradek.log.checkpoints import fsync_dir
 from odradek.log.log import PartitionLog
 from odradek.log.segment import CLEANED_SUFFIX, LogSegment
 from odradek.records.batch import BatchView
-from odradek.records.header import BatchHeader, LocatedBatch, TimestampType, read_batch_header
+from odradek.records.header import BatchHeader, TimestampType, read_batch_header
 from odradek.records.record import BatchBuilder, build_empty_batch, decode_batch
 from odradek.topic_config import LONG_MAX
 
@@ -305,12 +305,12 @@ class LogCleaner:
                     removed += dropped
                     if out is None:
                         continue
-                    cleaned.append(out, [LocatedBatch(0, read_batch_header(out))])
+                    cleaned.append(out, [read_batch_header(out)])
                     last_written = h.last_offset
             if last_seen is not None and last_seen.last_offset > last_written:
                 # Keep the group's end offset in the new segment (see end_marker_batch).
                 marker = end_marker_batch(last_seen)
-                cleaned.append(marker, [LocatedBatch(0, read_batch_header(marker))])
+                cleaned.append(marker, [read_batch_header(marker)])
             cleaned.on_become_inactive()
             cleaned.set_last_modified(max(s.last_modified_ms for s in group))
             cleaned.flush()

@@ -50,7 +50,7 @@ from odradek.log.recovery import load_segments, rebuild_producer_state
 from odradek.log.segment import DELETED_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentSettings
 from odradek.log.validator import analyze_replicated_records, validate_leader_records
 from odradek.records.batch import BatchView, assign_offsets
-from odradek.records.header import LOG_OVERHEAD, LocatedBatch, read_batch_header
+from odradek.records.header import LOG_OVERHEAD, read_batch_header
 from odradek.topic_config import LONG_MAX, LogConfig
 
 
@@ -124,6 +124,7 @@ class PartitionLog:
         self.dir = Path(directory)
         self.topic = topic
         self.partition = partition
+        self._name = f"{topic}-{partition}"
         self.config = config
         self.clock_ms = clock_ms
         self.lock = threading.RLock()
@@ -271,7 +272,7 @@ class PartitionLog:
 
     @property
     def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
+        return self._name
 
     # -- append -------------------------------------------------------------------------
     def append_as_leader(
@@ -310,7 +311,7 @@ class PartitionLog:
                 for pos in positions:
                     BatchView(records, pos).set_log_append_time(now)
             # The headers as they go to disk: offsets, epoch and LogAppendTime applied.
-            batches = [LocatedBatch(pos, read_batch_header(records, pos)) for pos in positions]
+            headers = [read_batch_header(records, pos) for pos in positions]
             if log_append:
                 max_timestamp = now
                 offset_of_max = first
@@ -322,11 +323,11 @@ class PartitionLog:
             if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             segment = self._maybe_roll(total, max_timestamp, last, first, now)
-            segment.append(records, batches)
+            segment.append(records, headers)
             ps = self.producer_state
             if summary.producer_id >= 0:
-                for b in batches:
-                    ps.update_from_batch(b.header)
+                for h in headers:
+                    ps.update_from_batch(h)
             ps.map_end_offset = next_offset
             self._log_end_offset = next_offset
         self._maybe_flush_on_messages()
@@ -373,10 +374,10 @@ class PartitionLog:
                     self.leader_epoch_cache.assign(epoch, start)
             now = self.clock_ms()
             segment = self._maybe_roll(total, rr.max_timestamp, next_offset - 1, first, now)
-            segment.append(buf, rr.batches)
+            segment.append(buf, rr.headers)
             ps = self.producer_state
-            for b in rr.batches:
-                ps.update_from_batch(b.header)
+            for h in rr.headers:
+                ps.update_from_batch(h)
             ps.map_end_offset = next_offset
             self._log_end_offset = next_offset
         self._maybe_flush_on_messages()

@@ -50,10 +50,11 @@ from odradek.records.batch import compute_crc
 from odradek.records.errors import CorruptRecordError as _BatchCorrupt
 from odradek.records.header import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     Buffer,
     LocatedBatch,
-    read_batch_header,
+    read_located_batch,
 )
 from odradek.records.record import decode_batch
 
@@ -101,11 +102,6 @@ class SegmentSettings:
     max_index_size: int = 10_485_760
     segment_bytes: int = 1_073_741_824
     preallocate: bool = False
-
-
-def _located(buf: Buffer, off: int, position: int) -> LocatedBatch:
-    """The header at ``off`` of ``buf``, which holds the file's bytes from ``position - off``."""
-    return LocatedBatch(position, read_batch_header(buf, off))
 
 
 class LogSegment:
@@ -283,9 +279,10 @@ class LogSegment:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     # -- append -------------------------------------------------------------------------
-    def append(self, records: Buffer, batches: Sequence[LocatedBatch]) -> int:
-        """Append whole batches: ``records`` and the headers of the batches it holds
-        (positions relative to ``records``, offsets already assigned).
+    def append(self, records: Buffer, headers: Sequence[BatchHeader]) -> int:
+        """Append whole batches: ``records`` and the headers of the batches it holds, in
+        order (offsets already assigned); like Kafka's ``LogSegment.append`` of a
+        ``MemoryRecords``. Batches lie back to back, so their sizes give their positions.
 
         Returns the file position the records were written at.
         """
@@ -300,23 +297,26 @@ class LogSegment:
             written += os.pwrite(self._fd, view[written:], position + written)
         self._size = position + total
         self._unflushed = True
-        if not self._rolling_ts_loaded and position == 0 and batches:
-            self._rolling_ts = batches[0].header.max_timestamp
+        if not self._rolling_ts_loaded and position == 0 and headers:
+            self._rolling_ts = headers[0].max_timestamp
             self._rolling_ts_loaded = True
         oi = self.offset_index
         ti = self.time_index
         interval = self.settings.index_interval_bytes
         since = self._bytes_since_index
-        for rel_pos, h in batches:
+        batch_position = position
+        for h in headers:
             max_ts = h.max_timestamp
             if max_ts > self._max_ts:
                 self._max_ts = max_ts
-                self._offset_of_max_ts = h.last_offset
+                self._offset_of_max_ts = h.base_offset + h.last_offset_delta
             if since > interval and not oi.is_full and not ti.is_full:
-                oi.append(h.last_offset, position + rel_pos)
+                oi.append(h.base_offset + h.last_offset_delta, batch_position)
                 ti.maybe_append(self._max_ts, self._offset_of_max_ts)
                 since = 0
-            since += h.size
+            size = h.batch_length + LOG_OVERHEAD
+            since += size
+            batch_position += size
         self._bytes_since_index = since
         return position
 
@@ -338,7 +338,7 @@ class LogSegment:
                 if len(buf) < HEADER_SIZE:
                     return
                 chunk = min(chunk * 2, _SCAN_CHUNK)
-            b = _located(buf, off, pos)
+            b = read_located_batch(buf, off, pos)
             size = b.size
             if size < _MIN_BATCH or pos + size > limit:
                 return
@@ -354,7 +354,7 @@ class LogSegment:
         buf = os.pread(self._fd, HEADER_SIZE, position)
         if len(buf) < HEADER_SIZE:
             return None
-        b = _located(buf, 0, position)
+        b = read_located_batch(buf, 0, position)
         if b.size < _MIN_BATCH or b.end > self._size:
             return None
         return b
@@ -464,7 +464,7 @@ class LogSegment:
             buf = os.pread(self._fd, want, pos)
             off = 0
             while off + HEADER_SIZE <= len(buf):
-                b = _located(buf, off, pos + off)
+                b = read_located_batch(buf, off, pos + off)
                 size = b.size
                 if size < _MIN_BATCH or b.end > limit:
                     return
@@ -620,7 +620,7 @@ class LogSegment:
             while True:
                 if off + HEADER_SIZE > len(buf):
                     break
-                b = _located(buf, off, pos + off)
+                b = read_located_batch(buf, off, pos + off)
                 size = b.size
                 if size < _MIN_BATCH or size > max_message_size or b.end > file_size:
                     return

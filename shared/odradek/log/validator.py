@@ -30,7 +30,7 @@ from odradek.records.batch import (
     validate_batch,
     validate_v2_batches,
 )
-from odradek.records.header import HEADER_SIZE, Buffer, LocatedBatch, TimestampType
+from odradek.records.header import HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, Buffer
 from odradek.topic_config import LONG_MAX, LogConfig
 
 
@@ -59,12 +59,13 @@ def check_timestamps(
     """Producers may not claim LogAppendTime; CreateTime must be within the configured bounds."""
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
-    check_bounds = not config.log_append_time and (before < LONG_MAX or after < LONG_MAX)
-    for pos, h in zip(summary.positions, summary.headers, strict=True):
-        if h.timestamp_type == TimestampType.LOG_APPEND_TIME:
+    check_bounds = (before < LONG_MAX or after < LONG_MAX) and not config.log_append_time
+    for i, h in enumerate(summary.headers):
+        if h.attributes & TIMESTAMP_TYPE_MASK:
             raise InvalidTimestampError(
-                f"Invalid timestamp type in message at position {pos} in partition {partition}: "
-                "producers must not set the timestamp type to LogAppendTime"
+                f"Invalid timestamp type in message at position {summary.positions[i]} in "
+                f"partition {partition}: producers must not set the timestamp type to "
+                "LogAppendTime"
             )
         if not check_bounds:
             continue
@@ -82,7 +83,7 @@ def check_timestamps(
 class ReplicatedRecords:
     """What a follower append needs to know about the leader's batches."""
 
-    batches: tuple[LocatedBatch, ...]  # positions relative to the records buffer
+    headers: tuple[BatchHeader, ...]  # of the batches, back to back in the records
     epochs: tuple[tuple[int, int], ...]  # (partitionLeaderEpoch, baseOffset) per batch
     first_offset: int
     next_offset: int
@@ -97,7 +98,7 @@ def analyze_replicated_records(
     """Validate non-empty replicated records (CRC included) and summarise them."""
     total = len(records)
     check_segment_fits(total, config, partition)
-    batches: list[LocatedBatch] = []
+    headers: list[BatchHeader] = []
     epochs: list[tuple[int, int]] = []
     pos = 0
     first = -1
@@ -125,11 +126,11 @@ def analyze_replicated_records(
         if h.partition_leader_epoch >= 0:
             epochs.append((h.partition_leader_epoch, base))
         record_count += h.records_count
-        batches.append(LocatedBatch(pos, h))
+        headers.append(h)
         prev_next = last + 1
         pos += size
     return ReplicatedRecords(
-        tuple(batches),
+        tuple(headers),
         tuple(epochs),
         first,
         prev_next,

@@ -224,6 +224,18 @@ def read_batch_header(buf: ReadBuffer, pos: int = 0) -> BatchHeader:
         ) from None
 
 
+def read_located_batch(buf: ReadBuffer, pos: int = 0, position: int | None = None) -> LocatedBatch:
+    """The v2 header at ``pos`` of ``buf`` as a batch starting at ``position`` (default
+    ``pos``; a segment passes the file position ``buf`` was read from plus ``pos``)."""
+    try:
+        header = _new(BatchHeader, _unpack_header(buf, pos))
+    except struct.error:
+        raise CorruptRecordError(
+            f"batch header needs {HEADER_SIZE} bytes, have {len(buf) - pos}"
+        ) from None
+    return _new(LocatedBatch, (pos if position is None else position, header))  # type: ignore[no-any-return]
+
+
 def read_log_overhead(buf: ReadBuffer, pos: int = 0) -> LogOverhead:
     """The 12-byte prefix at ``pos``; CorruptRecordError when fewer than 12 bytes are left."""
     try:

@@ -29,6 +29,7 @@ from odradek.records.header import (
     LocatedBatch,
     TimestampType,
     read_batch_header,
+    read_located_batch,
     read_log_overhead,
     read_magic,
 )
@@ -170,10 +171,17 @@ def test_log_overhead_and_magic_of_v0_v1_and_v2_entries() -> None:
     assert read_log_overhead(v2) == (7, len(v2) - LOG_OVERHEAD)
 
 
-def test_located_batch_knows_where_it_ends() -> None:
-    raw = _built()
-    b = LocatedBatch(100, read_batch_header(raw))
-    assert (b.size, b.end) == (len(raw), 100 + len(raw))
+def test_located_batch_knows_where_it_starts_and_ends() -> None:
+    first, second = _built(), _built(base_offset=3)
+    blob = first + second
+    b = read_located_batch(blob, len(first))
+    assert b == LocatedBatch(len(first), read_batch_header(second))
+    assert (b.size, b.end) == (len(second), len(blob))
+    # A segment reads a chunk of its file: the header at 0 of the chunk read at 4096.
+    in_file = read_located_batch(second, 0, 4096)
+    assert (in_file.position, in_file.end) == (4096, 4096 + len(second))
+    with pytest.raises(CorruptRecordError):
+        read_located_batch(blob, len(blob) - 10)
 
 
 @pytest.mark.parametrize("length", [0, 1, 11, 16, 60])
