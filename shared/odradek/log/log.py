@@ -492,9 +492,9 @@ class PartitionLog:
             if max_offset is not None:
                 next_base = sl.bases[i + 1] if i + 1 < len(segs) else None
                 if next_base is None or max_offset < next_base:
-                    h = seg.translate_offset(max_offset)
-                    if h is not None:
-                        max_position = h.position
+                    bound = seg.translate_offset(max_offset)
+                    if bound is not None:
+                        max_position = bound.position
             fetched = seg.read(offset, max_bytes, max_position, min_one_message)
             if fetched is not None:
                 return ReadResult(

@@ -8,10 +8,10 @@ Files, named by the segment's base offset zero-padded to 20 digits::
 
 ``.log`` byte layout: batches back to back, no header or padding. Each batch starts
 with ``int64 baseOffset, int32 batchLength`` (layout in :mod:`odradek.records.header`),
-so the file is walked by sizes alone; ``baseOffset`` holds absolute offsets. The
-segment reads headers only through :func:`~odradek.records.header.read_batch_header`
-and hands them around as :class:`~odradek.records.header.LocatedBatch` (file
-position plus typed header), never as byte offsets.
+so the file is walked by sizes alone; ``baseOffset`` holds absolute offsets. Headers
+are read only through :mod:`odradek.records.header`: appends take the typed
+``BatchHeader`` of each batch, scans yield ``LocatedBatch`` (file position plus
+header); no byte offsets into a header appear here.
 
 Invariants: the first batch's baseOffset >= the segment base offset; batch offsets
 strictly increase (gaps only after compaction); every offset in the segment fits an

@@ -77,7 +77,6 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength (or offset + size for v0/v1)
 HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1  # 17
 HEADER_SIZE = RECORDS_OFFSET  # 61, Kafka's RECORD_BATCH_OVERHEAD
 BATCH_LENGTH_MIN = HEADER_SIZE - LOG_OVERHEAD  # 49
-CRC_START = ATTRIBUTES_OFFSET  # the CRC covers bytes 21..end
 
 # Attribute bits (DefaultRecordBatch's masks).
 COMPRESSION_CODEC_MASK = 0x07
