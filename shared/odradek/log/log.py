@@ -48,7 +48,11 @@ from odradek.log.partition_metadata import read_topic_id, write_topic_id
 from odradek.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from odradek.log.recovery import load_segments, rebuild_producer_state
 from odradek.log.segment import DELETED_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentSettings
-from odradek.log.validator import analyze_replicated_records, validate_leader_records
+from odradek.log.validator import (
+    analyze_replicated_records,
+    check_timestamps,
+    validate_leader_records,
+)
 from odradek.records.batch import BatchView, assign_offsets
 from odradek.records.header import LOG_OVERHEAD, read_batch_header
 from odradek.topic_config import LONG_MAX, LogConfig
@@ -286,14 +290,19 @@ class PartitionLog:
         """
         cfg = self.config
         now = self.clock_ms() if now_ms is None else now_ms
-        summary = validate_leader_records(records, cfg, now, self.name)
+        summary = validate_leader_records(records, cfg, self.name)
         total = len(records)
         positions = summary.positions
         log_append = cfg.log_append_time
         with self.lock:
             self._check_open()
             first = self._log_end_offset
-            dup = self.producer_state.check_and_prepare(summary.headers, first)
+            # As Kafka's UnifiedLog.append: assign offsets and check timestamps, then
+            # look for duplicates (a duplicate's patched buffer is simply dropped).
+            next_offset = assign_offsets(records, positions, first, leader_epoch)
+            headers = [read_batch_header(records, pos) for pos in positions]
+            check_timestamps(positions, headers, now, cfg, self.name)
+            dup = self.producer_state.check_and_prepare(headers, first)
             if dup is not None:
                 return AppendResult(
                     dup.first_offset,
@@ -305,14 +314,11 @@ class PartitionLog:
                     self._log_start_offset,
                     summary.record_count,
                 )
-            next_offset = assign_offsets(records, positions, first, leader_epoch)
             last = next_offset - 1
             if log_append:
                 for pos in positions:
                     BatchView(records, pos).set_log_append_time(now)
-            # The headers as they go to disk: offsets, epoch and LogAppendTime applied.
-            headers = [read_batch_header(records, pos) for pos in positions]
-            if log_append:
+                headers = [read_batch_header(records, pos) for pos in positions]
                 max_timestamp = now
                 offset_of_max = first
             else:

@@ -4,7 +4,8 @@
 Leader appends (produced records): whole v2 batches with valid CRCs from one producer
 (:func:`odradek.records.batch.validate_v2_batches`), each at most
 ``max.message.bytes`` (MESSAGE_TOO_LARGE), the whole blob at most ``segment.bytes``
-(RECORD_BATCH_TOO_LARGE), CreateTime timestamps only and, when
+(RECORD_BATCH_TOO_LARGE); then, as in Kafka's ``validateMessagesAndAssignOffsets``,
+once offsets are assigned: CreateTime timestamps only and, when
 ``message.timestamp.before/after.max.ms`` are set, within them (INVALID_TIMESTAMP).
 
 Follower appends (replicated records, offsets and epochs assigned by the leader):
@@ -16,6 +17,7 @@ log applies their results under its lock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.log.errors import (
@@ -43,27 +45,31 @@ def check_segment_fits(total: int, config: LogConfig, partition: str) -> None:
         )
 
 
-def validate_leader_records(
-    records: Buffer, config: LogConfig, now_ms: int, partition: str
-) -> BatchesSummary:
-    """Validate a produced records blob; the summary's headers are as produced."""
+def validate_leader_records(records: Buffer, config: LogConfig, partition: str) -> BatchesSummary:
+    """Sizes, CRCs and producer of a produced records blob (before offsets are assigned)."""
     summary = validate_v2_batches(records, max_batch_bytes=config.max_message_bytes)
     check_segment_fits(len(records), config, partition)
-    check_timestamps(summary, now_ms, config, partition)
     return summary
 
 
 def check_timestamps(
-    summary: BatchesSummary, now_ms: int, config: LogConfig, partition: str
+    positions: Sequence[int],
+    headers: Sequence[BatchHeader],
+    now_ms: int,
+    config: LogConfig,
+    partition: str,
 ) -> None:
-    """Producers may not claim LogAppendTime; CreateTime must be within the configured bounds."""
+    """Producers may not claim LogAppendTime; CreateTime must be within the configured bounds.
+
+    Runs on the produced headers, before the broker stamps LogAppendTime itself.
+    """
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
     check_bounds = (before < LONG_MAX or after < LONG_MAX) and not config.log_append_time
-    for i, h in enumerate(summary.headers):
+    for i, h in enumerate(headers):
         if h.attributes & TIMESTAMP_TYPE_MASK:
             raise InvalidTimestampError(
-                f"Invalid timestamp type in message at position {summary.positions[i]} in "
+                f"Invalid timestamp type in message at position {positions[i]} in "
                 f"partition {partition}: producers must not set the timestamp type to "
                 "LogAppendTime"
             )

@@ -311,7 +311,6 @@ class BatchesSummary:
     is_control: bool = False
     compression: Compression = Compression.NONE
     positions: tuple[int, ...] = ()
-    headers: tuple[BatchHeader, ...] = ()  # as produced (before offsets are assigned)
 
 
 def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> BatchesSummary:
@@ -323,18 +322,14 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
     """
     summary = BatchesSummary()
     positions: list[int] = []
-    headers: list[BatchHeader] = []
     pos = 0
     end = len(buf)
     if end == 0:
         raise CorruptRecordError("empty records")
     offset_cursor = 0
-    unpack = HEADER_STRUCT.unpack_from
-    view = memoryview(buf)
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise CorruptRecordError("trailing bytes shorter than a batch header")
-        fields = unpack(buf, pos)
         (
             _base,
             length,
@@ -349,7 +344,7 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
             pepoch,
             base_seq,
             count,
-        ) = fields
+        ) = HEADER_STRUCT.unpack_from(buf, pos)
         if magic != 2:
             raise InvalidRecordError(f"magic {magic} batch where v2 was expected")
         if length < BATCH_LENGTH_MIN or pos + LOG_OVERHEAD + length > end:
@@ -359,7 +354,7 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
             raise BatchTooLargeError(
                 f"batch of {size} bytes exceeds max.message.bytes {max_batch_bytes}"
             )
-        if _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
+        if _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
             raise CorruptRecordError(f"CRC mismatch in batch at position {pos}")
         if last_delta < 0 or count < 0:
             raise CorruptRecordError("negative lastOffsetDelta or record count")
@@ -388,10 +383,8 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
         summary.offset_count += last_delta + 1
         offset_cursor += last_delta + 1
         positions.append(pos)
-        headers.append(_new(BatchHeader, fields))
         pos += size
     summary.positions = tuple(positions)
-    summary.headers = tuple(headers)
     return summary
 
 
