@@ -339,7 +339,7 @@ class LogSegment:
                     return
                 chunk = min(chunk * 2, _SCAN_CHUNK)
             b = read_located_batch(buf, off, pos)
-            size = b.size
+            size = b.header.batch_length + LOG_OVERHEAD
             if size < _MIN_BATCH or pos + size > limit:
                 return
             yield b
@@ -355,7 +355,8 @@ class LogSegment:
         if len(buf) < HEADER_SIZE:
             return None
         b = read_located_batch(buf, 0, position)
-        if b.size < _MIN_BATCH or b.end > self._size:
+        size = b.header.batch_length + LOG_OVERHEAD
+        if size < _MIN_BATCH or position + size > self._size:
             return None
         return b
 
@@ -465,7 +466,7 @@ class LogSegment:
             off = 0
             while off + HEADER_SIZE <= len(buf):
                 b = read_located_batch(buf, off, pos + off)
-                size = b.size
+                size = b.header.batch_length + LOG_OVERHEAD
                 if size < _MIN_BATCH or b.end > limit:
                     return
                 if off + size > len(buf):
@@ -574,21 +575,21 @@ class LogSegment:
         latest_epoch = epoch_cache.latest_epoch if epoch_cache is not None else None
         for b, data in self._iter_for_recovery(file_size, max_message_size):
             h = b.header
-            if not _batch_is_valid(h, data, next_expected, self.base_offset):
+            last_offset = h.base_offset + h.last_offset_delta
+            if not _batch_is_valid(h, data, last_offset, next_expected, self.base_offset):
                 break
             if h.max_timestamp > max_ts:
-                max_ts, max_off = h.max_timestamp, h.last_offset
+                max_ts, max_off = h.max_timestamp, last_offset
             if valid - last_index_pos > interval:
-                oi.append(h.last_offset, valid)
+                oi.append(last_offset, valid)
                 ti.maybe_append(max_ts, max_off)
                 last_index_pos = valid
-            valid += b.size
-            next_expected = h.next_offset
-            if h.partition_leader_epoch >= 0 and (
-                latest_epoch is None or h.partition_leader_epoch > latest_epoch
-            ):
-                epochs.append((h.partition_leader_epoch, h.base_offset))
-                latest_epoch = h.partition_leader_epoch
+            valid += len(data)  # == the batch size (checked)
+            next_expected = last_offset + 1
+            epoch = h.partition_leader_epoch
+            if epoch >= 0 and (latest_epoch is None or epoch > latest_epoch):
+                epochs.append((epoch, h.base_offset))
+                latest_epoch = epoch
             if producer_state is not None:
                 producer_state.update_from_batch(h)
         if epoch_cache is not None and epochs:
@@ -621,8 +622,8 @@ class LogSegment:
                 if off + HEADER_SIZE > len(buf):
                     break
                 b = read_located_batch(buf, off, pos + off)
-                size = b.size
-                if size < _MIN_BATCH or size > max_message_size or b.end > file_size:
+                size = b.header.batch_length + LOG_OVERHEAD
+                if size < _MIN_BATCH or size > max_message_size or pos + off + size > file_size:
                     return
                 if off + size > len(buf):
                     if off == 0:
@@ -770,12 +771,13 @@ class LogSegment:
         return f"LogSegment(base={self.base_offset}, size={self._size}, active={self._active})"
 
 
-def _batch_is_valid(h: BatchHeader, data: bytes, next_expected: int, base_offset: int) -> bool:
+def _batch_is_valid(
+    h: BatchHeader, data: bytes, last_offset: int, next_expected: int, base_offset: int
+) -> bool:
     """Recovery's check of one batch: magic, size, offsets after the previous batch, CRC."""
-    size = h.size
-    if h.magic != 2 or len(data) != size:
+    size = len(data)
+    if h.magic != 2 or size != h.batch_length + LOG_OVERHEAD:
         return False
-    last_offset = h.last_offset
     if h.base_offset < next_expected or last_offset < h.base_offset:
         return False
     if last_offset - base_offset > INT32_MAX:
