@@ -28,7 +28,6 @@ from odradek.records.header import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
-    DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     LAST_OFFSET_DELTA_OFFSET,
@@ -144,27 +143,26 @@ class BatchView:
     def attributes(self) -> int:
         return int(_H.unpack_from(self.buf, self.pos + ATTRIBUTES_OFFSET)[0])
 
+    # What the attribute bits mean is the header's to say.
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & COMPRESSION_CODEC_MASK)
+        return self.header().compression
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
+        return self.header().timestamp_type
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+        return self.header().is_transactional
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_FLAG_MASK)
+        return self.header().is_control
 
     @property
     def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
+        return self.header().has_delete_horizon
 
     @property
     def last_offset_delta(self) -> int:
@@ -201,10 +199,7 @@ class BatchView:
     @property
     def last_sequence(self) -> int:
         """Kafka wraps sequences at Int32.MAX_VALUE."""
-        base = self.base_sequence
-        if base == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return (base + self.last_offset_delta) % SEQUENCE_WRAP
+        return self.header().last_sequence
 
     @property
     def record_count(self) -> int:

@@ -56,6 +56,7 @@ from odradek.records.header import (
     SEQUENCE_WRAP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
     Buffer,
     Compression,
     TimestampType,
@@ -121,33 +122,48 @@ class DecodedBatch:
     records: list[DecodedRecord]
 
     @property
+    def header(self) -> BatchHeader:
+        """The header fields as the typed view that owns their meaning."""
+        return BatchHeader(
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        )
+
+    @property
     def size(self) -> int:
         return self.batch_length + LOG_OVERHEAD
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & COMPRESSION_CODEC_MASK)
+        return self.header.compression
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
+        return self.header.timestamp_type
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+        return self.header.is_transactional
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_FLAG_MASK)
+        return self.header.is_control
 
     @property
     def delete_horizon_ms(self) -> int:
         """KIP-534: the baseTimestamp doubles as the tombstone delete horizon."""
-        if self.attributes & DELETE_HORIZON_FLAG_MASK:
-            return self.base_timestamp
-        return NO_TIMESTAMP
+        return self.base_timestamp if self.header.has_delete_horizon else NO_TIMESTAMP
 
     @property
     def last_offset(self) -> int:
@@ -159,9 +175,7 @@ class DecodedBatch:
 
     @property
     def last_sequence(self) -> int:
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return (self.base_sequence + self.last_offset_delta) % SEQUENCE_WRAP
+        return self.header.last_sequence
 
 
 # -- one record ---------------------------------------------------------------------------
