@@ -33,7 +33,6 @@ swap (deleting the old segments in the swap's offset range). The named crash poi
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,8 +40,9 @@ from odradek.config_catalog.definition import LONG_MAX
 from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.log.checkpoints import fsync_dir
 from odradek.log.log import PartitionLog
-from odradek.log.segment import CLEANED_SUFFIX, BatchHeader, LogSegment
-from odradek.records.batch import BatchView, TimestampType
+from odradek.log.segment import CLEANED_SUFFIX, LogSegment
+from odradek.records.batch import BatchView
+from odradek.records.header import BatchHeader, TimestampType, read_batch_header
 from odradek.records.record import BatchBuilder, build_empty_batch, decode_batch
 
 CRASH_ENV = "ODRADEK_CLEANER_CRASH_AT"
@@ -59,8 +59,6 @@ CRASH_POINTS = (
 DEFAULT_DEDUPE_BUFFER_SIZE = STORAGE_CONFIGS.int("log.cleaner.dedupe.buffer.size")
 _ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: 16-byte hash + 8-byte offset
 _LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
-_CONTROL = 0x20
-_I = struct.Struct(">i")
 
 
 def crash_point(name: str) -> None:
@@ -265,9 +263,9 @@ class LogCleaner:
             if next_base > uncleanable:
                 break
             seg_map: dict[bytes, int] = {}
-            for h, data in seg.iter_batches():
-                read += h.size
-                if h.attributes & _CONTROL or h.last_offset < first_dirty:
+            for b, data in seg.iter_batches():
+                read += b.size
+                if b.header.is_control or b.header.last_offset < first_dirty:
                     continue
                 for rec in decode_batch(data, 0, verify_crc=False).records:
                     if rec.key is not None and rec.offset >= first_dirty:
@@ -302,21 +300,18 @@ class LogCleaner:
         try:
             for seg in group:
                 retain_deletes = seg.last_modified_ms > delete_horizon_ms
-                for h, data in seg.iter_batches():
-                    last_seen = h
+                for b, data in seg.iter_batches():
+                    h = last_seen = b.header
                     out, dropped = filter_batch(h, data, key_map, retain_deletes, last_offsets)
                     removed += dropped
                     if out is None:
                         continue
-                    max_ts = struct.unpack_from(">q", out, 35)[0]
-                    cleaned.append(out, [(0, len(out), h.last_offset, max_ts)])
+                    cleaned.append(out, [read_batch_header(out)])
                     last_written = h.last_offset
             if last_seen is not None and last_seen.last_offset > last_written:
                 # Keep the group's end offset in the new segment (see end_marker_batch).
                 marker = end_marker_batch(last_seen)
-                cleaned.append(
-                    marker, [(0, len(marker), last_seen.last_offset, last_seen.max_timestamp)]
-                )
+                cleaned.append(marker, [read_batch_header(marker)])
             cleaned.on_become_inactive()
             cleaned.set_last_modified(max(s.last_modified_ms for s in group))
             cleaned.flush()
@@ -354,9 +349,7 @@ def end_marker_batch(h: BatchHeader) -> bytes:
         base_sequence=-1,
         timestamp=h.max_timestamp,
         partition_leader_epoch=h.partition_leader_epoch,
-        timestamp_type=TimestampType.LOG_APPEND_TIME
-        if h.attributes & 0x08
-        else TimestampType.CREATE_TIME,
+        timestamp_type=h.timestamp_type,
     )
 
 
@@ -368,7 +361,7 @@ def filter_batch(
     last_offsets: dict[int, int],
 ) -> tuple[bytes | None, int]:
     """The batch as compaction leaves it (None: dropped) and how many records went."""
-    if h.attributes & _CONTROL:
+    if h.is_control:
         return data, 0
     decoded = decode_batch(data, 0, verify_crc=False)
     pid = decoded.producer_id
@@ -410,8 +403,7 @@ def filter_batch(
             )
         out = bytearray(builder.build())
         # Keep the original last offset (and so the last sequence), as Kafka does.
-        _I.pack_into(out, 23, decoded.last_offset_delta)
-        BatchView(out).update_crc()
+        BatchView(out).set_last_offset_delta(decoded.last_offset_delta)
         return bytes(out), dropped
     if pid >= 0 and last_offsets.get(pid) == decoded.last_offset:
         empty = build_empty_batch(

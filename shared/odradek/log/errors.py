@@ -2,14 +2,15 @@
 
 The storage service maps ``exc.kafka_error`` to the protocol error code, so every
 failure a client can cause carries the name Kafka itself would use.
-``MESSAGE_TOO_LARGE`` and ``CORRUPT_MESSAGE`` for produced batches come from
-:mod:`odradek.records.batch` (``BatchTooLargeError``, ``CorruptRecordError``).
+``MESSAGE_TOO_LARGE``, ``CORRUPT_MESSAGE`` and ``INVALID_RECORD`` for produced batches
+come from :mod:`odradek.records.errors` (``BatchTooLargeError``, ``CorruptRecordError``,
+``InvalidRecordError``).
 """
 
 from __future__ import annotations
 
 from odradek.config_catalog.definition import InvalidConfigError
-from odradek.records.batch import BatchTooLargeError, CorruptRecordError, InvalidRecordError
+from odradek.records.errors import BatchTooLargeError, CorruptRecordError, InvalidRecordError
 
 __all__ = [
     "BatchTooLargeError",

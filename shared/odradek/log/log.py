@@ -1,9 +1,14 @@
 """One partition's log (Kafka's UnifiedLog): segments, offsets, appends, reads, retention.
 
+What an append must satisfy lives in :mod:`odradek.log.validator`, which segments
+retention deletes in :mod:`odradek.log.retention`, the batch header layout in
+:mod:`odradek.records.header`; this module applies them to the segment list.
+
 Directory ``<topic>-<partition>/`` holds the segments (``<base offset, 20 digits>.log``,
-``.index``, ``.timeindex``), producer snapshots (``<offset>.snapshot``),
-``leader-epoch-checkpoint`` and ``partition.metadata`` (``version: 0`` and the topic id
-as base64 UUID, no trailing newline, as Kafka writes it).
+``.index``, ``.timeindex``; :mod:`odradek.log.segment`), producer snapshots
+(``<offset>.snapshot``; :mod:`odradek.log.producer_state`), ``leader-epoch-checkpoint``
+(:mod:`odradek.log.leader_epoch`) and ``partition.metadata``
+(:mod:`odradek.log.partition_metadata`).
 
 Invariants: segments are sorted by base offset and never overlap; only the last one
 (the active segment) is appended to; ``log_start_offset <= high_watermark <=
@@ -25,40 +30,33 @@ from __future__ import annotations
 import bisect
 import random
 import shutil
-import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.config_catalog.definition import LONG_MAX
-from odradek.log.checkpoints import atomic_write_text, fsync_dir
+from odradek.log import retention
+from odradek.log.checkpoints import fsync_dir
 from odradek.log.errors import (
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from odradek.log.leader_epoch import CHECKPOINT_FILE, LeaderEpochCache
+from odradek.log.partition_metadata import read_topic_id, write_topic_id
 from odradek.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from odradek.log.recovery import load_segments, rebuild_producer_state
 from odradek.log.segment import DELETED_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentSettings
-from odradek.records.batch import (
-    _TIMESTAMP_TYPE_MASK,
-    LOG_OVERHEAD,
-    BatchTooLargeError,
-    BatchView,
-    CorruptRecordError,
-    assign_offsets,
-    validate_v2_batches,
+from odradek.log.validator import (
+    analyze_replicated_records,
+    check_timestamps,
+    validate_leader_records,
 )
+from odradek.records.batch import BatchView, assign_offsets
+from odradek.records.header import LOG_OVERHEAD, read_batch_header
 from odradek.topic_config import LogConfig
-
-PARTITION_METADATA_FILE = "partition.metadata"
-_LENGTH_LAST_DELTA = struct.Struct(">q i 4x b 4x 2x i 8x q")  # base, len, magic, lastDelta, maxTs
-_Q = struct.Struct(">q")
 
 
 def _wall_clock_ms() -> int:
@@ -131,6 +129,7 @@ class PartitionLog:
         self.dir = Path(directory)
         self.topic = topic
         self.partition = partition
+        self._name = f"{topic}-{partition}"
         self.config = config
         self.clock_ms = clock_ms
         self.lock = threading.RLock()
@@ -178,7 +177,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, topic, partition, config, clock_ms, producer_id_expiration_ms)
         if topic_id is not None:
-            log._write_partition_metadata(topic_id)
+            write_topic_id(directory, topic_id, log.name)
         loaded = load_segments(
             directory,
             lambda _base: log.segment_settings(),
@@ -228,32 +227,10 @@ class PartitionLog:
     def _max_batch_size(self) -> int:
         return max(self.config.max_message_bytes, self.config.segment_bytes) + LOG_OVERHEAD
 
-    # -- partition.metadata -------------------------------------------------------------
-    def _write_partition_metadata(self, topic_id: str) -> None:
-        existing = self.topic_id
-        if existing is not None:
-            if existing != topic_id:
-                raise KafkaStorageError(
-                    f"Tried to assign topic ID {topic_id} to log for {self.topic}-{self.partition}, "
-                    f"but log already contained topic ID {existing}"
-                )
-            return
-        atomic_write_text(self.dir / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id}")
-
     @property
     def topic_id(self) -> str | None:
-        path = self.dir / PARTITION_METADATA_FILE
-        try:
-            text = path.read_text("utf-8")
-        except FileNotFoundError:
-            return None
-        fields = {}
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            fields[key.strip()] = value.strip()
-        if fields.get("version") != "0" or "topic_id" not in fields:
-            raise KafkaStorageError(f"Malformed partition metadata file {path}")
-        return fields["topic_id"]
+        """From ``partition.metadata`` (:mod:`odradek.log.partition_metadata`)."""
+        return read_topic_id(self.dir)
 
     # -- offsets ------------------------------------------------------------------------
     @property
@@ -300,7 +277,7 @@ class PartitionLog:
 
     @property
     def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
+        return self._name
 
     # -- append -------------------------------------------------------------------------
     def append_as_leader(
@@ -314,24 +291,19 @@ class PartitionLog:
         """
         cfg = self.config
         now = self.clock_ms() if now_ms is None else now_ms
-        summary = validate_v2_batches(records, max_batch_bytes=cfg.max_message_bytes)
+        summary = validate_leader_records(records, cfg, self.name)
         total = len(records)
-        if total > cfg.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"Message batch size is {total} bytes in append to partition {self.name} which "
-                f"exceeds the maximum configured segment size of {cfg.segment_bytes}."
-            )
         positions = summary.positions
         log_append = cfg.log_append_time
-        infos: list[list[int]] = []
-        for pos in positions:
-            _base, length, _magic, last_delta, max_ts = _LENGTH_LAST_DELTA.unpack_from(records, pos)
-            infos.append([pos, length + LOG_OVERHEAD, last_delta, max_ts])
-        self._check_timestamps(records, positions, now, log_append)
         with self.lock:
             self._check_open()
             first = self._log_end_offset
-            dup = self.producer_state.check_and_prepare(records, positions, first)
+            # As Kafka's UnifiedLog.append: assign offsets and check timestamps, then
+            # look for duplicates (a duplicate's patched buffer is simply dropped).
+            next_offset = assign_offsets(records, positions, first, leader_epoch)
+            headers = [read_batch_header(records, pos) for pos in positions]
+            check_timestamps(positions, headers, now, cfg, self.name)
+            dup = self.producer_state.check_and_prepare(headers, first)
             if dup is not None:
                 return AppendResult(
                     dup.first_offset,
@@ -343,18 +315,11 @@ class PartitionLog:
                     self._log_start_offset,
                     summary.record_count,
                 )
-            next_offset = assign_offsets(records, positions, first, leader_epoch)
             last = next_offset - 1
-            cursor = first
-            batches: list[tuple[int, int, int, int]] = []
-            for info in infos:
-                pos, size, last_delta, max_ts = info
-                if log_append:
-                    BatchView(records, pos).set_log_append_time(now)
-                    max_ts = now
-                cursor += last_delta + 1
-                batches.append((pos, size, cursor - 1, max_ts))
             if log_append:
+                for pos in positions:
+                    BatchView(records, pos).set_log_append_time(now)
+                headers = [read_batch_header(records, pos) for pos in positions]
                 max_timestamp = now
                 offset_of_max = first
             else:
@@ -365,11 +330,11 @@ class PartitionLog:
             if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             segment = self._maybe_roll(total, max_timestamp, last, first, now)
-            segment.append(records, batches)
+            segment.append(records, headers)
             ps = self.producer_state
             if summary.producer_id >= 0:
-                for pos in positions:
-                    ps.update_from_batch(records, pos)
+                for h in headers:
+                    ps.update_from_batch(h)
             ps.map_end_offset = next_offset
             self._log_end_offset = next_offset
         self._maybe_flush_on_messages()
@@ -384,36 +349,8 @@ class PartitionLog:
             summary.record_count,
         )
 
-    def _check_timestamps(
-        self, records: bytearray, positions: Iterable[int], now: int, log_append: bool
-    ) -> None:
-        cfg = self.config
-        before = cfg.message_timestamp_before_max_ms
-        after = cfg.message_timestamp_after_max_ms
-        check_bounds = not log_append and (before < LONG_MAX or after < LONG_MAX)
-        for pos in positions:
-            attrs = struct.unpack_from(">h", records, pos + 21)[0]
-            if attrs & _TIMESTAMP_TYPE_MASK:
-                raise InvalidTimestampError(
-                    f"Invalid timestamp type in message at position {pos} in partition {self.name}: "
-                    "producers must not set the timestamp type to LogAppendTime"
-                )
-            if not check_bounds:
-                continue
-            base_ts = _Q.unpack_from(records, pos + 27)[0]
-            max_ts = _Q.unpack_from(records, pos + 35)[0]
-            for ts in (base_ts, max_ts):
-                if ts < 0:
-                    continue
-                if ts < now - before or ts > now + after:
-                    raise InvalidTimestampError(
-                        f"Timestamp {ts} of message in partition {self.name} is out of range. The "
-                        f"timestamp should be within [{now - before}, {now + after}]"
-                    )
-
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append replicated batches whose offsets and epochs the leader assigned."""
-        cfg = self.config
         buf = records
         total = len(buf)
         if total == 0:
@@ -427,45 +364,8 @@ class PartitionLog:
                 self._log_start_offset,
                 0,
             )
-        if total > cfg.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"Message batch size is {total} bytes in append to partition {self.name} which "
-                f"exceeds the maximum configured segment size of {cfg.segment_bytes}."
-            )
-        batches: list[tuple[int, int, int, int]] = []
-        epochs: list[tuple[int, int]] = []
-        pos = 0
-        first = -1
-        prev_next = -1
-        record_count = 0
-        max_timestamp, offset_of_max = -1, -1
-        while pos < total:
-            if total - pos < 61:
-                raise CorruptRecordError("trailing bytes shorter than a batch header")
-            view = BatchView(buf, pos)
-            view.validate()
-            size = view.size
-            if size > cfg.max_message_bytes:
-                raise BatchTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}"
-                )
-            base, last = view.base_offset, view.last_offset
-            if first < 0:
-                first = base
-            if base < prev_next:
-                raise UnexpectedAppendOffsetError(
-                    f"Out of order offsets found in append to {self.name}", first, last
-                )
-            max_ts = view.max_timestamp
-            if max_ts > max_timestamp:
-                max_timestamp, offset_of_max = max_ts, last
-            ple = view.partition_leader_epoch
-            if ple >= 0:
-                epochs.append((ple, base))
-            record_count += view.record_count
-            batches.append((pos, size, last, max_ts))
-            prev_next = last + 1
-            pos += size
+        rr = analyze_replicated_records(buf, self.config, self.name)
+        first, next_offset = rr.first_offset, rr.next_offset
         with self.lock:
             self._check_open()
             if first < self._log_end_offset:
@@ -473,30 +373,30 @@ class PartitionLog:
                     f"Unexpected offset in append to {self.name}. First offset {first} is less than "
                     f"the next offset {self._log_end_offset}.",
                     first,
-                    prev_next - 1,
+                    next_offset - 1,
                 )
-            for epoch, start in epochs:
+            for epoch, start in rr.epochs:
                 latest = self.leader_epoch_cache.latest_epoch
                 if latest is None or epoch > latest:
                     self.leader_epoch_cache.assign(epoch, start)
             now = self.clock_ms()
-            segment = self._maybe_roll(total, max_timestamp, prev_next - 1, first, now)
-            segment.append(buf, batches)
+            segment = self._maybe_roll(total, rr.max_timestamp, next_offset - 1, first, now)
+            segment.append(buf, rr.headers)
             ps = self.producer_state
-            for rel_pos, _size, _last, _ts in batches:
-                ps.update_from_batch(buf, rel_pos)
-            ps.map_end_offset = prev_next
-            self._log_end_offset = prev_next
+            for h in rr.headers:
+                ps.update_from_batch(h)
+            ps.map_end_offset = next_offset
+            self._log_end_offset = next_offset
         self._maybe_flush_on_messages()
         return AppendResult(
             first,
-            prev_next - 1,
+            next_offset - 1,
             -1,
-            max_timestamp,
-            offset_of_max,
+            rr.max_timestamp,
+            rr.offset_of_max_timestamp,
             False,
             self._log_start_offset,
-            record_count,
+            rr.record_count,
         )
 
     def _check_open(self) -> None:
@@ -599,9 +499,9 @@ class PartitionLog:
             if max_offset is not None:
                 next_base = sl.bases[i + 1] if i + 1 < len(segs) else None
                 if next_base is None or max_offset < next_base:
-                    h = seg.translate_offset(max_offset)
-                    if h is not None:
-                        max_position = h.position
+                    bound = seg.translate_offset(max_offset)
+                    if bound is not None:
+                        max_position = bound.position
             fetched = seg.read(offset, max_bytes, max_position, min_one_message)
             if fetched is not None:
                 return ReadResult(
@@ -766,29 +666,15 @@ class PartitionLog:
             self._log_start_offset = new_start
             self.leader_epoch_cache.truncate_from_start(new_start)
 
-    def _deletable_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> list[LogSegment]:
-        segs = self._segments.segments
-        out: list[LogSegment] = []
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            if nxt is not None:
-                upper, last_and_empty = nxt.base_offset, False
-            else:
-                upper, last_and_empty = self._log_end_offset, seg.size == 0
-            if self._high_watermark >= upper and not last_and_empty and predicate(seg, nxt):
-                out.append(seg)
-            else:
-                break
-        return out
-
     def _delete_old_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int | None = None
+        self,
+        select: Callable[[Sequence[LogSegment]], list[LogSegment]],
+        now_ms: int | None = None,
     ) -> int:
+        """Delete the oldest segments ``select`` picks (a :mod:`odradek.log.retention` rule)."""
         with self.lock:
             self._check_open()
-            deletable = self._deletable_segments(predicate)
+            deletable = select(self._segments.segments)
             if not deletable:
                 return 0
             if len(deletable) == len(self._segments.segments):
@@ -803,34 +689,44 @@ class PartitionLog:
             return len(deletable)
 
     def delete_retention_ms_breached_segments(self, now_ms: int | None = None) -> int:
-        retention = self.config.retention_ms
-        if retention < 0:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
             return 0
         now = self.clock_ms() if now_ms is None else now_ms
         return self._delete_old_segments(
-            lambda seg, _n: now - seg.largest_timestamp > retention, now
+            lambda segs: retention.retention_ms_breached(
+                segs,
+                log_end_offset=self._log_end_offset,
+                high_watermark=self._high_watermark,
+                now_ms=now,
+                retention_ms=retention_ms,
+            ),
+            now,
         )
 
     def delete_retention_size_breached_segments(self, now_ms: int | None = None) -> int:
-        retention = self.config.retention_bytes
-        if retention < 0:
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes < 0:
             return 0
-        diff = [self.size_bytes - retention]
-        if diff[0] < 0:
-            return 0
-
-        def breached(seg: LogSegment, _next: LogSegment | None) -> bool:
-            if diff[0] - seg.size >= 0:
-                diff[0] -= seg.size
-                return True
-            return False
-
-        return self._delete_old_segments(breached, now_ms)
+        return self._delete_old_segments(
+            lambda segs: retention.retention_size_breached(
+                segs,
+                log_end_offset=self._log_end_offset,
+                high_watermark=self._high_watermark,
+                retention_bytes=retention_bytes,
+            ),
+            now_ms,
+        )
 
     def delete_log_start_offset_breached_segments(self, now_ms: int | None = None) -> int:
-        lso = self._log_start_offset
         return self._delete_old_segments(
-            lambda _seg, nxt: nxt is not None and nxt.base_offset <= lso, now_ms
+            lambda segs: retention.log_start_offset_breached(
+                segs,
+                log_end_offset=self._log_end_offset,
+                high_watermark=self._high_watermark,
+                log_start_offset=self._log_start_offset,
+            ),
+            now_ms,
         )
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:

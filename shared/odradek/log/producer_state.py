@@ -41,7 +41,7 @@ import crc32c as _crc32c
 
 from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from odradek.records.batch import Buffer
+from odradek.records.header import BatchHeader, Buffer
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -53,10 +53,6 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = STORAGE_CONFIGS.int("producer.id.expiration.
 
 _HEADER = struct.Struct(">hIi")  # version, crc, count
 _ENTRY = struct.Struct(">qhiqiqiq")
-# Batch header fields read by the producer-state paths, from offset 0 of a batch.
-_BATCH = struct.Struct(">qi4xbIhiqqqhi")  # base, length, magic, crc, attrs, lastDelta, ...
-_ATTR_TXN = 0x10
-_ATTR_CONTROL = 0x20
 
 
 class CorruptSnapshotError(ValueError):
@@ -224,7 +220,7 @@ class ProducerStateManager:
         return self.producers.get(producer_id)
 
     def check_and_prepare(
-        self, buf: Buffer, positions: Iterable[int], first_offset_hint: int = -1
+        self, headers: Iterable[BatchHeader], first_offset_hint: int = -1
     ) -> DuplicateInfo | None:
         """Kafka's client-append checks over every batch of one produce, in order.
 
@@ -237,10 +233,8 @@ class ProducerStateManager:
         cur_last_seq = NO_SEQUENCE
         pending = False  # batches of this append already accepted
         offset_hint = first_offset_hint
-        for pos in positions:
-            (_b, _l, _m, _c, attrs, last_delta, _bt, _mt, pid, epoch, first_seq) = (
-                _BATCH.unpack_from(buf, pos)
-            )
+        for h in headers:
+            pid = h.producer_id
             if pid < 0:
                 return None
             if stored is None and not pending:
@@ -248,8 +242,10 @@ class ProducerStateManager:
                 if stored is not None:
                     cur_epoch = stored.producer_epoch
                     cur_last_seq = stored.last_seq
+            epoch, first_seq, last_delta = h.producer_epoch, h.base_sequence, h.last_offset_delta
+            is_control = h.is_control
             last_seq = NO_SEQUENCE if first_seq < 0 else (first_seq + last_delta) % (INT32_MAX + 1)
-            if stored is not None and not (attrs & _ATTR_CONTROL):
+            if stored is not None and not is_control:
                 dup = stored.find_duplicate(epoch, first_seq, last_seq)
                 if dup is not None:
                     return DuplicateInfo(dup.first_offset, dup.last_offset, dup.timestamp)
@@ -259,7 +255,7 @@ class ProducerStateManager:
                     f"Epoch of producer {pid} at offset {offset_hint} in {self.topic_partition} is "
                     f"{epoch}, which is smaller than the last seen epoch {cur_epoch}"
                 )
-            if first_seq >= 0 and not (attrs & _ATTR_CONTROL):
+            if first_seq >= 0 and not is_control:
                 if epoch != cur_epoch:
                     if first_seq != 0 and cur_epoch != NO_PRODUCER_EPOCH:
                         raise OutOfOrderSequenceError(
@@ -282,22 +278,19 @@ class ProducerStateManager:
                 offset_hint += last_delta + 1
         return None
 
-    def update_from_batch(self, buf: Buffer, pos: int) -> None:
+    def update_from_batch(self, h: BatchHeader) -> None:
         """Record one appended batch (offsets already assigned): leader, follower or replay."""
-        (base, _l, _m, _c, attrs, last_delta, _bt, max_ts, pid, epoch, first_seq) = (
-            _BATCH.unpack_from(buf, pos)
-        )
-        if pid < 0:
+        if h.producer_id < 0:
             return
         self.update(
-            producer_id=pid,
-            producer_epoch=epoch,
-            first_seq=first_seq,
-            last_offset_delta=last_delta,
-            first_offset=base,
-            max_timestamp=max_ts,
-            is_transactional=bool(attrs & _ATTR_TXN),
-            is_control=bool(attrs & _ATTR_CONTROL),
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            first_seq=h.base_sequence,
+            last_offset_delta=h.last_offset_delta,
+            first_offset=h.base_offset,
+            max_timestamp=h.max_timestamp,
+            is_transactional=h.is_transactional,
+            is_control=h.is_control,
         )
 
     def update(

@@ -221,16 +221,17 @@ def rebuild_producer_state(
                 break
             begin = 0
             if seg.base_offset < start:
-                h = seg.translate_offset(start)
-                if h is None:
+                found = seg.translate_offset(start)
+                if found is None:
                     continue
-                begin = h.position
-            for h, raw in seg.iter_header_bytes(begin):
+                begin = found.position
+            for b in seg.iter_headers(begin):
+                h = b.header
                 if h.base_offset >= log_end_offset:
                     break
                 if h.last_offset < start:
                     continue
-                producer_state.update_from_batch(raw, 0)
+                producer_state.update_from_batch(h)
                 replayed += 1
     producer_state.update_map_end_offset(log_end_offset)
     if take_snapshot and replayed:

@@ -7,8 +7,11 @@ Files, named by the segment's base offset zero-padded to 20 digits::
     00000000000003257573.timeindex  timestamp -> offset (see time_index)
 
 ``.log`` byte layout: batches back to back, no header or padding. Each batch starts
-with ``int64 baseOffset, int32 batchLength`` (layout in :mod:`odradek.records.batch`),
-so the file is walked by sizes alone; ``baseOffset`` holds absolute offsets.
+with ``int64 baseOffset, int32 batchLength`` (layout in :mod:`odradek.records.header`),
+so the file is walked by sizes alone; ``baseOffset`` holds absolute offsets. Headers
+are read only through :mod:`odradek.records.header`: appends take the typed
+``BatchHeader`` of each batch, scans yield ``LocatedBatch`` (file position plus
+header); no byte offsets into a header appear here.
 
 Invariants: the first batch's baseOffset >= the segment base offset; batch offsets
 strictly increase (gaps only after compaction); every offset in the segment fits an
@@ -32,14 +35,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-
-import crc32c as _crc32c
 
 from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.log.index_file import CorruptIndexError
@@ -47,8 +47,16 @@ from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.offset_index import OffsetIndex
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from odradek.records.batch import HEADER_SIZE, LOG_OVERHEAD, Buffer
-from odradek.records.batch import CorruptRecordError as _BatchCorrupt
+from odradek.records.batch import compute_crc
+from odradek.records.errors import CorruptRecordError as _BatchCorrupt
+from odradek.records.header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Buffer,
+    LocatedBatch,
+    read_located_batch,
+)
 from odradek.records.record import decode_batch
 
 LOG_SUFFIX = ".log"
@@ -59,15 +67,10 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 INT32_MAX = 0x7FFFFFFF
 
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp: everything the log layer reads from a batch header.
-_HEAD = struct.Struct(">qiibIhiqq")
-_HEAD_SIZE = _HEAD.size  # 43
 _MIN_BATCH = HEADER_SIZE  # 61: a v2 batch with no records
 _SCAN_CHUNK = 64 * 1024
 _FIRST_CHUNK = 4 * 1024
 _RECOVER_CHUNK = 4 * 1024 * 1024
-_CRC_START = 21
 
 
 def log_file_name(base_offset: int) -> str:
@@ -81,19 +84,6 @@ def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[
         directory / f"{stem}{INDEX_SUFFIX}{suffix}",
         directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}",
     )
-
-
-class BatchHeader(NamedTuple):
-    """Where a batch sits and the header fields the log layer needs."""
-
-    position: int
-    base_offset: int
-    size: int
-    partition_leader_epoch: int
-    magic: int
-    attributes: int
-    last_offset: int
-    max_timestamp: int
 
 
 class FetchSlice(NamedTuple):
@@ -113,13 +103,6 @@ class SegmentSettings:
     max_index_size: int = TOPIC_CONFIGS.int("segment.index.bytes")
     segment_bytes: int = TOPIC_CONFIGS.int("segment.bytes")
     preallocate: bool = TOPIC_CONFIGS.bool("preallocate")
-
-
-def read_header(buf: Buffer, off: int, position: int) -> BatchHeader:
-    base, length, ple, magic, _crc, attrs, last_delta, _bt, max_ts = _HEAD.unpack_from(buf, off)
-    return BatchHeader(
-        position, base, length + LOG_OVERHEAD, ple, magic, attrs, base + last_delta, max_ts
-    )
 
 
 class LogSegment:
@@ -234,7 +217,8 @@ class LogSegment:
             # Batches after the last indexed one are not in the time index yet; a closed
             # segment's last time index entry is its final maximum (appended at roll).
             start = self._checked_index_position(self.offset_index.last_entry().offset)
-            for h in self.iter_headers(start):
+            for b in self.iter_headers(start):
+                h = b.header
                 if h.max_timestamp > max_ts:
                     max_ts, max_off = h.max_timestamp, h.last_offset
         self._max_ts, self._offset_of_max_ts = max_ts, max_off
@@ -259,8 +243,8 @@ class LogSegment:
     def rolling_based_timestamp(self) -> int | None:
         if not self._rolling_ts_loaded:
             self._rolling_ts = None
-            for h in self.iter_headers(0):
-                self._rolling_ts = h.max_timestamp
+            for b in self.iter_headers(0):
+                self._rolling_ts = b.header.max_timestamp
                 break
             self._rolling_ts_loaded = True
         return self._rolling_ts
@@ -296,8 +280,10 @@ class LogSegment:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     # -- append -------------------------------------------------------------------------
-    def append(self, records: Buffer, batches: list[tuple[int, int, int, int]]) -> int:
-        """Append whole batches; ``batches`` = (relative position, size, last offset, max ts).
+    def append(self, records: Buffer, headers: Sequence[BatchHeader]) -> int:
+        """Append whole batches: ``records`` and the headers of the batches it holds, in
+        order (offsets already assigned); like Kafka's ``LogSegment.append`` of a
+        ``MemoryRecords``. Batches lie back to back, so their sizes give their positions.
 
         Returns the file position the records were written at.
         """
@@ -312,41 +298,32 @@ class LogSegment:
             written += os.pwrite(self._fd, view[written:], position + written)
         self._size = position + total
         self._unflushed = True
-        if not self._rolling_ts_loaded and position == 0 and batches:
-            self._rolling_ts = batches[0][3]
+        if not self._rolling_ts_loaded and position == 0 and headers:
+            self._rolling_ts = headers[0].max_timestamp
             self._rolling_ts_loaded = True
         oi = self.offset_index
         ti = self.time_index
         interval = self.settings.index_interval_bytes
         since = self._bytes_since_index
-        for rel_pos, size, last_offset, max_ts in batches:
+        batch_position = position
+        for h in headers:
+            max_ts = h.max_timestamp
             if max_ts > self._max_ts:
                 self._max_ts = max_ts
-                self._offset_of_max_ts = last_offset
+                self._offset_of_max_ts = h.base_offset + h.last_offset_delta
             if since > interval and not oi.is_full and not ti.is_full:
-                oi.append(last_offset, position + rel_pos)
+                oi.append(h.base_offset + h.last_offset_delta, batch_position)
                 ti.maybe_append(self._max_ts, self._offset_of_max_ts)
                 since = 0
+            size = h.batch_length + LOG_OVERHEAD
             since += size
+            batch_position += size
         self._bytes_since_index = since
         return position
 
     # -- reading ------------------------------------------------------------------------
-    def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+    def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[LocatedBatch]:
         """Batch headers from ``start`` (a batch boundary); stops at a partial/invalid entry."""
-        for h, _buf, _off in self._iter_raw_headers(start, end):
-            yield h
-
-    def iter_header_bytes(
-        self, start: int = 0, end: int | None = None
-    ) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Each batch header with its first 61 bytes (producer-state replay needs them)."""
-        for h, buf, off in self._iter_raw_headers(start, end):
-            yield h, buf[off : off + HEADER_SIZE]
-
-    def _iter_raw_headers(
-        self, start: int, end: int | None
-    ) -> Iterator[tuple[BatchHeader, bytes, int]]:
         fd = self._fd
         limit = self._size if end is None else min(end, self._size)
         pos = start
@@ -362,26 +339,29 @@ class LogSegment:
                 if len(buf) < HEADER_SIZE:
                     return
                 chunk = min(chunk * 2, _SCAN_CHUNK)
-            h = read_header(buf, off, pos)
-            if h.size < _MIN_BATCH or pos + h.size > limit:
+            b = read_located_batch(buf, off, pos)
+            size = b.header.batch_length + LOG_OVERHEAD
+            if size < _MIN_BATCH or pos + size > limit:
                 return
-            yield h, buf, off
-            if h.size >= _SCAN_CHUNK // 4:
+            yield b
+            if size >= _SCAN_CHUNK // 4:
                 chunk = HEADER_SIZE  # big batches: read just the next header
-            pos += h.size
+            pos += size
 
-    def header_at(self, position: int) -> BatchHeader | None:
+    def header_at(self, position: int) -> LocatedBatch | None:
+        """The batch header at ``position``; None unless a whole batch can start there."""
         if position + HEADER_SIZE > self._size:
             return None
-        buf = os.pread(self._fd, _HEAD_SIZE, position)
-        if len(buf) < _HEAD_SIZE:
+        buf = os.pread(self._fd, HEADER_SIZE, position)
+        if len(buf) < HEADER_SIZE:
             return None
-        h = read_header(buf, 0, position)
-        if h.size < _MIN_BATCH or position + h.size > self._size:
+        b = read_located_batch(buf, 0, position)
+        size = b.header.batch_length + LOG_OVERHEAD
+        if size < _MIN_BATCH or position + size > self._size:
             return None
-        return h
+        return b
 
-    def _checked_index_entry(self, offset: int) -> tuple[int, BatchHeader | None]:
+    def _checked_index_entry(self, offset: int) -> tuple[int, LocatedBatch | None]:
         """Index lookup whose entry is verified against the batch it points at.
 
         Returns the position to scan from and the batch header found there. A corrupt
@@ -391,16 +371,16 @@ class LogSegment:
         entry = self.offset_index.lookup(offset)
         if entry.position == 0:
             return 0, None
-        h = self.header_at(entry.position)
-        if h is None or h.last_offset != entry.offset:
+        b = self.header_at(entry.position)
+        if b is None or b.header.last_offset != entry.offset:
             self.index_corrupt = True
             return 0, None
-        return entry.position, h
+        return entry.position, b
 
     def _checked_index_position(self, offset: int) -> int:
         return self._checked_index_entry(offset)[0]
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LocatedBatch | None:
         """The first batch whose last offset >= ``offset``, via the index then a header scan.
 
         A consumer's next fetch usually starts where the previous read of this segment
@@ -408,38 +388,38 @@ class LogSegment:
         """
         cached = self._next_fetch
         if cached is not None and cached[0] == offset and cached[1] >= starting_position:
-            h = self.header_at(cached[1])
-            if h is not None and h.last_offset >= offset:
-                return h
-        position, h = self._checked_index_entry(offset)
-        if h is not None and position >= starting_position:
-            if h.last_offset >= offset:
-                return h
-            position += h.size
-        for h in self.iter_headers(max(position, starting_position)):
-            if h.last_offset >= offset:
-                return h
+            b = self.header_at(cached[1])
+            if b is not None and b.header.last_offset >= offset:
+                return b
+        position, b = self._checked_index_entry(offset)
+        if b is not None and position >= starting_position:
+            if b.header.last_offset >= offset:
+                return b
+            position += b.size
+        for b in self.iter_headers(max(position, starting_position)):
+            if b.header.last_offset >= offset:
+                return b
         return None
 
-    def _batch_end_at_or_before(self, first: BatchHeader, limit: int) -> tuple[int, int]:
+    def _batch_end_at_or_before(self, first: LocatedBatch, limit: int) -> tuple[int, int]:
         """Largest batch boundary <= ``limit`` after ``first`` (at least its end), and the
         offset a fetch continuing from there asks for."""
-        end = first.position + first.size
-        next_offset = first.last_offset + 1
+        end = first.end
+        next_offset = first.header.next_offset
         if end >= limit:
             return end, next_offset
         start = end
         jump = self.offset_index.lookup_position_floor(limit)
         if jump is not None and jump.position > start:
-            h = self.header_at(jump.position)
-            if h is not None and h.last_offset == jump.offset:
+            b = self.header_at(jump.position)
+            if b is not None and b.header.last_offset == jump.offset:
                 start = end = jump.position
-                next_offset = h.base_offset
+                next_offset = b.header.base_offset
             else:
                 self.index_corrupt = True
-        for h in self.iter_headers(start, limit):
-            end = h.position + h.size
-            next_offset = h.last_offset + 1
+        for b in self.iter_headers(start, limit):
+            end = b.end
+            next_offset = b.header.next_offset
         return end, next_offset
 
     def read(
@@ -459,23 +439,25 @@ class LogSegment:
         first = self.translate_offset(start_offset)
         if first is None:
             return None
+        base = first.header.base_offset
         if first.position >= limit_pos:
-            return FetchSlice(b"", first.base_offset, first.position, 0)
-        adjusted = max(max_size, first.size) if min_one_message else max_size
-        if first.size > adjusted or first.position + first.size > limit_pos:
-            return FetchSlice(b"", first.base_offset, first.position, 0)
+            return FetchSlice(b"", base, first.position, 0)
+        size = first.size
+        adjusted = max(max_size, size) if min_one_message else max_size
+        if size > adjusted or first.position + size > limit_pos:
+            return FetchSlice(b"", base, first.position, 0)
         limit = min(limit_pos, first.position + adjusted)
         end, next_offset = self._batch_end_at_or_before(first, limit)
         data = os.pread(self._fd, end - first.position, first.position)
         self._next_fetch = (next_offset, end)
-        return FetchSlice(data, first.base_offset, first.position, len(data))
+        return FetchSlice(data, base, first.position, len(data))
 
     def read_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)
 
     def iter_batches(
         self, start: int = 0, end: int | None = None
-    ) -> Iterator[tuple[BatchHeader, bytes]]:
+    ) -> Iterator[tuple[LocatedBatch, bytes]]:
         """Each whole batch's header and bytes (compaction, replay)."""
         limit = self._size if end is None else min(end, self._size)
         pos = start
@@ -483,20 +465,21 @@ class LogSegment:
             want = min(_RECOVER_CHUNK, limit - pos)
             buf = os.pread(self._fd, want, pos)
             off = 0
-            while off + _HEAD_SIZE <= len(buf):
-                h = read_header(buf, off, pos + off)
-                if h.size < _MIN_BATCH or h.position + h.size > limit:
+            while off + HEADER_SIZE <= len(buf):
+                b = read_located_batch(buf, off, pos + off)
+                size = b.header.batch_length + LOG_OVERHEAD
+                if size < _MIN_BATCH or b.end > limit:
                     return
-                if off + h.size > len(buf):
+                if off + size > len(buf):
                     if off == 0:
-                        buf = os.pread(self._fd, h.size, h.position)
-                        if len(buf) < h.size:
+                        buf = os.pread(self._fd, size, b.position)
+                        if len(buf) < size:
                             return
-                        yield h, buf
-                        off = h.size
+                        yield b, buf
+                        off = size
                     break
-                yield h, buf[off : off + h.size]
-                off += h.size
+                yield b, buf[off : off + size]
+                off += size
             if off == 0:
                 return
             pos += off
@@ -505,13 +488,13 @@ class LogSegment:
         """Next offset after the last batch (Kafka scans from the last index entry)."""
         last = None
         start = self._checked_index_position(self.offset_index.last_entry().offset)
-        for h in self.iter_headers(start):
-            last = h
+        for b in self.iter_headers(start):
+            last = b
         if last is None:
             # The index's last entry may be stale or absent; fall back to a full scan.
-            for h in self.iter_headers(0):
-                last = h
-        return self.base_offset if last is None else last.last_offset + 1
+            for b in self.iter_headers(0):
+                last = b
+        return self.base_offset if last is None else last.header.next_offset
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
@@ -523,10 +506,11 @@ class LogSegment:
         """
         entry: TimestampOffset = self.time_index.lookup(timestamp)
         position = self._checked_index_position(max(entry.offset, starting_offset))
-        for h in self.iter_headers(position):
+        for b in self.iter_headers(position):
+            h = b.header
             if h.last_offset < starting_offset or h.max_timestamp < timestamp:
                 continue
-            data = self.read_bytes(h.position, h.size)
+            data = self.read_bytes(b.position, b.size)
             epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else -1
             for offset, ts in record_offsets_and_timestamps(data):
                 if ts >= timestamp and offset >= starting_offset:
@@ -558,8 +542,8 @@ class LogSegment:
         return removed
 
     def first_removed_base_offset(self, offset: int) -> int | None:
-        h = self.translate_offset(offset)
-        return None if h is None else h.base_offset
+        b = self.translate_offset(offset)
+        return None if b is None else b.header.base_offset
 
     def recover(
         self,
@@ -590,24 +574,25 @@ class LogSegment:
         interval = self.settings.index_interval_bytes
         epochs: list[tuple[int, int]] = []
         latest_epoch = epoch_cache.latest_epoch if epoch_cache is not None else None
-        for h, data in self._iter_for_recovery(file_size, max_message_size):
-            if not _batch_is_valid(h, data, next_expected, self.base_offset):
+        for b, data in self._iter_for_recovery(file_size, max_message_size):
+            h = b.header
+            last_offset = h.base_offset + h.last_offset_delta
+            if not _batch_is_valid(h, data, last_offset, next_expected, self.base_offset):
                 break
             if h.max_timestamp > max_ts:
-                max_ts, max_off = h.max_timestamp, h.last_offset
+                max_ts, max_off = h.max_timestamp, last_offset
             if valid - last_index_pos > interval:
-                oi.append(h.last_offset, valid)
+                oi.append(last_offset, valid)
                 ti.maybe_append(max_ts, max_off)
                 last_index_pos = valid
-            valid += h.size
-            next_expected = h.last_offset + 1
-            if h.partition_leader_epoch >= 0 and (
-                latest_epoch is None or h.partition_leader_epoch > latest_epoch
-            ):
-                epochs.append((h.partition_leader_epoch, h.base_offset))
-                latest_epoch = h.partition_leader_epoch
+            valid += len(data)  # == the batch size (checked)
+            next_expected = last_offset + 1
+            epoch = h.partition_leader_epoch
+            if epoch >= 0 and (latest_epoch is None or epoch > latest_epoch):
+                epochs.append((epoch, h.base_offset))
+                latest_epoch = epoch
             if producer_state is not None:
-                producer_state.update_from_batch(data, 0)
+                producer_state.update_from_batch(h)
         if epoch_cache is not None and epochs:
             epoch_cache.assign_many(epochs)
         truncated = file_size - valid
@@ -629,29 +614,26 @@ class LogSegment:
 
     def _iter_for_recovery(
         self, file_size: int, max_message_size: int
-    ) -> Iterator[tuple[BatchHeader, bytes]]:
+    ) -> Iterator[tuple[LocatedBatch, bytes]]:
         pos = 0
         while pos < file_size:
             buf = os.pread(self._fd, min(_RECOVER_CHUNK, file_size - pos), pos)
             off = 0
             while True:
-                if off + _HEAD_SIZE > len(buf):
+                if off + HEADER_SIZE > len(buf):
                     break
-                h = read_header(buf, off, pos + off)
-                if (
-                    h.size < _MIN_BATCH
-                    or h.size > max_message_size
-                    or h.position + h.size > file_size
-                ):
+                b = read_located_batch(buf, off, pos + off)
+                size = b.header.batch_length + LOG_OVERHEAD
+                if size < _MIN_BATCH or size > max_message_size or pos + off + size > file_size:
                     return
-                if off + h.size > len(buf):
+                if off + size > len(buf):
                     if off == 0:
-                        buf = os.pread(self._fd, h.size, h.position)
-                        yield h, buf
-                        off = h.size
+                        buf = os.pread(self._fd, size, b.position)
+                        yield b, buf
+                        off = size
                     break
-                yield h, buf[off : off + h.size]
-                off += h.size
+                yield b, buf[off : off + size]
+                off += size
             if off == 0:
                 return  # fewer bytes left than a header: a torn tail
             pos += off
@@ -790,15 +772,18 @@ class LogSegment:
         return f"LogSegment(base={self.base_offset}, size={self._size}, active={self._active})"
 
 
-def _batch_is_valid(h: BatchHeader, data: bytes, next_expected: int, base_offset: int) -> bool:
-    if h.magic != 2 or len(data) != h.size:
+def _batch_is_valid(
+    h: BatchHeader, data: bytes, last_offset: int, next_expected: int, base_offset: int
+) -> bool:
+    """Recovery's check of one batch: magic, size, offsets after the previous batch, CRC."""
+    size = len(data)
+    if h.magic != 2 or size != h.batch_length + LOG_OVERHEAD:
         return False
-    if h.base_offset < next_expected or h.last_offset < h.base_offset:
+    if h.base_offset < next_expected or last_offset < h.base_offset:
         return False
-    if h.last_offset - base_offset > INT32_MAX:
+    if last_offset - base_offset > INT32_MAX:
         return False
-    crc = struct.unpack_from(">I", data, 17)[0]
-    return bool(_crc32c.crc32c(memoryview(data)[_CRC_START:]) == crc)
+    return compute_crc(data, 0, size) == h.crc
 
 
 def record_offsets_and_timestamps(batch: bytes) -> list[tuple[int, int]]:
@@ -814,7 +799,6 @@ __all__ = [
     "CLEANED_SUFFIX",
     "DELETED_SUFFIX",
     "SWAP_SUFFIX",
-    "BatchHeader",
     "CorruptIndexError",
     "FetchSlice",
     "LogSegment",

@@ -1,6 +1,7 @@
 """Kafka record formats: v2 record batches, legacy message sets, codecs, conversion.
 
-The broker's hot path only needs :mod:`odradek.records.batch` (header view, CRC,
+The batch header layout and its typed readers live in :mod:`odradek.records.header`;
+the broker's hot path needs that and :mod:`odradek.records.batch` (validation, CRC,
 offset patching); the rest decodes and builds records for tools, compaction, old
 clients (up/down-conversion) and tests.
 """
@@ -23,8 +24,10 @@ from odradek.records.batch import (
     RecordsError,
     TimestampType,
     assign_offsets,
+    compute_crc,
     crc32c,
     iter_entries,
+    validate_batch,
     validate_v2_batches,
 )
 from odradek.records.compression import (
@@ -43,6 +46,14 @@ from odradek.records.control import (
     parse_end_txn_marker,
 )
 from odradek.records.convert import downconvert, upconvert_legacy
+from odradek.records.header import (
+    BatchHeader,
+    LocatedBatch,
+    LogOverhead,
+    read_batch_header,
+    read_log_overhead,
+    read_magic,
+)
 from odradek.records.legacy import (
     LegacyMessage,
     build_message_set,
@@ -83,6 +94,7 @@ __all__ = [
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
     "BatchBuilder",
+    "BatchHeader",
     "BatchTooLargeError",
     "BatchView",
     "BatchesSummary",
@@ -96,6 +108,8 @@ __all__ = [
     "Header",
     "InvalidRecordError",
     "LegacyMessage",
+    "LocatedBatch",
+    "LogOverhead",
     "Record",
     "RecordsError",
     "TimestampType",
@@ -105,6 +119,7 @@ __all__ = [
     "build_end_txn_marker_batch",
     "build_message_set",
     "compress",
+    "compute_crc",
     "crc32c",
     "decode_batch",
     "decode_batches",
@@ -127,7 +142,11 @@ __all__ = [
     "iter_records",
     "parse_control_key",
     "parse_end_txn_marker",
+    "read_batch_header",
+    "read_log_overhead",
+    "read_magic",
     "read_message",
     "upconvert_legacy",
+    "validate_batch",
     "validate_v2_batches",
 ]

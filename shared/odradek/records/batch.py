@@ -1,32 +1,11 @@
-"""RecordBatch v2 header: a zero-copy view, CRC-32C validation and in-place patching.
+"""RecordBatch v2 in a buffer: an in-place view, CRC-32C validation and patching.
 
-Byte layout of one batch (all integers big-endian; Kafka's ``DefaultRecordBatch``)::
-
-    offset  size  field
-         0     8  baseOffset
-         8     4  batchLength            bytes after this field (size - 12)
-        12     4  partitionLeaderEpoch   \\ outside the CRC: the broker patches
-        16     1  magic (= 2)            /  these two without re-checksumming
-        17     4  crc                    CRC-32C (Castagnoli) over bytes 21..end
-        21     2  attributes             bits 0-2 codec, 3 timestampType,
-                                         4 isTransactional, 5 isControl,
-                                         6 hasDeleteHorizonMs
-        23     4  lastOffsetDelta
-        27     8  baseTimestamp
-        35     8  maxTimestamp
-        43     8  producerId
-        51     2  producerEpoch
-        53     4  baseSequence
-        57     4  recordsCount
-        61     -  records (compressed as a whole when codec != 0)
-
-Legacy message sets (magic 0/1) share the first 12 bytes (offset, size) and keep
-``magic`` at byte 16 too, so :func:`iter_entries` walks either kind.
-
-Invariants: ``size == batchLength + 12``; ``batchLength >= 49`` for v2; the CRC
-covers everything from ``attributes`` to the end, so patching ``baseOffset`` or
-``partitionLeaderEpoch`` keeps the batch valid, while rewriting timestamps
-(LogAppendTime) requires a new CRC.
+The header layout (byte offsets, attribute bits) is owned by
+:mod:`odradek.records.header`; this module works on whole batches in memory: the
+produce path's validation of a records blob, offset assignment in place, and the
+view Kafka's ``DefaultRecordBatch`` is (getters plus the setters a broker uses).
+Legacy message sets (magic 0/1) share the first 12 bytes and the magic at byte 16,
+so :func:`iter_entries` walks either kind. Pure code, no I/O.
 """
 
 from __future__ import annotations
@@ -34,79 +13,90 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import IntEnum
 
 import crc32c as _crc32c
 
-Buffer = bytes | bytearray | memoryview
+from odradek.records.errors import BatchTooLargeError as BatchTooLargeError
+from odradek.records.errors import CorruptRecordError as CorruptRecordError
+from odradek.records.errors import InvalidRecordError as InvalidRecordError
+from odradek.records.errors import RecordsError as RecordsError
+from odradek.records.header import (
+    ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    BATCH_LENGTH_MIN,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_STRUCT,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORDS_COUNT_OFFSET,
+    SEQUENCE_WRAP,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    Buffer,
+    Compression,
+    TimestampType,
+    read_batch_header,
+)
+from odradek.records.header import NO_PARTITION_LEADER_EPOCH as NO_PARTITION_LEADER_EPOCH
 
-LOG_OVERHEAD = 12  # baseOffset + batchLength (or offset + size for v0/v1)
-HEADER_SIZE = 61  # RECORD_BATCH_OVERHEAD
-BATCH_LENGTH_MIN = HEADER_SIZE - LOG_OVERHEAD  # 49
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
-NO_TIMESTAMP = -1
-
-_COMPRESSION_MASK = 0x07
-_TIMESTAMP_TYPE_MASK = 0x08
-_TRANSACTIONAL_MASK = 0x10
-_CONTROL_MASK = 0x20
-_DELETE_HORIZON_MASK = 0x40
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _UI = struct.Struct(">I")
 _H = struct.Struct(">h")
-
-
-class Compression(IntEnum):
-    """Codec ids of the attributes' low 3 bits (``compression.type``)."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-
-class TimestampType(IntEnum):
-    NO_TIMESTAMP_TYPE = -1
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-
-class RecordsError(ValueError):
-    """Base of record-format failures; carries the Kafka error name to answer with."""
-
-    kafka_error = "CORRUPT_MESSAGE"
-
-
-class CorruptRecordError(RecordsError):
-    """Sizes or CRC do not add up (Kafka: CORRUPT_MESSAGE)."""
-
-    kafka_error = "CORRUPT_MESSAGE"
-
-
-class InvalidRecordError(RecordsError):
-    """Well-formed but not acceptable (Kafka: INVALID_RECORD)."""
-
-    kafka_error = "INVALID_RECORD"
+_new = tuple.__new__
 
 
 def crc32c(data: Buffer) -> int:
     return _crc32c.crc32c(data)
 
 
-class BatchView:
-    """A v2 batch header read in place from ``buf`` at ``pos``; no copy is made.
+def compute_crc(buf: Buffer, pos: int, size: int) -> int:
+    """The CRC-32C a batch of ``size`` bytes at ``pos`` should carry (bytes 21..end)."""
+    return _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
 
-    Patching methods need a writable buffer (``bytearray`` or a writable view).
+
+def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """The header of the batch at ``pos`` once sizes, magic and CRC check out.
+
+    Raises :class:`CorruptRecordError` (Kafka: CORRUPT_MESSAGE) otherwise.
+    """
+    h = read_batch_header(buf, pos)
+    if h.magic != 2:
+        raise CorruptRecordError(f"expected magic 2, found {h.magic}")
+    length = h.batch_length
+    if length < BATCH_LENGTH_MIN:
+        raise CorruptRecordError(f"batchLength {length} below minimum {BATCH_LENGTH_MIN}")
+    if pos + length + LOG_OVERHEAD > len(buf):
+        raise CorruptRecordError("batch extends past the end of the buffer")
+    if compute_crc(buf, pos, length + LOG_OVERHEAD) != h.crc:
+        raise CorruptRecordError(f"CRC mismatch at position {pos}")
+    if h.last_offset_delta < 0 or h.records_count < 0:
+        raise CorruptRecordError("negative lastOffsetDelta or record count")
+    return h
+
+
+class BatchView:
+    """A v2 batch read and patched in place in ``buf`` at ``pos`` (Kafka's DefaultRecordBatch).
+
+    Single fields are read on demand; :meth:`header` reads all of them in one call
+    (loops over many batches use it). Patching needs a writable buffer (``bytearray``
+    or a writable view).
     """
 
     __slots__ = ("buf", "pos")
@@ -119,6 +109,10 @@ class BatchView:
         self.buf = buf
         self.pos = pos
 
+    def header(self) -> BatchHeader:
+        """Every header field, unpacked in one call."""
+        return _new(BatchHeader, HEADER_STRUCT.unpack_from(self.buf, self.pos))  # type: ignore[no-any-return]
+
     # -- fields -------------------------------------------------------------------------
     @property
     def base_offset(self) -> int:
@@ -126,7 +120,7 @@ class BatchView:
 
     @property
     def batch_length(self) -> int:
-        return int(_I.unpack_from(self.buf, self.pos + 8)[0])
+        return int(_I.unpack_from(self.buf, self.pos + LENGTH_OFFSET)[0])
 
     @property
     def size(self) -> int:
@@ -135,7 +129,7 @@ class BatchView:
 
     @property
     def partition_leader_epoch(self) -> int:
-        return int(_I.unpack_from(self.buf, self.pos + 12)[0])
+        return int(_I.unpack_from(self.buf, self.pos + PARTITION_LEADER_EPOCH_OFFSET)[0])
 
     @property
     def magic(self) -> int:
@@ -149,31 +143,30 @@ class BatchView:
     def attributes(self) -> int:
         return int(_H.unpack_from(self.buf, self.pos + ATTRIBUTES_OFFSET)[0])
 
+    # What the attribute bits mean is the header's to say.
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & _COMPRESSION_MASK)
+        return self.header().compression
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & _TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
+        return self.header().timestamp_type
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_MASK)
+        return self.header().is_transactional
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_MASK)
+        return self.header().is_control
 
     @property
     def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & _DELETE_HORIZON_MASK)
+        return self.header().has_delete_horizon
 
     @property
     def last_offset_delta(self) -> int:
-        return int(_I.unpack_from(self.buf, self.pos + 23)[0])
+        return int(_I.unpack_from(self.buf, self.pos + LAST_OFFSET_DELTA_OFFSET)[0])
 
     @property
     def last_offset(self) -> int:
@@ -185,43 +178,36 @@ class BatchView:
 
     @property
     def base_timestamp(self) -> int:
-        return int(_Q.unpack_from(self.buf, self.pos + 27)[0])
+        return int(_Q.unpack_from(self.buf, self.pos + BASE_TIMESTAMP_OFFSET)[0])
 
     @property
     def max_timestamp(self) -> int:
-        return int(_Q.unpack_from(self.buf, self.pos + 35)[0])
+        return int(_Q.unpack_from(self.buf, self.pos + MAX_TIMESTAMP_OFFSET)[0])
 
     @property
     def producer_id(self) -> int:
-        return int(_Q.unpack_from(self.buf, self.pos + 43)[0])
+        return int(_Q.unpack_from(self.buf, self.pos + PRODUCER_ID_OFFSET)[0])
 
     @property
     def producer_epoch(self) -> int:
-        return int(_H.unpack_from(self.buf, self.pos + 51)[0])
+        return int(_H.unpack_from(self.buf, self.pos + PRODUCER_EPOCH_OFFSET)[0])
 
     @property
     def base_sequence(self) -> int:
-        return int(_I.unpack_from(self.buf, self.pos + 53)[0])
+        return int(_I.unpack_from(self.buf, self.pos + BASE_SEQUENCE_OFFSET)[0])
 
     @property
     def last_sequence(self) -> int:
         """Kafka wraps sequences at Int32.MAX_VALUE."""
-        base = self.base_sequence
-        if base == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return (base + self.last_offset_delta) % 0x80000000
+        return self.header().last_sequence
 
     @property
     def record_count(self) -> int:
-        return int(_I.unpack_from(self.buf, self.pos + 57)[0])
+        return int(_I.unpack_from(self.buf, self.pos + RECORDS_COUNT_OFFSET)[0])
 
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
-
-    def fields(self) -> tuple[int, ...]:
-        """All header fields in layout order, unpacked in one call (hot path)."""
-        return tuple(_HEADER.unpack_from(self.buf, self.pos))
 
     def records(self) -> memoryview:
         """The (possibly compressed) records section."""
@@ -232,9 +218,7 @@ class BatchView:
 
     # -- integrity ----------------------------------------------------------------------
     def compute_crc(self) -> int:
-        start = self.pos + ATTRIBUTES_OFFSET
-        end = self.pos + self.size
-        return crc32c(memoryview(self.buf)[start:end])
+        return compute_crc(self.buf, self.pos, self.size)
 
     def is_valid(self) -> bool:
         if self.magic != 2 or self.batch_length < BATCH_LENGTH_MIN:
@@ -245,24 +229,21 @@ class BatchView:
 
     def validate(self) -> None:
         """Raise :class:`CorruptRecordError` unless sizes, magic and CRC are right."""
-        if self.magic != 2:
-            raise CorruptRecordError(f"expected magic 2, found {self.magic}")
-        length = self.batch_length
-        if length < BATCH_LENGTH_MIN:
-            raise CorruptRecordError(f"batchLength {length} below minimum {BATCH_LENGTH_MIN}")
-        if self.pos + length + LOG_OVERHEAD > len(self.buf):
-            raise CorruptRecordError("batch extends past the end of the buffer")
-        if self.compute_crc() != self.crc:
-            raise CorruptRecordError(f"CRC mismatch at position {self.pos}")
-        if self.last_offset_delta < 0 or self.record_count < 0:
-            raise CorruptRecordError("negative lastOffsetDelta or record count")
+        validate_batch(self.buf, self.pos)
 
     # -- patching -----------------------------------------------------------------------
     def set_base_offset(self, base_offset: int) -> None:
+        """Outside the CRC: the batch stays valid."""
         _Q.pack_into(self.buf, self.pos, base_offset)  # type: ignore[arg-type]
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
-        _I.pack_into(self.buf, self.pos + 12, epoch)  # type: ignore[arg-type]
+        """Outside the CRC: the batch stays valid."""
+        _I.pack_into(self.buf, self.pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)  # type: ignore[arg-type]
+
+    def set_last_offset_delta(self, delta: int) -> None:
+        """Rewrite lastOffsetDelta (compaction keeps a batch's last offset), then re-CRC."""
+        _I.pack_into(self.buf, self.pos + LAST_OFFSET_DELTA_OFFSET, delta)  # type: ignore[arg-type]
+        self.update_crc()
 
     def set_log_append_time(self, timestamp_ms: int) -> None:
         """Stamp LogAppendTime: sets the timestamp-type bit and maxTimestamp, then re-CRCs.
@@ -270,9 +251,9 @@ class BatchView:
         As in Kafka, only the batch header changes; consumers read every record's
         timestamp as maxTimestamp when the bit is set.
         """
-        attrs = self.attributes | _TIMESTAMP_TYPE_MASK
+        attrs = self.attributes | TIMESTAMP_TYPE_MASK
         _H.pack_into(self.buf, self.pos + ATTRIBUTES_OFFSET, attrs)  # type: ignore[arg-type]
-        _Q.pack_into(self.buf, self.pos + 35, timestamp_ms)  # type: ignore[arg-type]
+        _Q.pack_into(self.buf, self.pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)  # type: ignore[arg-type]
         self.update_crc()
 
     def update_crc(self) -> None:
@@ -298,8 +279,9 @@ def iter_entries(buf: Buffer, start: int = 0) -> Iterator[Entry]:
     """
     pos = start
     end = len(buf)
+    unpack = LOG_OVERHEAD_STRUCT.unpack_from
     while pos + LOG_OVERHEAD <= end:
-        base_offset, length = struct.unpack_from(">qi", buf, pos)
+        base_offset, length = unpack(buf, pos)
         if length < 0 or pos + LOG_OVERHEAD + length > end or pos + MAGIC_OFFSET >= end:
             return
         size = LOG_OVERHEAD + length
@@ -357,7 +339,7 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
             pepoch,
             base_seq,
             count,
-        ) = _HEADER.unpack_from(buf, pos)
+        ) = HEADER_STRUCT.unpack_from(buf, pos)
         if magic != 2:
             raise InvalidRecordError(f"magic {magic} batch where v2 was expected")
         if length < BATCH_LENGTH_MIN or pos + LOG_OVERHEAD + length > end:
@@ -367,29 +349,26 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
             raise BatchTooLargeError(
                 f"batch of {size} bytes exceeds max.message.bytes {max_batch_bytes}"
             )
-        if crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
+        if _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
             raise CorruptRecordError(f"CRC mismatch in batch at position {pos}")
         if last_delta < 0 or count < 0:
             raise CorruptRecordError("negative lastOffsetDelta or record count")
-        if count == 0 and not (attrs & _CONTROL_MASK):
+        if count == 0 and not (attrs & CONTROL_FLAG_MASK):
             raise InvalidRecordError("batch with no records")
+        codec = attrs & COMPRESSION_CODEC_MASK
         if summary.batch_count == 0:
             summary.producer_id = pid
             summary.producer_epoch = pepoch
             summary.first_sequence = base_seq
-            summary.is_transactional = bool(attrs & _TRANSACTIONAL_MASK)
-            summary.is_control = bool(attrs & _CONTROL_MASK)
-            summary.compression = (
-                Compression(attrs & _COMPRESSION_MASK)
-                if (attrs & _COMPRESSION_MASK) <= 4
-                else Compression.NONE
-            )
+            summary.is_transactional = bool(attrs & TRANSACTIONAL_FLAG_MASK)
+            summary.is_control = bool(attrs & CONTROL_FLAG_MASK)
+            summary.compression = Compression(codec) if codec <= 4 else Compression.NONE
         elif pid != summary.producer_id or pepoch != summary.producer_epoch:
             raise InvalidRecordError("batches of one partition from different producers")
-        if (attrs & _COMPRESSION_MASK) > 4:
-            raise InvalidRecordError(f"unknown compression codec {attrs & _COMPRESSION_MASK}")
+        if codec > 4:
+            raise InvalidRecordError(f"unknown compression codec {codec}")
         summary.last_sequence = (
-            NO_SEQUENCE if base_seq == NO_SEQUENCE else (base_seq + last_delta) % 0x80000000
+            NO_SEQUENCE if base_seq == NO_SEQUENCE else (base_seq + last_delta) % SEQUENCE_WRAP
         )
         if max_ts > summary.max_timestamp:
             summary.max_timestamp = max_ts
@@ -402,12 +381,6 @@ def validate_v2_batches(buf: Buffer, *, max_batch_bytes: int | None = None) -> B
         pos += size
     summary.positions = tuple(positions)
     return summary
-
-
-class BatchTooLargeError(RecordsError):
-    """A batch larger than ``max.message.bytes`` (Kafka: MESSAGE_TOO_LARGE)."""
-
-    kafka_error = "MESSAGE_TOO_LARGE"
 
 
 def assign_offsets(
@@ -423,6 +396,6 @@ def assign_offsets(
     next_offset = first_offset
     for pos in positions:
         _Q.pack_into(buf, pos, next_offset)
-        _I.pack_into(buf, pos + 12, partition_leader_epoch)
-        next_offset += int(_I.unpack_from(buf, pos + 23)[0]) + 1
+        _I.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+        next_offset += int(_I.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)[0]) + 1
     return next_offset

@@ -56,6 +56,7 @@ from odradek.records.compression import (
     compress_lz4_kafka08,
     decompress,
 )
+from odradek.records.header import read_log_overhead
 
 MAGIC_V0 = 0
 MAGIC_V1 = 1
@@ -169,7 +170,7 @@ def iter_messages(buf: Buffer, *, verify_crc: bool = True) -> Iterator[LegacyMes
     pos = 0
     end = len(buf)
     while pos + LOG_OVERHEAD <= end:
-        (size,) = _I.unpack_from(buf, pos + 8)
+        size = read_log_overhead(buf, pos).batch_length
         if size >= 0 and pos + LOG_OVERHEAD + size > end:
             return
         msg = read_message(buf, pos, verify_crc=verify_crc)

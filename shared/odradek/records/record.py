@@ -17,7 +17,7 @@ One record inside a v2 batch's (possibly compressed) records section (Kafka's
 
 Invariants checked when decoding: each record ends exactly ``length`` bytes after its
 length field, the batch holds exactly ``recordsCount`` records and nothing after them,
-and the CRC-32C of the batch matches (batch layout: :mod:`odradek.records.batch`).
+and the CRC-32C of the batch matches (batch layout: :mod:`odradek.records.header`).
 Header keys are decoded with ``surrogateescape`` so keys that are not valid UTF-8 still
 re-encode to the same bytes (compaction rewrites records).
 
@@ -35,37 +35,38 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from odradek.records.batch import (
-    _COMPRESSION_MASK,
-    _CONTROL_MASK,
-    _DELETE_HORIZON_MASK,
-    _TIMESTAMP_TYPE_MASK,
-    _TRANSACTIONAL_MASK,
+from odradek.records.batch import crc32c, iter_entries, validate_batch
+from odradek.records.compression import DEFAULT_MAX_OUTPUT_SIZE, compress, decompress
+from odradek.records.errors import CorruptRecordError
+from odradek.records.header import (
     ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_MIN,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
     CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
-    BatchView,
+    SEQUENCE_WRAP,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
     Buffer,
     Compression,
-    CorruptRecordError,
     TimestampType,
-    crc32c,
-    iter_entries,
+    read_batch_header,
 )
-from odradek.records.compression import DEFAULT_MAX_OUTPUT_SIZE, compress, decompress
 from odradek.records.varint import decode_varint, decode_varlong, write_varint, write_varlong
 
 Header = tuple[str, bytes | None]
 
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _UI = struct.Struct(">I")
-_SEQUENCE_WRAP = 0x80000000
 # length(1) + attributes + timestampDelta(1) + offsetDelta(1) + key(1) + value(1) + headers(1)
 MIN_RECORD_SIZE = 7
 
@@ -121,33 +122,48 @@ class DecodedBatch:
     records: list[DecodedRecord]
 
     @property
+    def header(self) -> BatchHeader:
+        """The header fields as the typed view that owns their meaning."""
+        return BatchHeader(
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        )
+
+    @property
     def size(self) -> int:
         return self.batch_length + LOG_OVERHEAD
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & _COMPRESSION_MASK)
+        return self.header.compression
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & _TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
+        return self.header.timestamp_type
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_MASK)
+        return self.header.is_transactional
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_MASK)
+        return self.header.is_control
 
     @property
     def delete_horizon_ms(self) -> int:
         """KIP-534: the baseTimestamp doubles as the tombstone delete horizon."""
-        if self.attributes & _DELETE_HORIZON_MASK:
-            return self.base_timestamp
-        return NO_TIMESTAMP
+        return self.base_timestamp if self.header.has_delete_horizon else NO_TIMESTAMP
 
     @property
     def last_offset(self) -> int:
@@ -159,9 +175,7 @@ class DecodedBatch:
 
     @property
     def last_sequence(self) -> int:
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return (self.base_sequence + self.last_offset_delta) % _SEQUENCE_WRAP
+        return self.header.last_sequence
 
 
 # -- one record ---------------------------------------------------------------------------
@@ -282,14 +296,13 @@ def decode_batch(
     max_output_size: int = DEFAULT_MAX_OUTPUT_SIZE,
 ) -> DecodedBatch:
     """Decode the v2 batch at ``pos``: header, CRC check, decompression, every record."""
-    view = BatchView(buf, pos)
-    if view.magic != 2:
-        raise CorruptRecordError(f"expected a magic 2 batch, found magic {view.magic}")
+    header = read_batch_header(buf, pos)
+    if header.magic != 2:
+        raise CorruptRecordError(f"expected a magic 2 batch, found magic {header.magic}")
     if verify_crc:
-        view.validate()
-    elif view.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + view.size > len(buf):
+        validate_batch(buf, pos)
+    elif header.batch_length < BATCH_LENGTH_MIN or pos + header.size > len(buf):
         raise CorruptRecordError("batch length does not fit the buffer")
-    fields = view.fields()
     (
         base_offset,
         batch_length,
@@ -304,16 +317,16 @@ def decode_batch(
         producer_epoch,
         base_sequence,
         count,
-    ) = fields
+    ) = header
     if count < 0:
         raise CorruptRecordError(f"negative record count {count}")
-    section: Buffer = view.records()
-    codec = attributes & _COMPRESSION_MASK
+    section: Buffer = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    codec = attributes & COMPRESSION_CODEC_MASK
     if codec and (count or len(section)):
         section = decompress(codec, section, max_output_size)
     if count * MIN_RECORD_SIZE > len(section):
         raise CorruptRecordError(f"{count} records cannot fit in {len(section)} bytes")
-    log_append = bool(attributes & _TIMESTAMP_TYPE_MASK)
+    log_append = bool(attributes & TIMESTAMP_TYPE_MASK)
     records: list[DecodedRecord] = []
     p = 0
     end = len(section)
@@ -323,7 +336,7 @@ def decode_batch(
         if base_sequence == NO_SEQUENCE:
             sequence = NO_SEQUENCE
         else:
-            sequence = (base_sequence + rec.offset_delta) % _SEQUENCE_WRAP
+            sequence = (base_sequence + rec.offset_delta) % SEQUENCE_WRAP
         append(
             DecodedRecord(
                 base_offset + rec.offset_delta,
@@ -473,13 +486,13 @@ class BatchBuilder:
     def _attributes(self) -> int:
         attributes = int(self._compression)
         if self._timestamp_type == TimestampType.LOG_APPEND_TIME:
-            attributes |= _TIMESTAMP_TYPE_MASK
+            attributes |= TIMESTAMP_TYPE_MASK
         if self._is_transactional:
-            attributes |= _TRANSACTIONAL_MASK
+            attributes |= TRANSACTIONAL_FLAG_MASK
         if self._is_control:
-            attributes |= _CONTROL_MASK
+            attributes |= CONTROL_FLAG_MASK
         if self._delete_horizon_ms is not None:
-            attributes |= _DELETE_HORIZON_MASK
+            attributes |= DELETE_HORIZON_FLAG_MASK
         return attributes
 
     def build(self) -> bytes:
@@ -526,7 +539,7 @@ def _assemble(
 ) -> bytes:
     out = bytearray(HEADER_SIZE)
     out += section
-    _BATCH_HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         out,
         0,
         base_offset,
@@ -567,11 +580,11 @@ def build_empty_batch(
     """
     attributes = 0
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= _TIMESTAMP_TYPE_MASK
+        attributes |= TIMESTAMP_TYPE_MASK
     if is_transactional:
-        attributes |= _TRANSACTIONAL_MASK
+        attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
-        attributes |= _CONTROL_MASK
+        attributes |= CONTROL_FLAG_MASK
     return _assemble(
         b"",
         base_offset=base_offset,

@@ -31,18 +31,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from odradek.records.batch import (
-    BATCH_LENGTH_MIN,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    BatchView,
-    Compression,
-    RecordsError,
-    TimestampType,
-    crc32c,
-)
+from odradek.records.batch import BatchView, RecordsError, crc32c
 from odradek.records.control import ControlRecordType, parse_control_key, parse_end_txn_marker
+from odradek.records.header import (
+    BATCH_LENGTH_MIN,
+    COMPRESSION_CODEC_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    BatchHeader,
+    Compression,
+    TimestampType,
+    read_batch_header,
+    read_log_overhead,
+    read_magic,
+)
 from odradek.records.legacy import (
     CODEC_MASK,
     TIMESTAMP_TYPE_MASK,
@@ -69,7 +70,6 @@ _TIME_INDEX_ENTRY = struct.Struct(">qi")
 _SNAPSHOT_HEADER = struct.Struct(">hIi")
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 _TXN_ENTRY = struct.Struct(">hqqqq")
-_HEADER_PREFIX = struct.Struct(">qi")
 
 
 def _bool(value: bool) -> str:
@@ -107,17 +107,17 @@ def _codec_name(codec: int) -> str:
         return f"UNKNOWN({codec})"
 
 
-def _v2_batch_line(view: BatchView, position: int, valid: bool) -> str:
-    ts_type = "LogAppendTime" if view.attributes & TIMESTAMP_TYPE_MASK else "CreateTime"
+def _v2_batch_line(h: BatchHeader, position: int, valid: bool) -> str:
+    ts_type = _TIMESTAMP_NAMES[h.timestamp_type]
     return (
-        f"baseOffset: {view.base_offset} lastOffset: {view.last_offset} "
-        f"baseSequence: {view.base_sequence} lastSequence: {view.last_sequence} "
-        f"producerId: {view.producer_id} producerEpoch: {view.producer_epoch} "
-        f"partitionLeaderEpoch: {view.partition_leader_epoch} "
-        f"isTransactional: {_bool(view.is_transactional)} position: {position} "
-        f"{ts_type}: {view.max_timestamp} isvalid: {_bool(valid)} size: {view.size} "
-        f"magic: {view.magic} compresscodec: {_codec_name(view.attributes & CODEC_MASK)} "
-        f"crc: {view.crc}"
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} "
+        f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
+        f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
+        f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+        f"isTransactional: {_bool(h.is_transactional)} position: {position} "
+        f"{ts_type}: {h.max_timestamp} isvalid: {_bool(valid)} size: {h.size} "
+        f"magic: {h.magic} compresscodec: {_codec_name(h.attributes & COMPRESSION_CODEC_MASK)} "
+        f"crc: {h.crc}"
     )
 
 
@@ -161,9 +161,8 @@ def _dump_v2(
     data: bytes | mmap.mmap, pos: int, size: int, deep: bool, print_data: bool
 ) -> list[str]:
     raw = data[pos : pos + size]
-    view = BatchView(raw)
-    valid = view.is_valid()
-    lines = [_v2_batch_line(view, pos, valid)]
+    valid = BatchView(raw).is_valid()
+    lines = [_v2_batch_line(read_batch_header(raw), pos, valid)]
     if deep and valid:
         try:
             batch = decode_batch(raw, verify_crc=False)
@@ -206,10 +205,10 @@ def _dump_legacy(
     try:
         msg = read_message(raw, 0, verify_crc=False)
     except RecordsError as exc:
-        offset = _HEADER_PREFIX.unpack_from(raw, 0)[0]
+        offset = read_log_overhead(raw).base_offset
         return [
             f"offset: {offset} position: {pos} isvalid: false size: {size} "
-            f"magic: {raw[MAGIC_OFFSET]} error: {exc}"
+            f"magic: {read_magic(raw)} error: {exc}"
         ]
     lines = [_legacy_line(msg, pos, print_data)]
     if deep and msg.valid and msg.is_compressed:
@@ -235,13 +234,13 @@ def dump_log(path: str, deep: bool, print_data: bool, out: TextIO) -> None:
     with _mapped(path) as data:
         end = len(data)
         pos = 0
-        while end - pos > MAGIC_OFFSET:
-            _, length = _HEADER_PREFIX.unpack_from(data, pos)
-            magic = data[pos + MAGIC_OFFSET]
+        while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
+            entry = read_log_overhead(data, pos)
+            magic = read_magic(data, pos)
             minimum = _min_length(magic)
-            if minimum is None or length < minimum or pos + LOG_OVERHEAD + length > end:
+            if minimum is None or entry.batch_length < minimum or pos + entry.size > end:
                 break
-            size = LOG_OVERHEAD + length
+            size = entry.size
             if magic == 2:
                 lines = _dump_v2(data, pos, size, deep, print_data)
             else:
@@ -256,13 +255,14 @@ def dump_log(path: str, deep: bool, print_data: bool, out: TextIO) -> None:
 # -- indexes ------------------------------------------------------------------------------
 def _batch_last_offset_at(log: bytes | mmap.mmap, position: int) -> int | None:
     """Last offset of the entry at ``position`` (what an offset index entry names)."""
-    if position < 0 or position + MAGIC_OFFSET >= len(log):
-        return None
-    magic = log[position + MAGIC_OFFSET]
-    if magic == 2 and position + HEADER_SIZE <= len(log):
-        return BatchView(log[position : position + HEADER_SIZE]).last_offset
-    if magic in (0, 1):
-        return int(_HEADER_PREFIX.unpack_from(log, position)[0])
+    try:
+        magic = read_magic(log, position)
+        if magic == 2:
+            return read_batch_header(log, position).last_offset
+        if magic in (0, 1):
+            return read_log_overhead(log, position).base_offset
+    except RecordsError:
+        pass  # too short for a header: the entry names nothing
     return None
 
 

@@ -404,9 +404,8 @@ def test_repeated_passes_do_not_accumulate_empty_batches(tmp_path: Path) -> None
     raw = log.read(0, 1 << 20).records
     empties = 0
     for seg in log.segments:
-        for h in seg.iter_headers():
-            data = seg.read_bytes(h.position, h.size)
-            empties += BatchView(data).record_count == 0
+        for b in seg.iter_headers():
+            empties += b.header.records_count == 0
     assert empties <= len(log.segments)
     assert len(latest_by_key(read_everything(log))) == 4
     assert raw

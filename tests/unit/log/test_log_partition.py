@@ -124,10 +124,12 @@ def test_seed_offset_lookup_through_segments(tmp_path: Path) -> None:
     target = 3257573 + 87
     entry = seg.offset_index.lookup(target)
     assert entry.offset <= target
-    h = seg.translate_offset(target)
-    assert h is not None and h.base_offset <= target <= h.last_offset
+    found = seg.translate_offset(target)
+    assert found is not None
+    h = found.header
+    assert h.base_offset <= target <= h.last_offset
     rr = log.read(target, 1)
-    assert rr.first_offset == h.base_offset and rr.file_position == h.position
+    assert rr.first_offset == h.base_offset and rr.file_position == found.position
     assert any(o == target for o, *_ in decode_all(rr.records))
     assert log.read(100, 1).first_offset == 100
     log.close()
