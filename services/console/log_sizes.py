@@ -103,9 +103,10 @@ class LogSizeReader:
                 out.partitions[key] = max(out.partitions.get(key, 0), p.size_bytes)
                 if p.is_leader:
                     leader_sizes[key] = p.size_bytes
-                entry = dirs.get(p.log_dir)
+                root = log_dir_of(p.log_dir, p.topic, p.partition)
+                entry = dirs.get(root)
                 if entry is None:
-                    entry = dirs[p.log_dir] = LogDir(node_id, p.log_dir)
+                    entry = dirs[root] = LogDir(node_id, root)
                 entry.size_bytes += p.size_bytes
                 entry.partitions += 1
             out.dirs.extend(dirs.values() or [LogDir(node_id, "")])
@@ -133,6 +134,12 @@ class LogSizeReader:
             with contextlib.suppress(Exception):
                 await channel.close(None)
         self._channels.clear()
+
+
+def log_dir_of(path: str, topic: str, partition: int) -> str:
+    """The log dir (an entry of ``log.dirs``) holding a partition directory."""
+    parent, sep, name = path.rstrip("/").rpartition("/")
+    return (parent or "/") if sep and name == f"{topic}-{partition}" else path
 
 
 def sizes_by_node(sizes: LogSizes) -> dict[int, list[LogDir]]:

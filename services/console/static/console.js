@@ -81,9 +81,8 @@
       parts.push(`<polyline fill="none" stroke="${COLORS[i % COLORS.length]}" stroke-width="2" vector-effect="non-scaling-stroke" points="${pts.join(" ")}"/>`);
       now.push(k.replace("_", " ") + " " + fmt(s.v[s.v.length - 1], unit));
     });
-    if (vmax > 0) parts.push(`<text x="4" y="14" font-size="12" fill="#5b6470">max ${fmt(vmax, unit)}</text>`);
     svg.innerHTML = parts.join("");
-    fig.querySelector(".chart-now").textContent = now.join(" · ");
+    fig.querySelector(".chart-now").textContent = now.join(" · ") + (vmax > 0 ? " (max " + fmt(vmax, unit) + ")" : "");
     fig.querySelector(".chart-legend").innerHTML = keys.map((k, i) =>
       `<span><i style="background:${COLORS[i % COLORS.length]}"></i>${k.replace("_", " ")}</span>`).join("");
   }
