@@ -441,7 +441,7 @@ def test_keyboard_only_and_live_updates(
 
     # Live: a record produced elsewhere shows up without a reload.
     browser.driver.execute_script("window.__notReloaded = true")
-    cell = f"#partitions-table tr[data-partition='0'] .log-end"
+    cell = "#partitions-table tr[data-partition='0'] .log-end"
     before = int(browser.text(cell))
     producer = Producer({"bootstrap.servers": console_cluster.bootstrap_servers})
     producer.produce(SEED_TOPIC, value=b"live", partition=0)
