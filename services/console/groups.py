@@ -275,12 +275,12 @@ async def plan_reset(
         new = {tp: min(max(target, starts[tp].offset), ends[tp].offset) for tp in tps}
     else:
         when = _parse_int(value, "timestamp")
-        found = await list_offsets(client, dict.fromkeys(tps, when))
+        at = await list_offsets(client, dict.fromkeys(tps, when))
         new = {}
         for tp in tps:
-            if found[tp].error:
-                raise KafkaClientError(f"{tp[0]}-{tp[1]}: {found[tp].error}")
-            new[tp] = found[tp].offset if found[tp].offset >= 0 else ends[tp].offset
+            if at[tp].error:
+                raise KafkaClientError(f"{tp[0]}-{tp[1]}: {at[tp].error}")
+            new[tp] = at[tp].offset if at[tp].offset >= 0 else ends[tp].offset
     return [ResetRow(t, p, current.get((t, p)), new[(t, p)]) for t, p in tps]
 
 

@@ -10,30 +10,35 @@ Settings (Kafka's names where Kafka has one):
   passed to the console's Kafka clients.
 - ``console.sample.interval.ms`` how often live charts get a new point.
 
-Ports reported: ``http`` (the UI) and ``metrics`` (/metrics, /healthz, /readyz).
+Ports reported: ``http`` (the UI), ``grpc`` (only the standard gRPC health service, so
+the console is probed like every other service) and ``metrics`` (/metrics, /healthz,
+/readyz).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 
 from aiohttp import web
 
 from odradek.config import Config, ConfigError
-from odradek.console.kafka_client import ClientConfig
+from odradek.console.kafka_client import ClientConfig, KafkaClient
 from odradek.console.sampler import Sampler
 from odradek.console.sessions import ClientPool
 from odradek.console.web import build_app
 from odradek.controller_client import ControllerClient
 from odradek.metadata_cache import MetadataCache, NodeKind, Snapshot
 from odradek.metrics import MetricsServer
+from odradek.rpc.server import RpcServer
 
 log = logging.getLogger("odradek.console")
 
 DEFAULTS = {
     "console.listener": "127.0.0.1:8080",
+    "grpc.listener": "127.0.0.1:0",
     "bootstrap.servers": "",
     "controller.address": "",
     "controller.metrics.address": "",
@@ -71,7 +76,9 @@ class ConsoleService:
         self.static_bootstrap = tuple(_split(config.str("bootstrap.servers")))
         if not self.static_bootstrap and self.controller is None:
             raise ConfigError("the console needs bootstrap.servers or controller.address")
-        self.client_settings = dict(
+        # Passed through to every Kafka client the console makes (one per user, see sessions).
+        self.client_defaults = ClientConfig(
+            (),
             client_id=config.str("client.id"),
             request_timeout_s=config.int("request.timeout.ms", min=1) / 1000.0,
             security_protocol=config.str("security.protocol"),
@@ -88,6 +95,13 @@ class ConsoleService:
             ],
         )
         self.metrics_server = MetricsServer(self.host, config.int("metrics.port", 0, min=0))
+        grpc_host, _, grpc_port = config.str("grpc.listener").rpartition(":")
+        if not grpc_port.isdigit():
+            raise ConfigError(
+                f"Invalid value {config.str('grpc.listener')!r} for configuration grpc.listener: "
+                "expected host:port"
+            )
+        self.rpc = RpcServer(grpc_host.strip("[]") or "127.0.0.1", int(grpc_port))
         self._runner: web.AppRunner | None = None
         self._stop = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
@@ -112,14 +126,18 @@ class ConsoleService:
             servers = self.bootstrap_servers()
             if not servers:
                 raise ConfigError("no gateway is registered yet")
-            self.pool = ClientPool(ClientConfig(servers, **self.client_settings))  # type: ignore[arg-type]
+            self.pool = ClientPool(
+                dataclasses.replace(self.client_defaults, bootstrap_servers=servers)
+            )
         return self.pool
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self) -> KafkaClient:
         return self.client_pool().anonymous()
 
     async def start(self) -> dict[str, int]:
         metrics_port = await self.metrics_server.start()
+        grpc_port = await self.rpc.start()
+        await self.rpc.set_serving(live=True, ready=False)
         if self.controller is not None:
             self._watch = asyncio.get_running_loop().create_task(
                 self.controller.watch(self.metadata.update, self._stop), name="metadata-watch"
@@ -139,11 +157,14 @@ class ConsoleService:
         http_port = sockets[0].getsockname()[1] if sockets else self.port
         self.sampler.start()
         self.metrics_server.ready = True
+        await self.rpc.set_serving(live=True, ready=True)
         log.info("console on http://%s:%d/", self.host, http_port)
-        return {"http": http_port, "metrics": metrics_port}
+        return {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
 
     async def stop(self) -> None:
         self.metrics_server.ready = False
+        with contextlib.suppress(Exception):
+            await self.rpc.set_serving(live=True, ready=False)
         self._stop.set()
         await self.sampler.stop()
         if self._runner is not None:
@@ -156,6 +177,7 @@ class ConsoleService:
             await self.pool.close()
         if self.controller is not None:
             await self.controller.close()
+        await self.rpc.stop(grace=1.0)
         await self.metrics_server.stop()
 
 

@@ -294,7 +294,7 @@ class Pages:
         req = None
         try:
             req = messages_api.BrowseRequest(
-                partition=_query_int(query, "partition", 0),
+                partition=_query_int(query, "partition", 0) or 0,
                 offset=_query_int(query, "offset", None),
                 timestamp=_parse_time(query.get("timestamp", "")),
                 newest_first=query.get("order", "newest") != "oldest",

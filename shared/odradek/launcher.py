@@ -304,7 +304,7 @@ def console_spec(opts: ClusterOptions, data: Path, common: dict[str, str]) -> Se
         "console",
         "console",
         "console",
-        {"console.listener": f"{opts.host}:{port}", **common},
+        {"console.listener": f"{opts.host}:{port}", "grpc.listener": f"{opts.host}:0", **common},
         data / "console",
     )
 
