@@ -54,6 +54,7 @@ VERSION_CAPS: dict[ApiKey, int] = {
 }
 
 _SIZE = struct.Struct(">i")
+METADATA_MAX_AGE_S = 1.0
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
@@ -270,6 +271,10 @@ class KafkaClient:
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap: BrokerConnection | None = None
         self._connecting: dict[int, asyncio.Lock] = {}
+        # The whole-cluster Metadata answer, shared by pages and live refreshes for
+        # METADATA_MAX_AGE_S (a 10,000-partition answer costs the gateway ~0.3 s).
+        self._all: tuple[float, Message] | None = None
+        self._all_pending: asyncio.Future[Message] | None = None
 
     @property
     def timeout(self) -> float:
@@ -342,8 +347,34 @@ class KafkaClient:
         conn = await (self._any_connection() if node_id is None else self.connection(node_id))
         return conn.version(api_key)
 
+    def invalidate(self) -> None:
+        """Forget the cached whole-cluster metadata (after a create, delete or change)."""
+        self._all = None
+
     async def metadata(self, topics: Iterable[str] | None = None) -> Message:
-        """Metadata for ``topics`` (None: every topic); refreshes the broker list."""
+        """Metadata for ``topics`` (None: every topic, cached briefly); refreshes the brokers."""
+        if topics is not None:
+            return await self._metadata(topics)
+        loop = asyncio.get_running_loop()
+        if self._all is not None and loop.time() - self._all[0] < METADATA_MAX_AGE_S:
+            return self._all[1]
+        if self._all_pending is not None:
+            return await asyncio.shield(self._all_pending)
+        self._all_pending = loop.create_future()
+        try:
+            response = await self._metadata(None)
+        except BaseException as exc:
+            self._all_pending.set_exception(exc)
+            self._all_pending.exception()  # retrieved: no "never retrieved" warning
+            raise
+        else:
+            self._all = (loop.time(), response)
+            self._all_pending.set_result(response)
+            return response
+        finally:
+            self._all_pending = None
+
+    async def _metadata(self, topics: Iterable[str] | None) -> Message:
         cls = request_class(ApiKey.METADATA)
         request = cls(
             topics=None if topics is None else [cls.MetadataRequestTopic(name=t) for t in topics],

@@ -196,6 +196,7 @@ async def create_topic(
         validate_only=validate_only,
     )
     response = await client.send(ApiKey.CREATE_TOPICS, request, client.controller_id_or_none())
+    client.invalidate()
     for t in response.topics:
         check(t.error_code, t.error_message)
 
@@ -204,6 +205,7 @@ async def delete_topic(client: KafkaClient, name: str) -> None:
     cls = request_class(ApiKey.DELETE_TOPICS)
     request = cls(topic_names=[name], timeout_ms=int(client.timeout * 1000))
     response = await client.send(ApiKey.DELETE_TOPICS, request, client.controller_id_or_none())
+    client.invalidate()
     for t in response.responses:
         check(t.error_code, t.error_message)
 
