@@ -8,7 +8,8 @@ page: the first (cold) and median/p90 of ``--repeats`` (10) full page loads over
 (the server renders everything; the browser only adds the page's CSS), and the ratio
 of the median to the 1 s target.
 
-    python -m bench console [--topics 1000] [--partitions 10] [--groups 50] [--repeats 10]
+    python -m bench console [--topics=1000] [--partitions=10] [--groups=50] [--repeats=10]
+                            [--storage-nodes=2]
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--groups", type=int, default=50)
     p.add_argument("--group-partitions", type=int, default=100)
     p.add_argument("--repeats", type=int, default=10)
+    # Each partition keeps its .log/.index/.timeindex open: 10,000 partitions on one node
+    # need ~30,000 descriptors, over this machine's 20,000 (ulimit -n), so spread them.
+    p.add_argument("--storage-nodes", type=int, default=2)
     p.add_argument("--batch", type=int, default=50, help="topics per CreateTopics request")
     return p.parse_args(argv)
 
@@ -64,6 +68,9 @@ async def create_topics(client: KafkaClient, names: list[str], partitions: int, 
         for t in response.topics:
             if t.error_code != 36:  # TOPIC_ALREADY_EXISTS: a rerun on the same cluster
                 check(t.error_code, t.error_message)
+        # Paced: the storage node opens partitions one by one (~tens per second here) and
+        # its heartbeats starve if thousands queue up, so each batch waits to be served.
+        await wait_until_served(client, chunk, quiet=True)
         done = i + len(chunk)
         rate = done * partitions / (time.perf_counter() - started)
         print(f"  created {done}/{len(names)} topics ({rate:.0f} partitions/s)", flush=True)
@@ -104,25 +111,32 @@ async def commit_groups(
     print(f"  committed offsets for {len(groups)} groups x {per_group} partitions", flush=True)
 
 
-async def wait_until_served(client: KafkaClient, timeout_s: float = 900.0) -> None:
+async def wait_until_served(
+    client: KafkaClient,
+    topics: list[str] | None = None,
+    timeout_s: float = 900.0,
+    quiet: bool = False,
+) -> None:
     """Until every partition answers ListOffsets: the storage nodes have loaded them all."""
     from odradek.console.offsets import LATEST, list_offsets, partitions_of
 
     started = time.perf_counter()
     while True:
-        metadata = await client.metadata()
+        client.invalidate()
+        metadata = await client.metadata(topics)
         tps = partitions_of(metadata)
         found = await list_offsets(client, dict.fromkeys(tps, LATEST), metadata)
         served = sum(1 for r in found.values() if not r.error)
-        print(f"  {served}/{len(tps)} partitions served", flush=True)
+        if not quiet:
+            print(f"  {served}/{len(tps)} partitions served", flush=True)
         if served == len(tps):
-            print(
-                f"  every partition served after {time.perf_counter() - started:.0f}s", flush=True
-            )
+            if not quiet:
+                elapsed = time.perf_counter() - started
+                print(f"  every partition served after {elapsed:.0f}s", flush=True)
             return
         if time.perf_counter() - started > timeout_s:
             raise SystemExit(f"only {served}/{len(tps)} partitions served after {timeout_s:.0f}s")
-        await asyncio.sleep(5)
+        await asyncio.sleep(0.5 if quiet else 5)
 
 
 def load(url: str) -> tuple[float, int, str]:
@@ -149,7 +163,14 @@ def main(argv: list[str]) -> None:
     args = parse(argv)
     with tempfile.TemporaryDirectory(prefix="bench-console-") as tmp:
         cluster = Cluster(
-            ClusterOptions(data_dir=Path(tmp), port=0, start_timeout=120.0, settings={})
+            ClusterOptions(
+                data_dir=Path(tmp),
+                port=0,
+                storage_nodes=args.storage_nodes,
+                start_timeout=120.0,
+                # A storage node busy opening partitions must not be declared dead.
+                settings={"broker.session.timeout.ms": "60000"},
+            )
         )
         print("starting a local cluster ...", flush=True)
         cluster.start()
