@@ -275,6 +275,8 @@ class KafkaClient:
         # METADATA_MAX_AGE_S (a 10,000-partition answer costs the gateway ~0.3 s).
         self._all: tuple[float, Message] | None = None
         self._all_pending: asyncio.Future[Message] | None = None
+        # (topic, partition) -> leader broker id, from every Metadata answer.
+        self.leaders: dict[tuple[str, int], int] = {}
 
     @property
     def timeout(self) -> float:
@@ -389,7 +391,27 @@ class KafkaClient:
         }
         self.cluster_id = response.cluster_id
         self.controller_id = getattr(response, "controller_id", -1)
+        if topics is None:
+            self.leaders = {}
+        for t in response.topics:
+            for p in t.partitions:
+                if t.error_code or p.leader_id < 0:
+                    self.leaders.pop((t.name, p.partition_index), None)
+                else:
+                    self.leaders[(t.name, p.partition_index)] = p.leader_id
         return response
+
+    async def leaders_for(
+        self, partitions: Iterable[tuple[str, int]], *, refresh: bool = False
+    ) -> dict[tuple[str, int], int]:
+        """Partition leaders as last seen, asking Metadata only for topics not known yet
+        (or all of them with ``refresh``, after a NOT_LEADER answer): Kafka clients keep
+        metadata the same way and refresh it on errors."""
+        wanted = list(partitions)
+        missing = sorted({t for t, p in wanted if refresh or (t, p) not in self.leaders})
+        if missing:
+            await self._metadata(missing)
+        return {tp: self.leaders[tp] for tp in wanted if tp in self.leaders}
 
     def controller_id_or_none(self) -> int | None:
         """Admin writes go to the controller broker, as Kafka's admin client sends them."""

@@ -28,10 +28,12 @@ class OffsetResult:
     offset: int
     timestamp: int = -1
     error: str = ""
+    code: int = 0
 
 
-def leaders(metadata: Message) -> dict[TopicPartition, int]:
-    return {(t.name, p.partition_index): p.leader_id for t in metadata.topics for p in t.partitions}
+# Errors after which the leader is looked up again and the partition asked once more.
+STALE_LEADER = {3, 5, 6, 74, 75}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+# NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 
 
 async def list_offsets(
@@ -39,18 +41,39 @@ async def list_offsets(
     specs: dict[TopicPartition, int],
     metadata: Message | None = None,
 ) -> dict[TopicPartition, OffsetResult]:
-    """``specs`` maps partitions to LATEST, EARLIEST or a timestamp (ms)."""
+    """``specs`` maps partitions to LATEST, EARLIEST or a timestamp (ms).
+
+    Leaders come from ``metadata`` when given, else from the client's last Metadata
+    answers (asking only for topics it has not seen); partitions whose leader moved are
+    retried once after a refresh."""
     if not specs:
         return {}
-    if metadata is None:
-        metadata = await client.metadata(sorted({t for t, _ in specs}))
-    leader_of = leaders(metadata)
+    if metadata is not None:
+        leader_of = {
+            (t.name, p.partition_index): p.leader_id
+            for t in metadata.topics
+            for p in t.partitions
+            if not t.error_code
+        }
+    else:
+        leader_of = await client.leaders_for(specs)
+    out = await _ask_leaders(client, specs, leader_of)
+    stale = {tp: specs[tp] for tp, r in out.items() if r.code in STALE_LEADER}
+    if stale:
+        out.update(await _ask_leaders(client, stale, await client.leaders_for(stale, refresh=True)))
+    return out
+
+
+async def _ask_leaders(
+    client: KafkaClient, specs: dict[TopicPartition, int], leader_of: dict[TopicPartition, int]
+) -> dict[TopicPartition, OffsetResult]:
     by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
     out: dict[TopicPartition, OffsetResult] = {}
     for tp in specs:
         leader = leader_of.get(tp, -1)
         if leader < 0:
-            out[tp] = OffsetResult(-1, error=error_text(5 if tp in leader_of else 3))
+            code = 5 if tp in leader_of else 3
+            out[tp] = OffsetResult(-1, error=error_text(code), code=code)
         else:
             by_leader[leader].append(tp)
     cls = request_class(ApiKey.LIST_OFFSETS)
@@ -74,7 +97,7 @@ async def list_offsets(
             response = await client.send(ApiKey.LIST_OFFSETS, request, leader)
         except KafkaClientError as exc:
             for tp in tps:
-                out[tp] = OffsetResult(-1, error=exc.message)
+                out[tp] = OffsetResult(-1, error=exc.message, code=exc.code)
             return
         for t in response.topics:
             for p in t.partitions:
@@ -82,6 +105,7 @@ async def list_offsets(
                     p.offset if not p.error_code else -1,
                     p.timestamp,
                     error_text(p.error_code) if p.error_code else "",
+                    p.error_code,
                 )
 
     await asyncio.gather(*(ask(leader, tps) for leader, tps in by_leader.items()))

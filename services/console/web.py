@@ -397,17 +397,13 @@ class Pages:
         if row.state == "Dead" and not row.offsets:
             return self.error_page(request, f"Consumer group '{group_id}' does not exist.", 404)
         self.service.sampler.record_lag(group_id, row.lag)
-        try:
-            topic_names = sorted(t.name for t in (await client.metadata()).topics)
-        except KafkaClientError:
-            topic_names = row.topics
         return self.page(
             request,
             "group.html",
             status=status,
             title=f"Group {group_id}",
             group=row,
-            topics=topic_names,
+            topics=row.topics,
             error=error,
             plan=plan,
             form=form or {},
