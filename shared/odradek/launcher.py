@@ -40,6 +40,7 @@ CONTROLLER_ID = 3000
 
 STOP_ORDER = ("console", "gateway", "coordinator", "offsets", "storage", "controller")
 CONSOLE_PORT = 8080
+DEFAULT_KAFKA_PORT = 9092
 
 
 def controller_name(index: int) -> str:
@@ -156,7 +157,7 @@ class ClusterOptions:
     gateways: int = 1
     coordinators: int = 1
     offset_stores: int = 1
-    port: int = 9092
+    port: int = DEFAULT_KAFKA_PORT
     host: str = "127.0.0.1"
     replication_factor: int = 1
     metadata: str = ""  # "" = embedded file store; "etcd://host:port" for etcd
@@ -166,9 +167,10 @@ class ClusterOptions:
     placement: dict[str, Placement] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)  # --set: passed to every service
     with_groups: bool = True
-    # The web console (odradek.console) on console_port; port=0 clusters (tests) use port 0.
+    # The web console (odradek.console). console_port None: 8080 next to the default Kafka
+    # port 9092, else a free port (several clusters on one machine must not collide).
     console: bool = True
-    console_port: int = CONSOLE_PORT
+    console_port: int | None = None
     start_timeout: float = 60.0
 
 
@@ -299,7 +301,9 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
 
 def console_spec(opts: ClusterOptions, data: Path, common: dict[str, str]) -> ServiceSpec:
     """The console finds the gateways in the controller's metadata (no bootstrap needed)."""
-    port = opts.console_port if opts.port else 0
+    port = opts.console_port
+    if port is None:
+        port = CONSOLE_PORT if opts.port == DEFAULT_KAFKA_PORT else 0
     return ServiceSpec(
         "console",
         "console",

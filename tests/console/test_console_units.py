@@ -128,8 +128,14 @@ def test_odradek_up_starts_the_console(tmp_path: Path) -> None:
     assert console.settings["console.listener"] == "127.0.0.1:8080"
     assert specs[-1] is console, "started after the services it looks at"
     assert STOP_ORDER[0] == "console", "stopped first"
-    tests = plan(ClusterOptions(data_dir=tmp_path, port=0))
-    assert next(s for s in tests if s.kind == "console").settings["console.listener"].endswith(":0")
+
+    def listener(**kwargs: object) -> str:
+        specs = plan(ClusterOptions(data_dir=tmp_path, **kwargs))  # type: ignore[arg-type]
+        return next(s for s in specs if s.kind == "console").settings["console.listener"]
+
+    # Another Kafka port means another cluster on this machine: never the same console port.
+    assert listener(port=0) == listener(port=19092) == "127.0.0.1:0"
+    assert listener(port=19092, console_port=8181) == "127.0.0.1:8181"
     assert not [
         s for s in plan(ClusterOptions(data_dir=tmp_path, console=False)) if s.kind == "console"
     ]

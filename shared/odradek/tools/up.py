@@ -54,9 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--console-port",
         type=int,
-        default=8080,
+        default=None,
         metavar="PORT",
-        help="port of the web console (odradek console), default 8080",
+        help="port of the web console (default 8080 with the default --port 9092, else a free "
+        "port; 0: a free port)",
     )
     p.add_argument("--no-console", action="store_true", help="do not start the web console")
     p.set_defaults(func=run)
