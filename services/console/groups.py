@@ -243,12 +243,7 @@ async def plan_reset(
         raise KafkaClientError(f"Unknown reset strategy {strategy!r}", ErrorCode.INVALID_REQUEST)
     current = {(o.topic, o.partition): o.committed for o in group.offsets}
     if topic:
-        metadata = await client.metadata([topic])
-        t = metadata.topics[0]
-        check(
-            t.error_code,
-            f"Topic '{topic}': {ErrorCode(t.error_code).name}" if t.error_code else None,
-        )
+        t = await client.topic(topic)
         tps = [
             (topic, p.partition_index)
             for p in sorted(t.partitions, key=lambda p: p.partition_index)

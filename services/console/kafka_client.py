@@ -401,6 +401,20 @@ class KafkaClient:
                     self.leaders[(t.name, p.partition_index)] = p.leader_id
         return response
 
+    async def topic(self, name: str) -> Message:
+        """One topic's Metadata entry; its error (UNKNOWN_TOPIC_OR_PARTITION, ...) raised."""
+        response = await self._metadata([name])
+        topic = next((t for t in response.topics if t.name == name), None)
+        if topic is None:
+            raise KafkaClientError(
+                f"Topic '{name}' not found", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+        if topic.error_code:
+            raise KafkaClientError(
+                f"Topic '{name}': {error_text(topic.error_code)}", topic.error_code
+            )
+        return topic
+
     async def leaders_for(
         self, partitions: Iterable[tuple[str, int]], *, refresh: bool = False
     ) -> dict[tuple[str, int], int]:

@@ -81,11 +81,7 @@ class BrowseRequest:
 
 
 async def _leader(client: KafkaClient, topic: str, partition: int) -> tuple[int, int]:
-    metadata = await client.metadata([topic])
-    t = metadata.topics[0]
-    check(
-        t.error_code, f"Topic '{topic}': {ErrorCode(t.error_code).name}" if t.error_code else None
-    )
+    t = await client.topic(topic)
     part = next((p for p in t.partitions if p.partition_index == partition), None)
     if part is None:
         raise KafkaClientError(
@@ -261,11 +257,7 @@ async def produce(
     headers: list[tuple[str, bytes | None]],
     partition: int | None,
 ) -> Produced:
-    metadata = await client.metadata([topic])
-    t = metadata.topics[0]
-    check(
-        t.error_code, f"Topic '{topic}': {ErrorCode(t.error_code).name}" if t.error_code else None
-    )
+    t = await client.topic(topic)
     count = len(t.partitions)
     if partition is None:
         partition = _default_partition(key, count)

@@ -203,7 +203,7 @@ class Pages:
                 self.client(request), name, partitions, replication, configs
             )
         except (KafkaClientError, ValueError) as exc:
-            message = exc.message if isinstance(exc, KafkaClientError) else str(exc)
+            message = _message(exc)
             return self.page(
                 request,
                 "topic_new.html",
@@ -257,7 +257,7 @@ class Pages:
                 raise ValueError("Nothing to change: give a config name and value")
             await topics_api.alter_configs(self.client(request), name, set_values, delete)
         except (KafkaClientError, ValueError) as exc:
-            message = exc.message if isinstance(exc, KafkaClientError) else str(exc)
+            message = _message(exc)
             return await self.topic(request, error=message, status=400, form=form)
         raise web.HTTPSeeOther(f"/topics/{quote(name, safe='')}?configs=1#configs")
 
@@ -304,10 +304,10 @@ class Pages:
             )
             page = await messages_api.browse(self.client(request), name, req)
         except (KafkaClientError, ValueError) as exc:
-            browse_error = exc.message if isinstance(exc, KafkaClientError) else str(exc)
+            browse_error = _message(exc)
         try:
-            metadata = await self.client(request).metadata([name])
-            partitions = sorted(p.partition_index for p in metadata.topics[0].partitions)
+            topic = await self.client(request).topic(name)
+            partitions = sorted(p.partition_index for p in topic.partitions)
         except KafkaClientError:
             partitions = []
         shown = []
@@ -361,7 +361,7 @@ class Pages:
                 int(partition) if partition else None,
             )
         except (KafkaClientError, ValueError) as exc:
-            message = exc.message if isinstance(exc, KafkaClientError) else str(exc)
+            message = _message(exc)
             return await self.messages(request, error=message, status=400, form=form)
         target = urlencode(
             {"partition": produced.partition, "order": "newest", "produced": produced.offset}
@@ -432,7 +432,7 @@ class Pages:
                 return await self.group(request, plan=plan, form=form)
             await groups_api.execute_reset(client, row, plan)
         except (KafkaClientError, ValueError) as exc:
-            message = exc.message if isinstance(exc, KafkaClientError) else str(exc)
+            message = _message(exc)
             return await self.group(request, error=message, status=400, form=form)
         raise web.HTTPSeeOther(f"/groups/{quote(group_id, safe='')}?reset={len(plan)}")
 
@@ -445,6 +445,11 @@ class Pages:
     async def group_series(self, request: web.Request) -> web.Response:
         series = self.service.sampler.group_lag[request.match_info["group"]]
         return web.json_response({"lag": _series_json(series)})
+
+
+def _message(exc: Exception) -> str:
+    """What a form shows for a failure: the broker's words, or the parse error."""
+    return exc.message if isinstance(exc, KafkaClientError) else str(exc)
 
 
 def _series_json(series: Any) -> dict[str, list[float]]:
