@@ -18,4 +18,8 @@ for name in SERVICES:
     packages.append(f"odradek.{name}")
     packages += [f"odradek.{name}.{sub}" for sub in find_packages(f"services/{name}")]
 
-setup(packages=packages, package_dir=package_dir, package_data={"": ["py.typed", "*.pyi", "*.json"]})
+package_data = {
+    "": ["py.typed", "*.pyi", "*.json"],
+    "odradek.console": ["templates/*.html", "static/*.css", "static/*.js"],  # the web console
+}
+setup(packages=packages, package_dir=package_dir, package_data=package_data)

@@ -2,7 +2,7 @@
 """Container entry point: fill in per-container settings, then exec the service.
 
 ``odradek-entrypoint SERVICE [--set name=value ...]`` (SERVICE is one of
-controller, storage, gateway, coordinator, offsets) becomes
+controller, storage, gateway, coordinator, offsets, console) becomes
 ``python -m odradek.SERVICE ...`` in the same process (``exec``), so the service is
 PID 1 and receives SIGTERM itself for its graceful drain. Any other first argument
 is run as a plain command (``odradek topics list``, ``sh``).
@@ -30,7 +30,8 @@ of :mod:`odradek.config`, so ``--set`` still overrides them):
 - gateway ``listeners`` ``PLAINTEXT://0.0.0.0:9092`` and ``advertised.listeners``
   ``PLAINTEXT://<own IP>:<port>``; storage ``log.dirs`` and controller
   ``metadata.store`` under ``/var/lib/odradek``; ``controller.address``
-  ``controller:9093``.
+  ``controller:9093``; the web console's ``console.listener`` ``0.0.0.0:8080`` (it
+  has no node id: it is a client of the cluster, not a member).
 
 ``odradek-entrypoint healthcheck [readyz|healthz]`` probes the service's own HTTP
 endpoint (Docker HEALTHCHECK; no curl in the image). ``ODRADEK_ENTRYPOINT_DRY_RUN=1``
@@ -49,7 +50,7 @@ import urllib.request
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 
-SERVICES = ("controller", "storage", "gateway", "coordinator", "offsets")
+SERVICES = ("controller", "storage", "gateway", "coordinator", "offsets", "console")
 NODE_ID_BASE = {
     "gateway": 0,
     "storage": 100,
@@ -64,6 +65,7 @@ HASH_SPAN = 10_000_000
 DEFAULT_GRPC_PORT = 9093
 DEFAULT_METRICS_PORT = 9102
 DEFAULT_KAFKA_PORT = 9092
+DEFAULT_CONSOLE_PORT = 8080
 DATA_ROOT = "/var/lib/odradek"
 STRATEGIES = ("auto", "ordinal", "compose", "hash")
 
@@ -231,7 +233,10 @@ def plan(
         added[env_name("grpc.listener")] = f"{address()}:{DEFAULT_GRPC_PORT}"
     if need("metrics.port"):
         added[env_name("metrics.port")] = str(DEFAULT_METRICS_PORT)
-    if need("node.id"):
+    if service == "console":
+        if need("console.listener"):
+            added[env_name("console.listener")] = f"0.0.0.0:{DEFAULT_CONSOLE_PORT}"
+    elif need("node.id"):
         strategy = environ.get("ODRADEK_NODE_ID_FROM", "auto").strip().lower() or "auto"
         node_id = derive_node_id(service, strategy, hostname, address(), resolve)
         added[env_name("node.id")] = str(node_id)

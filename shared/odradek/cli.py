@@ -19,6 +19,7 @@ COMMANDS: list[str] = [
     "odradek.tools.produce",
     "odradek.tools.consume",
     "odradek.tools.groups",
+    "odradek.tools.console",
 ]
 
 

@@ -12,9 +12,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Info, generate_latest
 
 _MAX_REQUEST_HEAD = 8192
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("odradek")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+# odradek_build_info{version="..."}: which release each process runs (the web console shows it).
+BUILD_INFO = Info("odradek_build", "The Odradek release this process runs.")
+BUILD_INFO.info({"version": _version()})
 
 
 class MetricsServer:

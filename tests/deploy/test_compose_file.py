@@ -28,6 +28,7 @@ ODRADEK_SERVICES = (
     "offsets",
     "coordinator",
     "gateway",
+    "console",
 )
 
 
@@ -134,14 +135,29 @@ def test_start_order_waits_for_health(model: dict[str, Any]) -> None:
 
 def test_gateway_reachable_from_the_host(model: dict[str, Any]) -> None:
     gateway = model["services"]["gateway"]
-    (port,) = gateway["ports"]
-    assert (port["published"], port["target"]) == ("9092", 9092)
+    published = {(p["published"], p["target"]) for p in gateway["ports"]}
+    assert published == {("9092", 9092), ("8080", 8080)}  # Kafka, and the console's UI
     env = gateway["environment"]
     assert env["ODRADEK_LISTENERS"] == "PLAINTEXT://0.0.0.0:9092"
     assert env["ODRADEK_ADVERTISED_LISTENERS"] == "PLAINTEXT://localhost:9092"
     other = compose("config", "--format", "json", env={"ODRADEK_ADVERTISED_HOST": "kafka.lan"})
     advertised = json.loads(other.stdout)["services"]["gateway"]["environment"]
     assert advertised["ODRADEK_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka.lan:9092"
+
+
+def test_console_reaches_the_gateway_it_advertises(model: dict[str, Any]) -> None:
+    """The console is a Kafka client: it must reach the advertised localhost:9092, so it
+    lives in the gateway's network namespace, on ports the gateway does not use."""
+    console = model["services"]["console"]
+    assert console["network_mode"] == "service:gateway"
+    assert "ports" not in console and "hostname" not in console
+    env = console["environment"]
+    assert env["ODRADEK_BOOTSTRAP_SERVERS"] == "localhost:9092"
+    assert env["ODRADEK_CONSOLE_LISTENER"] == "0.0.0.0:8080"
+    taken = {"9092", "9093", "9102"}  # the gateway's Kafka, gRPC and metrics ports
+    assert env["ODRADEK_METRICS_PORT"] not in taken
+    assert env["ODRADEK_GRPC_LISTENER"].rpartition(":")[2] not in taken
+    assert console["depends_on"]["gateway"]["condition"] == "service_healthy"
 
 
 def test_images_can_be_replaced_for_offline_runs() -> None:

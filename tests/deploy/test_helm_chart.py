@@ -25,7 +25,7 @@ from odradek.config import from_environment
 RELEASE = "demo"
 NAMESPACE = "streaming"
 VALUES_FILES = sorted(VALUES_DIR.glob("*.yaml"))
-COMPONENTS = ("controller", "storage", "gateway", "coordinator", "offsets")
+COMPONENTS = ("controller", "storage", "gateway", "coordinator", "offsets", "console")
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +244,7 @@ def test_default_install_shape(helm: Any) -> None:
     work = workloads(docs)
     assert set(work) == {*COMPONENTS, "etcd"}
     assert work["storage"]["kind"] == "StatefulSet" and work["etcd"]["kind"] == "StatefulSet"
-    for name in ("controller", "gateway", "coordinator", "offsets"):
+    for name in ("controller", "gateway", "coordinator", "offsets", "console"):
         assert work[name]["kind"] == "Deployment", name
 
     # Storage: headless Service, a volume per pod, node ids from the ordinal.
@@ -290,6 +290,21 @@ def test_default_install_shape(helm: Any) -> None:
     assert genv["ODRADEK_ADVERTISED_LISTENERS"] == "PLAINTEXT://$(POD_IP):9092"
     gsvc = services[f"{RELEASE}-odradek-gateway"]
     assert gsvc["spec"]["ports"][0]["port"] == 9092
+
+    # Console: a Kafka client of the gateway Service, its UI behind a Service of its own.
+    console = containers(work["console"])[0]
+    cenv = env_of(console)
+    assert cenv["ODRADEK_BOOTSTRAP_SERVERS"] == f"{RELEASE}-odradek-gateway:9092"
+    assert cenv["ODRADEK_CONSOLE_LISTENER"] == "0.0.0.0:8080"
+    assert "ODRADEK_NODE_ID_FROM" not in cenv
+    assert {p["name"]: p["containerPort"] for p in console["ports"]}["http"] == 8080
+    csvc = services[f"{RELEASE}-odradek-console"]
+    assert (csvc["spec"]["ports"][0]["port"], csvc["spec"]["ports"][0]["targetPort"]) == (
+        8080,
+        "http",
+    )
+    without = workloads(objects(render(helm, {"console": {"enabled": False}})))
+    assert "console" not in without
 
 
 def test_every_odradek_pod_is_probed_bounded_and_unprivileged(

@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO / "pyproject.toml"
-SERVICES = ("gateway", "storage", "controller", "coordinator", "offsets", "pipeline")
+SERVICES = ("gateway", "storage", "controller", "coordinator", "offsets", "pipeline", "console")
 
 
 def lint_imports() -> str:

@@ -3,7 +3,8 @@
 Starts etcd when asked (``--etcd``: a local one under the data dir), then the
 controllers (one by default; several share an etcd metadata store and elect one
 active, the others stand by; every other service gets all their addresses), then
-storage nodes, offset store, coordinators and gateways, each as ``python -m odradek.<svc>``
+storage nodes, offset store, coordinators, gateways and the web console, each as
+``python -m odradek.<svc>``
 with its own data directory and log file under ``--data-dir``. Every service reports
 its bound ports through a ready file; once all are up, ``<data-dir>/cluster.json``
 lists each service's name, pid, ports and command line, so tests and operators can
@@ -38,7 +39,9 @@ COORDINATOR_BASE_ID = 200
 OFFSETS_BASE_ID = 300
 CONTROLLER_ID = 3000
 
-STOP_ORDER = ("gateway", "coordinator", "offsets", "storage", "controller")
+STOP_ORDER = ("console", "gateway", "coordinator", "offsets", "storage", "controller")
+CONSOLE_PORT = 8080
+DEFAULT_KAFKA_PORT = 9092
 
 
 def controller_name(index: int) -> str:
@@ -155,7 +158,7 @@ class ClusterOptions:
     gateways: int = 1
     coordinators: int = 1
     offset_stores: int = 1
-    port: int = 9092
+    port: int = DEFAULT_KAFKA_PORT
     host: str = "127.0.0.1"
     replication_factor: int = 1
     metadata: str = ""  # "" = embedded file store; "etcd://host:port" for etcd
@@ -165,6 +168,10 @@ class ClusterOptions:
     placement: dict[str, Placement] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)  # --set: passed to every service
     with_groups: bool = True
+    # The web console (odradek.console). console_port None: 8080 next to the default Kafka
+    # port 9092, else a free port (several clusters on one machine must not collide).
+    console: bool = True
+    console_port: int | None = None
     start_timeout: float = 60.0
 
 
@@ -290,7 +297,23 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                 data / f"gateway-{node_id}",
             )
         )
+    if opts.console:
+        specs.append(console_spec(opts, data, common))
     return specs
+
+
+def console_spec(opts: ClusterOptions, data: Path, common: dict[str, str]) -> ServiceSpec:
+    """The console finds the gateways in the controller's metadata (no bootstrap needed)."""
+    port = opts.console_port
+    if port is None:
+        port = CONSOLE_PORT if opts.port == DEFAULT_KAFKA_PORT else 0
+    return ServiceSpec(
+        "console",
+        "console",
+        "console",
+        {"console.listener": f"{opts.host}:{port}", "grpc.listener": f"{opts.host}:0", **common},
+        data / "console",
+    )
 
 
 class Cluster:
@@ -327,6 +350,10 @@ class Cluster:
             rest = []
             for spec in specs[len(controllers) :]:
                 spec.settings["controller.address"] = address
+                if spec.kind == "console":
+                    spec.settings["controller.metrics.address"] = ",".join(
+                        f"{self._host_of(svc)}:{svc.ports.get('metrics', 0)}" for svc in started
+                    )
                 rest.append(start_process(spec, self.run_dir, self.log_dir))
             self.services.extend(rest)
             wait_ready(rest, self.opts.start_timeout)
@@ -346,6 +373,8 @@ class Cluster:
             "controller_address": self.controller_address,
             "services": [s.describe() for s in self.services],
         }
+        if self.console_url:
+            doc["console_url"] = self.console_url
         if self.etcd is not None:
             doc["etcd"] = {
                 "pid": self.etcd.pid,
@@ -360,6 +389,14 @@ class Cluster:
     def bootstrap_servers(self) -> str:
         gateways = [s for s in self.services if s.spec.kind == "gateway"]
         return ",".join(f"{self.opts.host}:{s.ports.get('kafka', 0)}" for s in gateways)
+
+    @property
+    def console_url(self) -> str:
+        """The web console's address ("" when not started)."""
+        for s in self.services:
+            if s.spec.kind == "console" and s.ports.get("http"):
+                return f"http://{self.opts.host}:{s.ports['http']}/"
+        return ""
 
     def _host_of(self, svc: RunningService) -> str:
         placed = self.opts.placement.get(svc.spec.name)

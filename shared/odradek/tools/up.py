@@ -51,6 +51,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="a Kafka-named setting passed to every service (repeatable)",
     )
     p.add_argument("--no-groups", action="store_true", help="skip the coordinator and offset store")
+    p.add_argument(
+        "--console-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="port of the web console (default 8080 with the default --port 9092, else a free "
+        "port; 0: a free port)",
+    )
+    p.add_argument("--no-console", action="store_true", help="do not start the web console")
     p.set_defaults(func=run)
 
 
@@ -84,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         etcd=args.etcd,
         settings=settings,
         with_groups=not args.no_groups,
+        console=not args.no_console,
+        console_port=args.console_port,
     )
     cluster = Cluster(opts)
     stopping = False
@@ -107,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'etcd':<18} pid {cluster.etcd.pid:<8} client={cluster.etcd.endpoint}")
     print(f"cluster file: {cluster.cluster_file}")
     print(f"Kafka bootstrap servers: {cluster.bootstrap_servers}")
+    if cluster.console_url:
+        print(f"web console: {cluster.console_url}")
     print("press Ctrl-C to stop", flush=True)
     reported: set[int] = set()
     while not stopping:

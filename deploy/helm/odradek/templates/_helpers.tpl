@@ -159,7 +159,7 @@ readinessProbe:
 {{/*
 The Odradek container of a component. Arguments: root, component (service name),
 values (the component's values), env (extra env entries, YAML text), volumeMounts
-(YAML text), kafkaPort (bool).
+(YAML text), kafkaPort (bool), extraPorts (more container ports, YAML text).
 The entry point derives node.id from ODRADEK_NODE_ID_FROM and binds gRPC/metrics to
 POD_IP, which it also registers with the controller (other pods dial it).
 */}}
@@ -204,6 +204,9 @@ POD_IP, which it also registers with the controller (other pods dial it).
     - name: metrics
       containerPort: {{ $root.Values.ports.metrics }}
       protocol: TCP
+    {{- with .extraPorts }}
+    {{- . | nindent 4 }}
+    {{- end }}
   {{- include "odradek.probes" $root | trim | nindent 2 }}
   {{- with .values.resources }}
   resources:

@@ -1,0 +1,185 @@
+"""The console service: an aiohttp web server in front of a Kafka client of the cluster.
+
+Settings (Kafka's names where Kafka has one):
+- ``console.listener`` host:port of the web UI (``odradek up``: 127.0.0.1:8080).
+- ``bootstrap.servers`` the gateways; empty: the gateways listed in the controller's metadata.
+- ``controller.address`` the controllers (comma separated); optional, it adds service
+  health, roles and storage log dirs to the Overview.
+- ``controller.metrics.address`` the controllers' /metrics endpoints, same order (optional).
+- ``security.protocol``, ``sasl.mechanism``, ``client.id``, ``request.timeout.ms``:
+  passed to the console's Kafka clients.
+- ``console.sample.interval.ms`` how often live charts get a new point.
+
+Ports reported: ``http`` (the UI), ``grpc`` (only the standard gRPC health service, so
+the console is probed like every other service) and ``metrics`` (/metrics, /healthz,
+/readyz).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+
+from aiohttp import web
+
+from odradek.config import Config, ConfigError
+from odradek.console.kafka_client import ClientConfig, KafkaClient
+from odradek.console.sampler import Sampler
+from odradek.console.sessions import ClientPool
+from odradek.console.web import build_app
+from odradek.controller_client import ControllerClient
+from odradek.metadata_cache import MetadataCache, NodeKind, Snapshot
+from odradek.metrics import MetricsServer
+from odradek.rpc.server import RpcServer
+
+log = logging.getLogger("odradek.console")
+
+DEFAULTS = {
+    "console.listener": "127.0.0.1:8080",
+    "grpc.listener": "127.0.0.1:0",
+    "bootstrap.servers": "",
+    "controller.address": "",
+    "controller.metrics.address": "",
+    "metrics.port": "0",
+    "client.id": "odradek-console",
+    "request.timeout.ms": "30000",
+    "security.protocol": "PLAINTEXT",
+    "sasl.mechanism": "",
+    "console.sample.interval.ms": "2000",
+}
+
+
+def _split(value: str) -> list[str]:
+    return [a.strip() for a in value.split(",") if a.strip()]
+
+
+class ConsoleService:
+    name = "console"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        host, sep, port = config.str("console.listener").rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError(
+                f"Invalid value {config.str('console.listener')!r} for configuration "
+                "console.listener: expected host:port"
+            )
+        self.host, self.port = host.strip("[]") or "127.0.0.1", int(port)
+        self.controller_addresses = _split(config.str("controller.address"))
+        metrics = _split(config.str("controller.metrics.address"))
+        self.controller = (
+            ControllerClient(self.controller_addresses) if self.controller_addresses else None
+        )
+        self.metadata = MetadataCache()
+        self.static_bootstrap = tuple(_split(config.str("bootstrap.servers")))
+        if not self.static_bootstrap and self.controller is None:
+            raise ConfigError("the console needs bootstrap.servers or controller.address")
+        # Passed through to every Kafka client the console makes (one per user, see sessions).
+        self.client_defaults = ClientConfig(
+            (),
+            client_id=config.str("client.id"),
+            request_timeout_s=config.int("request.timeout.ms", min=1) / 1000.0,
+            security_protocol=config.str("security.protocol"),
+            sasl_mechanism=config.str("sasl.mechanism"),
+        )
+        self.pool: ClientPool | None = None
+        self.sampler = Sampler(
+            self.client,
+            self.snapshot,
+            interval_s=config.int("console.sample.interval.ms", min=100) / 1000.0,
+            controllers=[
+                (a, metrics[i] if i < len(metrics) else None)
+                for i, a in enumerate(self.controller_addresses)
+            ],
+        )
+        self.metrics_server = MetricsServer(self.host, config.int("metrics.port", 0, min=0))
+        grpc_host, _, grpc_port = config.str("grpc.listener").rpartition(":")
+        if not grpc_port.isdigit():
+            raise ConfigError(
+                f"Invalid value {config.str('grpc.listener')!r} for configuration grpc.listener: "
+                "expected host:port"
+            )
+        self.rpc = RpcServer(grpc_host.strip("[]") or "127.0.0.1", int(grpc_port))
+        self._runner: web.AppRunner | None = None
+        self._stop = asyncio.Event()
+        self._watch: asyncio.Task[None] | None = None
+
+    def snapshot(self) -> Snapshot | None:
+        return self.metadata.current if self.metadata.ready else None
+
+    def bootstrap_servers(self) -> tuple[str, ...]:
+        if self.static_bootstrap:
+            return self.static_bootstrap
+        snapshot = self.snapshot()
+        if snapshot is None:
+            return ()
+        return tuple(
+            f"{n.advertised_host or n.host}:{n.kafka_port}"
+            for n in snapshot.nodes_of(NodeKind.GATEWAY)
+            if n.kafka_port > 0
+        )
+
+    def client_pool(self) -> ClientPool:
+        if self.pool is None:
+            servers = self.bootstrap_servers()
+            if not servers:
+                raise ConfigError("no gateway is registered yet")
+            self.pool = ClientPool(
+                dataclasses.replace(self.client_defaults, bootstrap_servers=servers)
+            )
+        return self.pool
+
+    def client(self) -> KafkaClient:
+        return self.client_pool().anonymous()
+
+    async def start(self) -> dict[str, int]:
+        metrics_port = await self.metrics_server.start()
+        grpc_port = await self.rpc.start()
+        await self.rpc.set_serving(live=True, ready=False)
+        if self.controller is not None:
+            self._watch = asyncio.get_running_loop().create_task(
+                self.controller.watch(self.metadata.update, self._stop), name="metadata-watch"
+            )
+            if not self.static_bootstrap:
+                await self.metadata.wait_for(
+                    lambda s: any(n.kafka_port for n in s.nodes_of(NodeKind.GATEWAY)), 60.0
+                )
+        self.client_pool()
+        app = build_app(self)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        http_port = sockets[0].getsockname()[1] if sockets else self.port
+        self.sampler.start()
+        self.metrics_server.ready = True
+        await self.rpc.set_serving(live=True, ready=True)
+        log.info("console on http://%s:%d/", self.host, http_port)
+        return {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+
+    async def stop(self) -> None:
+        self.metrics_server.ready = False
+        with contextlib.suppress(Exception):
+            await self.rpc.set_serving(live=True, ready=False)
+        self._stop.set()
+        await self.sampler.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watch
+        if self.pool is not None:
+            await self.pool.close()
+        if self.controller is not None:
+            await self.controller.close()
+        await self.rpc.stop(grace=1.0)
+        await self.metrics_server.stop()
+
+
+def build(config: Config) -> ConsoleService:
+    return ConsoleService(config)
