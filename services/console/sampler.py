@@ -36,7 +36,7 @@ from odradek.metadata_cache import NodeKind, Snapshot
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import controller_pb2, controller_pb2_grpc
 
-log = logging.getLogger("odradek.console.sampler")
+log = logging.getLogger(__name__)
 
 HISTORY = 300  # points per series (10 minutes at the default 2 s interval)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

@@ -34,7 +34,7 @@ from odradek.metadata_cache import MetadataCache, NodeKind, Snapshot
 from odradek.metrics import MetricsServer
 from odradek.rpc.server import RpcServer
 
-log = logging.getLogger("odradek.console")
+log = logging.getLogger(__name__)
 
 DEFAULTS = {
     "console.listener": "127.0.0.1:8080",

@@ -64,7 +64,7 @@ from odradek.controller.uncancellable import uncancellable
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2
 
-log = logging.getLogger("odradek.controller")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -59,7 +59,7 @@ from odradek.controller.store import (
 )
 from odradek.controller.uncancellable import uncancellable
 
-log = logging.getLogger("odradek.controller.store")
+log = logging.getLogger(__name__)
 
 JOURNAL = "journal.jsonl"
 SNAPSHOT = "snapshot.json"

@@ -66,7 +66,7 @@ from odradek.controller.store import (
     to_bytes,
 )
 
-log = logging.getLogger("odradek.controller.etcd")
+log = logging.getLogger(__name__)
 
 _TARGETS = {
     CompareTarget.VALUE: PbCompare.VALUE,

@@ -37,7 +37,7 @@ from odradek.controller.store import (
     StoreError,
 )
 
-log = logging.getLogger("odradek.controller.registrations")
+log = logging.getLogger(__name__)
 
 
 @dataclass

@@ -29,7 +29,7 @@ from odradek.metrics import MetricsServer
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import controller_pb2_grpc
 
-log = logging.getLogger("odradek.controller.service")
+log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, str] = {**CONTROLLER_CONFIGS.defaults(), **BROKER_CONFIGS.defaults()}
 

@@ -34,7 +34,7 @@ from odradek.controller.snapshot import partition_proto
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
-log = logging.getLogger("odradek.controller.servicer")
+log = logging.getLogger(__name__)
 
 _NOT_ACTIVE = "this controller is not active"
 

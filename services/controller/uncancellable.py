@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-log = logging.getLogger("odradek.controller")
+log = logging.getLogger(__name__)
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

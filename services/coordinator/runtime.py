@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
 from odradek.protocol.errors import ErrorCode
 
-log = logging.getLogger("odradek.coordinator.runtime")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ from odradek.offset_store_client import OffsetStoreClient
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, controller_pb2, coordinator_pb2_grpc, offsets_pb2
 
-log = logging.getLogger("odradek.coordinator")
+log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, str] = COORDINATOR_CONFIGS.defaults()
 

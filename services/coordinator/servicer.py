@@ -23,7 +23,7 @@ from odradek.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc, offsets_pb2
 if TYPE_CHECKING:
     from odradek.coordinator.service import CoordinatorService
 
-log = logging.getLogger("odradek.coordinator.rpc")
+log = logging.getLogger(__name__)
 
 
 def _opt(msg: object, name: str) -> str | None:

@@ -40,7 +40,7 @@ from odradek.coordinator.group import (
 )
 from odradek.protocol.errors import ErrorCode
 
-log = logging.getLogger("odradek.coordinator.groups")
+log = logging.getLogger(__name__)
 
 UNKNOWN_MEMBER_ID = ""
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a member that never completes its

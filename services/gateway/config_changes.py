@@ -30,7 +30,7 @@ from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import controller_pb2
 
-log = logging.getLogger("odradek.gateway.alter_configs")
+log = logging.getLogger(__name__)
 
 _FORWARDED = (ResourceType.TOPIC, ResourceType.BROKER)
 _KNOWN_TYPES = frozenset(int(t) for t in ResourceType if t is not ResourceType.UNKNOWN)

@@ -34,7 +34,7 @@ from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
 
-log = logging.getLogger("odradek.gateway.connection")
+log = logging.getLogger(__name__)
 
 # A handler result: framed response bytes, or None for "send nothing" (acks=0).
 Result = bytes | None

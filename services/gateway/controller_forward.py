@@ -29,7 +29,7 @@ from odradek.metadata_cache import Snapshot
 from odradek.protocol.errors import ErrorCode, error_code_for
 from odradek.rpc.v1 import common_pb2, controller_pb2_grpc
 
-log = logging.getLogger("odradek.gateway.admin")
+log = logging.getLogger(__name__)
 
 MIN_CALL_S = 5.0
 MIN_VISIBILITY_WAIT_S = 1.0

@@ -48,7 +48,7 @@ from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2
 from odradek.storage_client import StoragePool
 
-log = logging.getLogger("odradek.gateway")
+log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, str] = GATEWAY_CONFIGS.defaults()
 

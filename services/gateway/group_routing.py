@@ -32,7 +32,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import common_pb2, coordinator_pb2_grpc
 
-log = logging.getLogger("odradek.gateway.groups")
+log = logging.getLogger(__name__)
 
 # Long-polls (JoinGroup/SyncGroup) wait this much beyond what the coordinator itself
 # bounds them by, so the coordinator's answer always arrives first.

@@ -28,7 +28,7 @@ from odradek.controller_client import ControllerClient
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.rpc.v1 import controller_pb2
 
-log = logging.getLogger("odradek.gateway.producer_ids")
+log = logging.getLogger(__name__)
 
 PREFETCH_RATIO = 0.9
 # How long InitProducerId waits for an id, and the bound on one AllocateProducerIds call.

@@ -26,7 +26,7 @@ from odradek.records.record import BatchBuilder, decode_batches
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage_client import StoragePool, StorageUnavailable
 
-log = logging.getLogger("odradek.offsets.log")
+log = logging.getLogger(__name__)
 
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 BATCH_SOFT_LIMIT = 512 * 1024

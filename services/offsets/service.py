@@ -35,7 +35,7 @@ from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, offsets_pb2_grpc, storage_pb2
 from odradek.storage_client import StoragePool
 
-log = logging.getLogger("odradek.offsets")
+log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, str] = OFFSETS_CONFIGS.defaults()
 

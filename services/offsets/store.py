@@ -43,7 +43,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import offsets_pb2
 from odradek.storage_client import StoragePool
 
-log = logging.getLogger("odradek.offsets.store")
+log = logging.getLogger(__name__)
 
 
 class Status(Enum):

@@ -15,7 +15,7 @@ from odradek.metadata_cache import MetadataCache
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2, controller_pb2
 
-log = logging.getLogger("odradek.offsets.topic")
+log = logging.getLogger(__name__)
 
 
 def _setting(metadata: MetadataCache, own: dict[str, str], name: str) -> int:

@@ -34,7 +34,7 @@ from odradek.storage.notify import subscribed, wait_until
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
 
-log = logging.getLogger("odradek.storage.fetch")
+log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
 

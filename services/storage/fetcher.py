@@ -40,7 +40,7 @@ from odradek.storage.settings import StorageSettings
 from odradek.storage.tasks import cancel_and_wait
 from odradek.storage.truncation import truncation_state
 
-log = logging.getLogger("odradek.storage.fetcher")
+log = logging.getLogger(__name__)
 
 # Kafka's replica.socket.timeout.ms: how long a fetch may stay unanswered beyond its wait.
 SOCKET_TIMEOUT_S = 30.0

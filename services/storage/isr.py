@@ -26,7 +26,7 @@ from odradek.storage.metrics import StorageMetrics
 from odradek.storage.partition import Partition
 from odradek.storage.tasks import cancel_and_wait
 
-log = logging.getLogger("odradek.storage.isr")
+log = logging.getLogger(__name__)
 
 
 class IsrManager:

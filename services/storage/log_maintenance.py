@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from odradek.log.manager import LogManager
 
-log = logging.getLogger("odradek.storage.log_maintenance")
+log = logging.getLogger(__name__)
 
 
 async def run_log_maintenance(manager: LogManager, stop: asyncio.Event) -> None:

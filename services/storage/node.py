@@ -20,13 +20,13 @@ from odradek.storage.fetch import FetchHandler
 from odradek.storage.fetcher import ReplicaFetcherManager
 from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
-from odradek.storage.offsets import OffsetsHandler
+from odradek.storage.leader_offsets import LeaderOffsetsHandler
 from odradek.storage.produce import ProduceHandler
 from odradek.storage.replica_manager import ReplicaManager, monotonic_ms
 from odradek.storage.servicer import Handlers
 from odradek.storage.settings import StorageSettings
 
-log = logging.getLogger("odradek.storage.node")
+log = logging.getLogger(__name__)
 
 
 class StorageNode:
@@ -69,7 +69,7 @@ class StorageNode:
             self.replicas,
             ProduceHandler(self.replicas, self.metrics),
             FetchHandler(self.replicas, self.isr, self.metrics, lambda: self.stopping),
-            OffsetsHandler(self.replicas),
+            LeaderOffsetsHandler(self.replicas),
         )
 
     def _leader_address(self, node_id: int) -> str | None:

@@ -29,7 +29,7 @@ from odradek.storage.notify import subscribed, wait_until
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
 
-log = logging.getLogger("odradek.storage.produce")
+log = logging.getLogger(__name__)
 
 
 class ProduceHandler:

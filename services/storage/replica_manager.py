@@ -34,7 +34,7 @@ from odradek.topic_config import LogConfig
 if TYPE_CHECKING:
     from odradek.log.manager import LogManager
 
-log = logging.getLogger("odradek.storage.replicas")
+log = logging.getLogger(__name__)
 
 
 def monotonic_ms() -> int:

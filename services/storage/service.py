@@ -37,7 +37,7 @@ from odradek.storage.servicer import StorageServicer
 from odradek.storage.settings import DEFAULTS, StorageSettings
 from odradek.storage.tasks import cancel_and_wait
 
-log = logging.getLogger("odradek.storage")
+log = logging.getLogger(__name__)
 
 FIRST_METADATA_TIMEOUT_S = 60.0
 

@@ -19,11 +19,11 @@ from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
 
 if TYPE_CHECKING:
     from odradek.storage.fetch import FetchHandler
-    from odradek.storage.offsets import OffsetsHandler
+    from odradek.storage.leader_offsets import LeaderOffsetsHandler
     from odradek.storage.produce import ProduceHandler
     from odradek.storage.replica_manager import ReplicaManager
 
-log = logging.getLogger("odradek.storage.rpc")
+log = logging.getLogger(__name__)
 
 
 class Handlers:
@@ -34,7 +34,7 @@ class Handlers:
         replicas: ReplicaManager,
         produce: ProduceHandler,
         fetch: FetchHandler,
-        offsets: OffsetsHandler,
+        offsets: LeaderOffsetsHandler,
     ) -> None:
         self.replicas = replicas
         self.produce = produce

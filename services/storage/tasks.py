@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-log = logging.getLogger("odradek.storage.tasks")
+log = logging.getLogger(__name__)
 
 
 async def cancel_and_wait(

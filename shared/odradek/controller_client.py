@@ -21,7 +21,7 @@ from odradek.metadata_cache import MetadataCache
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
-log = logging.getLogger("odradek.controller_client")
+log = logging.getLogger(__name__)
 
 NOT_CONTROLLER = 41
 STALE_BROKER_EPOCH = 77

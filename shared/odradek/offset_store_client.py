@@ -18,7 +18,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import offsets_pb2, offsets_pb2_grpc
 
-log = logging.getLogger("odradek.offset_store_client")
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 

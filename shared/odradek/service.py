@@ -22,7 +22,7 @@ from typing import Protocol
 
 from odradek.config import Config, ConfigError, parse_overrides
 
-log = logging.getLogger("odradek.service")
+log = logging.getLogger(__name__)
 
 
 class Service(Protocol):

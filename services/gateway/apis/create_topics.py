@@ -46,7 +46,7 @@ from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from odradek.rpc.v1 import controller_pb2
 
-log = logging.getLogger("odradek.gateway.create_topics")
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.CREATE_TOPICS
 

@@ -43,7 +43,7 @@ from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from odradek.topic_config import DescribedConfig
 
-log = logging.getLogger("odradek.gateway.describe_configs")
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 

@@ -44,7 +44,7 @@ from odradek.records.batch import RecordsError
 from odradek.records.convert import downconvert
 from odradek.rpc.v1 import storage_pb2
 
-log = logging.getLogger("odradek.gateway.fetch")
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.FETCH
 

@@ -39,7 +39,7 @@ from odradek.records.batch import MAGIC_OFFSET, RecordsError
 from odradek.records.convert import upconvert_legacy
 from odradek.rpc.v1 import storage_pb2
 
-log = logging.getLogger("odradek.gateway.produce")
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.PRODUCE
 

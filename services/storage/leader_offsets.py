@@ -27,7 +27,7 @@ from odradek.storage.notify import subscribed, wait_until
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
 
-log = logging.getLogger("odradek.storage.offsets")
+log = logging.getLogger(__name__)
 
 LATEST = -1
 EARLIEST = -2
@@ -44,7 +44,7 @@ def _code(exc: BaseException, what: str) -> int:
     return int(code)
 
 
-class OffsetsHandler:
+class LeaderOffsetsHandler:
     def __init__(self, replicas: ReplicaManager) -> None:
         self.replicas = replicas
 
