@@ -19,8 +19,8 @@ from odradek.metadata_cache import Snapshot
 from odradek.storage.fetch import FetchHandler
 from odradek.storage.fetcher import ReplicaFetcherManager
 from odradek.storage.isr import IsrManager
-from odradek.storage.metrics import StorageMetrics
 from odradek.storage.leader_offsets import LeaderOffsetsHandler
+from odradek.storage.metrics import StorageMetrics
 from odradek.storage.produce import ProduceHandler
 from odradek.storage.replica_manager import ReplicaManager, monotonic_ms
 from odradek.storage.servicer import Handlers
