@@ -24,8 +24,9 @@ from compat_model import (
     standard_records,
     stored_batches,
 )
-from compat_up import UpCluster
-from compat_wire import FIND_COORDINATOR
+from helpers.clusters import partition_dir
+
+from odradek.launcher import Cluster
 
 CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -53,11 +54,11 @@ def _records(producer: Client, codec: str) -> list[Rec]:
 
 
 @pytest.fixture(scope="module")
-def codec_runs(clients: Callable[[str], Client], bootstrap_up: str) -> dict[str, CodecRun]:
+def codec_runs(clients: Callable[[str], Client], bootstrap: str) -> dict[str, CodecRun]:
     runs: dict[str, CodecRun] = {}
     for codec in CODEC_IDS:
         run = CodecRun(f"codec-{codec}-{uuid.uuid4().hex[:6]}")
-        create_topic(bootstrap_up, run.topic, len(CLIENT_NAMES))
+        create_topic(bootstrap, run.topic, len(CLIENT_NAMES))
         for partition, name in enumerate(CLIENT_NAMES):
             producer = clients(name)
             records = _records(producer, codec)
@@ -77,18 +78,13 @@ def test_produce_compressed(
     codec: str,
     producer: str,
     codec_runs: dict[str, CodecRun],
-    up: UpCluster,
-    advertised: dict[int, tuple[int, int]],
+    cluster: Cluster,
 ) -> None:
     run = codec_runs[codec]
-    if codec == "lz4" and producer in ("confluent", "kcat") and FIND_COORDINATOR not in advertised:
-        # librdkafka's feature map ties "LZ4" to FindCoordinator v0 (a broker >= 0.10
-        # proxy) and silently sends uncompressed batches without it.
-        pytest.xfail("librdkafka disables LZ4 unless FindCoordinator is advertised")
     assert producer not in run.failures, (
         f"{producer} could not produce {codec}: {run.failures[producer]}"
     )
-    batches = stored_batches(up.partition_dir(run.topic, CLIENT_NAMES.index(producer)))
+    batches = stored_batches(partition_dir(cluster, run.topic, CLIENT_NAMES.index(producer)))
     assert batches, f"nothing stored for {producer}"
     assert {b.magic for b in batches} == {2}
     codecs = {b.codec for b in batches}
@@ -110,10 +106,7 @@ def test_consume_compressed(
     consumer: str,
     codec_runs: dict[str, CodecRun],
     clients: Callable[[str], Client],
-    request: pytest.FixtureRequest,
 ) -> None:
-    if consumer == "kafkajs":
-        request.getfixturevalue("groups_served")
     run = codec_runs[codec]
     reader = clients(consumer)
     total = sum(len(v) for v in run.expected.values())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from compat_admin import LIBRDKAFKA_NAMES, ConfluentAdmin
@@ -29,10 +29,11 @@ from compat_clients import (
     create_topic,
 )
 from compat_model import DEFAULT_MAX_MESSAGE_BYTES, ClientError, Rec
-from compat_up import UpCluster, start_up, stop_up
 from compat_wire import WireClient
 from confluent_kafka import TopicPartition
+from helpers.waiting import wait_until
 
+from odradek.launcher import Cluster
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
     FetchRequest,
@@ -48,13 +49,10 @@ LARGEST_VALUE = DEFAULT_MAX_MESSAGE_BYTES - LONE_RECORD_FRAMING
 
 
 @pytest.fixture(scope="module")
-def no_auto_create(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
-    cluster = start_up(
-        tmp_path_factory.mktemp("noauto") / "data",
-        ["--no-groups", "--set", "auto.create.topics.enable=false"],
+def no_auto_create(module_cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return module_cluster_factory(
+        with_groups=False, settings={"auto.create.topics.enable": "false"}
     )
-    yield cluster
-    stop_up(cluster)
 
 
 def _metadata(bootstrap: str, topic: str, allow_auto_create: bool) -> tuple[int, int]:
@@ -76,23 +74,23 @@ def _metadata(bootstrap: str, topic: str, allow_auto_create: bool) -> tuple[int,
 
 
 # -- unknown topics -----------------------------------------------------------------------
-def test_metadata_does_not_create_when_auto_create_is_off(no_auto_create: UpCluster) -> None:
+def test_metadata_does_not_create_when_auto_create_is_off(no_auto_create: Cluster) -> None:
     topic = f"absent-{uuid.uuid4().hex[:8]}"
-    assert _metadata(no_auto_create.bootstrap, topic, True) == (UNKNOWN, 0)
-    assert topic not in ConfluentAdmin(no_auto_create.bootstrap).topics()
+    assert _metadata(no_auto_create.bootstrap_servers, topic, True) == (UNKNOWN, 0)
+    assert topic not in ConfluentAdmin(no_auto_create.bootstrap_servers).topics()
 
 
-def test_metadata_respects_the_clients_allow_auto_create(bootstrap_up: str) -> None:
+def test_metadata_respects_the_clients_allow_auto_create(bootstrap: str) -> None:
     """auto.create.topics.enable is on here: the client's flag decides (Metadata v4+)."""
     topic = f"maybe-{uuid.uuid4().hex[:8]}"
-    assert _metadata(bootstrap_up, topic, False) == (UNKNOWN, 0)
-    assert topic not in ConfluentAdmin(bootstrap_up).topics()
-    code, partitions = _metadata(bootstrap_up, topic, True)
+    assert _metadata(bootstrap, topic, False) == (UNKNOWN, 0)
+    assert topic not in ConfluentAdmin(bootstrap).topics()
+    code, partitions = _metadata(bootstrap, topic, True)
     assert code in (0, ErrorCode.LEADER_NOT_AVAILABLE) and partitions in (0, 1)
-    deadline = time.monotonic() + 10
-    while _metadata(bootstrap_up, topic, False) != (0, 1):
-        assert time.monotonic() < deadline, "auto-created topic did not appear with 1 partition"
-        time.sleep(0.1)
+    wait_until(
+        lambda: _metadata(bootstrap, topic, False) == (0, 1),
+        "the auto-created topic to appear with 1 partition",
+    )
 
 
 PRODUCE_UNKNOWN = {
@@ -115,20 +113,20 @@ FAST_FAIL = {
 
 @pytest.mark.parametrize("name", list(PRODUCE_UNKNOWN))
 def test_produce_to_unknown_topic_fails(
-    name: str, no_auto_create: UpCluster, make_client: Callable[[str, str], Client]
+    name: str, no_auto_create: Cluster, make_client: Callable[[str, str], Client]
 ) -> None:
-    client = make_client(name, no_auto_create.bootstrap)
+    client = make_client(name, no_auto_create.bootstrap_servers)
     topic = f"absent-{uuid.uuid4().hex[:8]}"
     with pytest.raises(ClientError) as err:
         client.produce(topic, [Rec(b"k", b"v")], config=FAST_FAIL[name])
     assert err.value.code in PRODUCE_UNKNOWN[name], str(err.value)
-    assert topic not in ConfluentAdmin(no_auto_create.bootstrap).topics()
+    assert topic not in ConfluentAdmin(no_auto_create.bootstrap_servers).topics()
 
 
 def test_kcat_produce_to_unknown_topic_fails(
-    no_auto_create: UpCluster, make_client: Callable[[str, str], Client]
+    no_auto_create: Cluster, make_client: Callable[[str, str], Client]
 ) -> None:
-    kcat = make_client("kcat", no_auto_create.bootstrap)
+    kcat = make_client("kcat", no_auto_create.bootstrap_servers)
     assert isinstance(kcat, KcatClient)
     with pytest.raises(ClientError) as err:
         kcat.run(
@@ -146,7 +144,7 @@ def test_kcat_produce_to_unknown_topic_fails(
     assert "unknown topic" in err.value.message.lower(), err.value.message
 
 
-def test_java_consumer_with_allow_auto_create_false(bootstrap_up: str, java: JavaClient) -> None:
+def test_java_consumer_with_allow_auto_create_false(bootstrap: str, java: JavaClient) -> None:
     """The Java consumer's allow.auto.create.topics=false must not create the topic,
     even though the cluster would auto-create for a client that asks."""
     topic = f"nocreate-{uuid.uuid4().hex[:8]}"
@@ -161,18 +159,18 @@ def test_java_consumer_with_allow_auto_create_false(bootstrap_up: str, java: Jav
                 "consumer.default.api.timeout.ms": 3000,
             },
         )
-    assert topic not in ConfluentAdmin(bootstrap_up).topics()
+    assert topic not in ConfluentAdmin(bootstrap).topics()
 
 
 # -- invalid partitions ---------------------------------------------------------------------
-def test_wire_answers_unknown_partition(bootstrap_up: str, unique_topic: str) -> None:
-    create_topic(bootstrap_up, unique_topic, 1)
+def test_wire_answers_unknown_partition(bootstrap: str, unique_topic: str) -> None:
+    create_topic(bootstrap, unique_topic, 1)
     batch = BatchBuilder()
     batch.append(int(time.time() * 1000), b"k", b"v")
     data = ProduceRequest.TopicProduceData
     fetch_topic = FetchRequest.FetchTopic
     lo_topic = ListOffsetsRequest.ListOffsetsTopic
-    with WireClient(bootstrap_up) as wire:
+    with WireClient(bootstrap) as wire:
         produce = wire.request(
             0,
             9,
@@ -256,9 +254,9 @@ PRODUCE_BAD_PARTITION = {
 
 @pytest.mark.parametrize("name", list(PRODUCE_BAD_PARTITION))
 def test_produce_to_invalid_partition_fails(
-    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap_up: str
+    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap: str
 ) -> None:
-    create_topic(bootstrap_up, unique_topic, 2)
+    create_topic(bootstrap, unique_topic, 2)
     client = clients(name)
     with pytest.raises(ClientError) as err:
         client.produce(unique_topic, [Rec(b"k", b"v")], partition=5, config=FAST_FAIL[name])
@@ -279,9 +277,9 @@ TOO_LARGE = {
 
 @pytest.mark.parametrize("name", list(TOO_LARGE))
 def test_message_too_large_at_the_exact_default_limit(
-    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap_up: str
+    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap: str
 ) -> None:
-    create_topic(bootstrap_up, unique_topic, 1)
+    create_topic(bootstrap, unique_topic, 1)
     client = clients(name)
     fits = Rec(None, os.urandom(LARGEST_VALUE))
     (acked,) = client.produce(unique_topic, [fits], partition=0, idempotent=False)
@@ -291,7 +289,7 @@ def test_message_too_large_at_the_exact_default_limit(
             unique_topic, [Rec(None, os.urandom(LARGEST_VALUE + 1))], partition=0, idempotent=False
         )
     assert err.value.code in TOO_LARGE[name], str(err.value)
-    consumer = ConfluentClient(bootstrap_up).consumer()
+    consumer = ConfluentClient(bootstrap).consumer()
     try:
         marks = consumer.get_watermark_offsets(TopicPartition(unique_topic, 0), timeout=10)
     finally:
@@ -302,9 +300,9 @@ def test_message_too_large_at_the_exact_default_limit(
 
 
 def test_topic_max_message_bytes_override(
-    clients: Callable[[str], Client], unique_topic: str, bootstrap_up: str, kafkajs: KafkajsClient
+    clients: Callable[[str], Client], unique_topic: str, bootstrap: str, kafkajs: KafkajsClient
 ) -> None:
-    create_topic(bootstrap_up, unique_topic, 1, {"max.message.bytes": "2000"})
+    create_topic(bootstrap, unique_topic, 1, {"max.message.bytes": "2000"})
     for name in ("confluent", "java"):
         with pytest.raises(ClientError) as err:
             clients(name).produce(unique_topic, [Rec(b"k", b"x" * 2500)], partition=0)

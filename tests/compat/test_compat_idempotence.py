@@ -41,10 +41,10 @@ def _batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
 
 
 def test_replayed_batches_answer_their_original_offsets(
-    bootstrap_up: str, confluent: ConfluentClient, unique_topic: str
+    bootstrap: str, confluent: ConfluentClient, unique_topic: str
 ) -> None:
-    create_topic(bootstrap_up, unique_topic)
-    with WireClient(bootstrap_up) as wire:
+    create_topic(bootstrap, unique_topic)
+    with WireClient(bootstrap) as wire:
         pid, epoch = init_producer_id(wire)
         first = _batch(pid, epoch, 0, [b"a", b"b", b"c"])
         second = _batch(pid, epoch, 3, [b"d", b"e"])

@@ -25,7 +25,9 @@ from compat_model import (
     standard_records,
     stored_batches,
 )
-from compat_up import UpCluster
+from helpers.clusters import partition_dir
+
+from odradek.launcher import Cluster
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 OLD = [
@@ -73,17 +75,17 @@ def _old_name(api_version: tuple[int, ...]) -> str:
 def test_old_producer_read_by_modern_clients(
     api_version: tuple[int, ...],
     codec: str,
-    bootstrap_up: str,
+    bootstrap: str,
     unique_topic: str,
-    up: UpCluster,
+    cluster: Cluster,
     confluent: ConfluentClient,
     java: JavaClient,
 ) -> None:
-    old = KafkaPythonClient(bootstrap_up, api_version)
+    old = KafkaPythonClient(bootstrap, api_version)
     records = standard_records(old.features, 30)
     acked = old.produce(unique_topic, records, partition=0, compression=codec)
     assert_consecutive(acked, 0, f"{old.name} acks")
-    batches = stored_batches(up.partition_dir(unique_topic, 0))
+    batches = stored_batches(partition_dir(cluster, unique_topic, 0))
     assert {b.magic for b in batches} == {2}, "old message sets are stored as v2 batches"
     assert {b.codec for b in batches} == {CODEC_IDS[codec]}, "with the producer's codec"
     for reader in (confluent, java, old):
@@ -111,11 +113,11 @@ MODERN_TO_OLD = [((0, 10), c) for c in ("none", "gzip", "snappy", "lz4")] + [
 def test_modern_producer_read_by_old_client(
     api_version: tuple[int, ...],
     codec: str,
-    bootstrap_up: str,
+    bootstrap: str,
     unique_topic: str,
     java: JavaClient,
 ) -> None:
-    old = KafkaPythonClient(bootstrap_up, api_version)
+    old = KafkaPythonClient(bootstrap, api_version)
     records = standard_records(Features(), 30)  # with headers: down-conversion drops them
     java.produce(unique_topic, records, partition=0, compression=codec)
     got = old.consume(unique_topic, [0], len(records))
@@ -125,11 +127,11 @@ def test_modern_producer_read_by_old_client(
 
 
 def test_zstd_is_refused_to_old_fetchers(
-    bootstrap_up: str, unique_topic: str, confluent: ConfluentClient
+    bootstrap: str, unique_topic: str, confluent: ConfluentClient
 ) -> None:
     """zstd cannot be down-converted: Fetch below v10 gets UNSUPPORTED_COMPRESSION_TYPE."""
     confluent.produce(unique_topic, [Rec(b"k", b"v" * 100)], partition=0, compression="zstd")
-    old = KafkaPythonClient(bootstrap_up, (0, 10))
+    old = KafkaPythonClient(bootstrap, (0, 10))
     with pytest.raises(ClientError) as err:
         got = old.consume(unique_topic, [0], 1, timeout=10)
         pytest.fail(f"read {got} from a zstd batch through Fetch v3")

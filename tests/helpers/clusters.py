@@ -31,11 +31,18 @@ class ClusterPool:
         self.root = root
         self.started: list[Cluster] = []
 
-    def start(self, *, settings: Mapping[str, str] | None = None, **options: object) -> Cluster:
+    def start(
+        self,
+        *,
+        settings: Mapping[str, str] | None = None,
+        data_dir: Path | None = None,
+        **options: object,
+    ) -> Cluster:
         """A started cluster: ``options`` are :class:`ClusterOptions` fields, ``settings``
-        (``--set``) go on top of :data:`TEST_SETTINGS`."""
+        (``--set``) go on top of :data:`TEST_SETTINGS`. Pass the ``data_dir`` of a
+        stopped cluster to start it again on its data."""
         opts = ClusterOptions(
-            data_dir=self.root / f"c{len(self.started)}",
+            data_dir=data_dir or self.root / f"c{len(self.started)}",
             port=0,
             settings={**TEST_SETTINGS, **(settings or {})},
             **options,  # type: ignore[arg-type]
