@@ -16,8 +16,7 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -40,7 +39,7 @@ from kafka import errors as kerrors
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-from odradek.launcher import Cluster, ClusterOptions
+from odradek.launcher import Cluster
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import parse_response_header
@@ -56,25 +55,10 @@ from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 
 pytestmark = pytest.mark.timeout(120)
 
-SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-}
-
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(
-        ClusterOptions(
-            data_dir=Path(tmp_path_factory.mktemp("admin")),
-            port=0,
-            with_groups=False,
-            settings=SETTINGS,
-        )
-    )
-    c.start()
-    yield c
-    c.stop()
+def cluster(module_cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return module_cluster_factory(with_groups=False)
 
 
 @pytest.fixture(scope="module")
@@ -515,8 +499,8 @@ def test_idempotent_producers_get_distinct_producer_ids(
 
 
 def test_transactional_producer_fails_fast(bootstrap: str) -> None:
-    # The client gives up at once (today already at FindCoordinator, which is not
-    # served yet; InitProducerId's own answer is checked raw below).
+    # The client gives up at once (transactions are not served: InitProducerId's own
+    # answer is checked raw below).
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-admin-test"})
     start = time.monotonic()
     with pytest.raises(KafkaException) as info:
