@@ -89,6 +89,7 @@ class StorageTrouble(threading.Thread):
         start = time.monotonic()
         try:
             svc = self.cluster.service(self.service)
+            # The sleeps here are the scenario: blows at fixed moments of a paced stream.
             time.sleep(max(0.0, start + self.FREEZE_AT - time.monotonic()))
             os.kill(svc.process.pid, signal.SIGSTOP)
             try:
@@ -180,7 +181,7 @@ def _stream_java(cluster: Cluster, java: JavaClient, topic: str) -> int:
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert proc.stdin is not None
-    time.sleep(1.0)  # JVM start-up, so the stream is not all queued behind it
+    time.sleep(1.0)  # pacing, not a wait: JVM start-up, so the stream is not queued behind it
     trouble = StorageTrouble(cluster)
     start = time.monotonic()
     trouble.start()
