@@ -95,7 +95,7 @@ def run_schedule(cluster: Cluster, topic: str, seed: int, steps: list[Kill]) -> 
                 kill9(cluster, name)
                 log.append(f"{time.monotonic():.1f} kill -9 {name} (acked so far {before})")
                 if len(names) > 1 and name != names[-1]:
-                    time.sleep(rng.uniform(0.0, 1.0))
+                    time.sleep(rng.uniform(0.0, 1.0))  # the schedule: kills a moment apart
             time.sleep(step.down)  # the schedule: how long the nodes stay down
             for name in rng.sample(names, len(names)):
                 cluster.restart(name)

@@ -112,7 +112,7 @@ class Load:
             try:
                 found = admin.list_group_offsets({g: None for g in self.groups})
             except Exception:  # coordinator moving: retriable
-                time.sleep(0.1)
+                time.sleep(0.1)  # the watcher's polling interval
                 continue
             for g, offsets in found.items():
                 for tp, o in offsets.items():
@@ -120,7 +120,7 @@ class Load:
                     if o.offset < self.high.get(key, -1):
                         self.errors.append(f"{g} p{tp.partition}: {self.high[key]} -> {o.offset}")
                     self.high[key] = max(self.high.get(key, -1), o.offset)
-            time.sleep(0.1)
+            time.sleep(0.1)  # the watcher's polling interval
         admin.close()
 
     def committed(self) -> int:

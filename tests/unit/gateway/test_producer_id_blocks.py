@@ -49,7 +49,7 @@ class ModelController:
     async def fetch(self) -> tuple[int, int]:
         self.calls += 1
         if self.delay:
-            await asyncio.sleep(self.delay)
+            await asyncio.sleep(self.delay)  # the scenario: a slow controller
         if self.fail:
             raise ConnectionError("controller unreachable")
         first, count = self.model.allocate_producer_ids(GATEWAY, self.incarnation)
