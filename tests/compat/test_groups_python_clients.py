@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import aiokafka
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import NewTopic
@@ -117,7 +118,6 @@ def test_kafka_python_commit_restart_and_seek(bootstrap: str) -> None:
 
 
 def test_aiokafka_group_lifecycle_and_commits(bootstrap: str) -> None:
-    aiokafka = pytest.importorskip("aiokafka")
     topic = make_topic(bootstrap, records=60)
     group = f"aio-{uuid.uuid4().hex[:6]}"
 

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+import confluent_kafka
 import grpc
 import pytest
 from helpers.waiting import wait_until
@@ -26,8 +27,6 @@ from odradek.launcher import (
     wait_ready,
 )
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 pytestmark = pytest.mark.slow
 
