@@ -51,7 +51,9 @@ def kp_consumer(bootstrap: str, group: str, topic: str, **extra: Any) -> KafkaCo
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
-        session_timeout_ms=6000,
+        # Room for a heartbeat thread starved on a loaded 2-core machine; members here
+        # leave with LeaveGroup (close), so a longer session slows no rebalance.
+        session_timeout_ms=15000,
         heartbeat_interval_ms=300,
         **extra,
     )
