@@ -92,30 +92,34 @@ def test_kafka_python_commit_restart_and_seek(bootstrap: str) -> None:
     topic = make_topic(bootstrap, records=30)
     group = f"kpc-{uuid.uuid4().hex[:6]}"
     c = kp_consumer(bootstrap, group, topic, enable_auto_commit=False)
-    seen = 0
-    deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
-    while seen < 30 and time.monotonic() < deadline:
-        seen += sum(len(v) for v in c.poll(200).values())
-    assert seen == 30
-    tp0 = TopicPartition(topic, 0)
-    c.commit({tp0: OffsetAndMetadata(2, "two", -1)})
-    assert c.committed(tp0) == 2
-    c.seek(tp0, 1)
-    again: list[int] = []
-    deadline = time.monotonic() + 10
-    while len(again) < 4 and time.monotonic() < deadline:
-        for records in c.poll(200).values():
-            again += [r.offset for r in records]
-    assert again == [1, 2, 3, 4]
-    c.close()
+    try:  # closed even when an assertion fails: a leaked client retries forever
+        seen = 0
+        deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
+        while seen < 30 and time.monotonic() < deadline:
+            seen += sum(len(v) for v in c.poll(200).values())
+        assert seen == 30
+        tp0 = TopicPartition(topic, 0)
+        c.commit({tp0: OffsetAndMetadata(2, "two", -1)})
+        assert c.committed(tp0) == 2
+        c.seek(tp0, 1)
+        again: list[int] = []
+        deadline = time.monotonic() + 10
+        while len(again) < 4 and time.monotonic() < deadline:
+            for records in c.poll(200).values():
+                again += [r.offset for r in records]
+        assert again == [1, 2, 3, 4]
+    finally:
+        c.close()
     c = kp_consumer(bootstrap, group, topic, enable_auto_commit=False)
     resumed: list[int] = []
-    deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
-    while len(resumed) < 3 and time.monotonic() < deadline:
-        for tp, records in c.poll(200).items():
-            if tp.partition == 0:
-                resumed += [r.offset for r in records]
-    c.close()
+    try:
+        deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
+        while len(resumed) < 3 and time.monotonic() < deadline:
+            for tp, records in c.poll(200).items():
+                if tp.partition == 0:
+                    resumed += [r.offset for r in records]
+    finally:
+        c.close()
     assert resumed == [2, 3, 4]
 
 
