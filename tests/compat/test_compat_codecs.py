@@ -24,9 +24,7 @@ from compat_model import (
     standard_records,
     stored_batches,
 )
-from helpers.clusters import partition_dir
-
-from odradek.launcher import Cluster
+from compat_up import UpCluster
 
 CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -78,13 +76,13 @@ def test_produce_compressed(
     codec: str,
     producer: str,
     codec_runs: dict[str, CodecRun],
-    cluster: Cluster,
+    up: UpCluster,
 ) -> None:
     run = codec_runs[codec]
     assert producer not in run.failures, (
         f"{producer} could not produce {codec}: {run.failures[producer]}"
     )
-    batches = stored_batches(partition_dir(cluster, run.topic, CLIENT_NAMES.index(producer)))
+    batches = stored_batches(up.partition_dir(run.topic, CLIENT_NAMES.index(producer)))
     assert batches, f"nothing stored for {producer}"
     assert {b.magic for b in batches} == {2}
     codecs = {b.codec for b in batches}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from compat_admin import LIBRDKAFKA_NAMES, ConfluentAdmin
@@ -29,11 +29,11 @@ from compat_clients import (
     create_topic,
 )
 from compat_model import DEFAULT_MAX_MESSAGE_BYTES, ClientError, Rec
+from compat_up import UpCluster, start_up, stop_up
 from compat_wire import WireClient
 from confluent_kafka import TopicPartition
 from helpers.waiting import wait_until
 
-from odradek.launcher import Cluster
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
     FetchRequest,
@@ -49,10 +49,13 @@ LARGEST_VALUE = DEFAULT_MAX_MESSAGE_BYTES - LONE_RECORD_FRAMING
 
 
 @pytest.fixture(scope="module")
-def no_auto_create(module_cluster_factory: Callable[..., Cluster]) -> Cluster:
-    return module_cluster_factory(
-        with_groups=False, settings={"auto.create.topics.enable": "false"}
+def no_auto_create(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
+    cluster = start_up(
+        tmp_path_factory.mktemp("noauto") / "data",
+        ["--no-groups", "--set", "auto.create.topics.enable=false"],
     )
+    yield cluster
+    stop_up(cluster)
 
 
 def _metadata(bootstrap: str, topic: str, allow_auto_create: bool) -> tuple[int, int]:
@@ -74,10 +77,10 @@ def _metadata(bootstrap: str, topic: str, allow_auto_create: bool) -> tuple[int,
 
 
 # -- unknown topics -----------------------------------------------------------------------
-def test_metadata_does_not_create_when_auto_create_is_off(no_auto_create: Cluster) -> None:
+def test_metadata_does_not_create_when_auto_create_is_off(no_auto_create: UpCluster) -> None:
     topic = f"absent-{uuid.uuid4().hex[:8]}"
-    assert _metadata(no_auto_create.bootstrap_servers, topic, True) == (UNKNOWN, 0)
-    assert topic not in ConfluentAdmin(no_auto_create.bootstrap_servers).topics()
+    assert _metadata(no_auto_create.bootstrap, topic, True) == (UNKNOWN, 0)
+    assert topic not in ConfluentAdmin(no_auto_create.bootstrap).topics()
 
 
 def test_metadata_respects_the_clients_allow_auto_create(bootstrap: str) -> None:
@@ -113,20 +116,20 @@ FAST_FAIL = {
 
 @pytest.mark.parametrize("name", list(PRODUCE_UNKNOWN))
 def test_produce_to_unknown_topic_fails(
-    name: str, no_auto_create: Cluster, make_client: Callable[[str, str], Client]
+    name: str, no_auto_create: UpCluster, make_client: Callable[[str, str], Client]
 ) -> None:
-    client = make_client(name, no_auto_create.bootstrap_servers)
+    client = make_client(name, no_auto_create.bootstrap)
     topic = f"absent-{uuid.uuid4().hex[:8]}"
     with pytest.raises(ClientError) as err:
         client.produce(topic, [Rec(b"k", b"v")], config=FAST_FAIL[name])
     assert err.value.code in PRODUCE_UNKNOWN[name], str(err.value)
-    assert topic not in ConfluentAdmin(no_auto_create.bootstrap_servers).topics()
+    assert topic not in ConfluentAdmin(no_auto_create.bootstrap).topics()
 
 
 def test_kcat_produce_to_unknown_topic_fails(
-    no_auto_create: Cluster, make_client: Callable[[str, str], Client]
+    no_auto_create: UpCluster, make_client: Callable[[str, str], Client]
 ) -> None:
-    kcat = make_client("kcat", no_auto_create.bootstrap_servers)
+    kcat = make_client("kcat", no_auto_create.bootstrap)
     assert isinstance(kcat, KcatClient)
     with pytest.raises(ClientError) as err:
         kcat.run(

@@ -25,9 +25,7 @@ from compat_model import (
     standard_records,
     stored_batches,
 )
-from helpers.clusters import partition_dir
-
-from odradek.launcher import Cluster
+from compat_up import UpCluster
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 OLD = [
@@ -77,7 +75,7 @@ def test_old_producer_read_by_modern_clients(
     codec: str,
     bootstrap: str,
     unique_topic: str,
-    cluster: Cluster,
+    up: UpCluster,
     confluent: ConfluentClient,
     java: JavaClient,
 ) -> None:
@@ -85,7 +83,7 @@ def test_old_producer_read_by_modern_clients(
     records = standard_records(old.features, 30)
     acked = old.produce(unique_topic, records, partition=0, compression=codec)
     assert_consecutive(acked, 0, f"{old.name} acks")
-    batches = stored_batches(partition_dir(cluster, unique_topic, 0))
+    batches = stored_batches(up.partition_dir(unique_topic, 0))
     assert {b.magic for b in batches} == {2}, "old message sets are stored as v2 batches"
     assert {b.codec for b in batches} == {CODEC_IDS[codec]}, "with the producer's codec"
     for reader in (confluent, java, old):

@@ -56,18 +56,3 @@ class ClusterPool:
         for cluster in reversed(self.started):
             cluster.stop()
         self.started.clear()
-
-
-def partition_dir(cluster: Cluster, topic: str, partition: int) -> Path:
-    """Where the (single) storage node keeps ``topic``-``partition`` on disk."""
-    (found,) = cluster.data_dir.glob(f"storage-*/{topic}-{partition}")
-    return found
-
-
-def log_tail(cluster: Cluster, service: str = "gateway-0", lines: int = 40) -> str:
-    """The end of one service's log, for assertion messages."""
-    path = cluster.service(service).log_file
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
