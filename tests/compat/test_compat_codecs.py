@@ -25,7 +25,6 @@ from compat_model import (
     stored_batches,
 )
 from compat_up import UpCluster
-from compat_wire import FIND_COORDINATOR
 
 CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -53,11 +52,11 @@ def _records(producer: Client, codec: str) -> list[Rec]:
 
 
 @pytest.fixture(scope="module")
-def codec_runs(clients: Callable[[str], Client], bootstrap_up: str) -> dict[str, CodecRun]:
+def codec_runs(clients: Callable[[str], Client], bootstrap: str) -> dict[str, CodecRun]:
     runs: dict[str, CodecRun] = {}
     for codec in CODEC_IDS:
         run = CodecRun(f"codec-{codec}-{uuid.uuid4().hex[:6]}")
-        create_topic(bootstrap_up, run.topic, len(CLIENT_NAMES))
+        create_topic(bootstrap, run.topic, len(CLIENT_NAMES))
         for partition, name in enumerate(CLIENT_NAMES):
             producer = clients(name)
             records = _records(producer, codec)
@@ -78,13 +77,8 @@ def test_produce_compressed(
     producer: str,
     codec_runs: dict[str, CodecRun],
     up: UpCluster,
-    advertised: dict[int, tuple[int, int]],
 ) -> None:
     run = codec_runs[codec]
-    if codec == "lz4" and producer in ("confluent", "kcat") and FIND_COORDINATOR not in advertised:
-        # librdkafka's feature map ties "LZ4" to FindCoordinator v0 (a broker >= 0.10
-        # proxy) and silently sends uncompressed batches without it.
-        pytest.xfail("librdkafka disables LZ4 unless FindCoordinator is advertised")
     assert producer not in run.failures, (
         f"{producer} could not produce {codec}: {run.failures[producer]}"
     )
@@ -110,10 +104,7 @@ def test_consume_compressed(
     consumer: str,
     codec_runs: dict[str, CodecRun],
     clients: Callable[[str], Client],
-    request: pytest.FixtureRequest,
 ) -> None:
-    if consumer == "kafkajs":
-        request.getfixturevalue("groups_served")
     run = codec_runs[codec]
     reader = clients(consumer)
     total = sum(len(v) for v in run.expected.values())

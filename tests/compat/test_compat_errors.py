@@ -32,6 +32,7 @@ from compat_model import DEFAULT_MAX_MESSAGE_BYTES, ClientError, Rec
 from compat_up import UpCluster, start_up, stop_up
 from compat_wire import WireClient
 from confluent_kafka import TopicPartition
+from helpers.waiting import wait_until
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
@@ -82,17 +83,17 @@ def test_metadata_does_not_create_when_auto_create_is_off(no_auto_create: UpClus
     assert topic not in ConfluentAdmin(no_auto_create.bootstrap).topics()
 
 
-def test_metadata_respects_the_clients_allow_auto_create(bootstrap_up: str) -> None:
+def test_metadata_respects_the_clients_allow_auto_create(bootstrap: str) -> None:
     """auto.create.topics.enable is on here: the client's flag decides (Metadata v4+)."""
     topic = f"maybe-{uuid.uuid4().hex[:8]}"
-    assert _metadata(bootstrap_up, topic, False) == (UNKNOWN, 0)
-    assert topic not in ConfluentAdmin(bootstrap_up).topics()
-    code, partitions = _metadata(bootstrap_up, topic, True)
+    assert _metadata(bootstrap, topic, False) == (UNKNOWN, 0)
+    assert topic not in ConfluentAdmin(bootstrap).topics()
+    code, partitions = _metadata(bootstrap, topic, True)
     assert code in (0, ErrorCode.LEADER_NOT_AVAILABLE) and partitions in (0, 1)
-    deadline = time.monotonic() + 10
-    while _metadata(bootstrap_up, topic, False) != (0, 1):
-        assert time.monotonic() < deadline, "auto-created topic did not appear with 1 partition"
-        time.sleep(0.1)
+    wait_until(
+        lambda: _metadata(bootstrap, topic, False) == (0, 1),
+        "the auto-created topic to appear with 1 partition",
+    )
 
 
 PRODUCE_UNKNOWN = {
@@ -146,7 +147,7 @@ def test_kcat_produce_to_unknown_topic_fails(
     assert "unknown topic" in err.value.message.lower(), err.value.message
 
 
-def test_java_consumer_with_allow_auto_create_false(bootstrap_up: str, java: JavaClient) -> None:
+def test_java_consumer_with_allow_auto_create_false(bootstrap: str, java: JavaClient) -> None:
     """The Java consumer's allow.auto.create.topics=false must not create the topic,
     even though the cluster would auto-create for a client that asks."""
     topic = f"nocreate-{uuid.uuid4().hex[:8]}"
@@ -161,18 +162,18 @@ def test_java_consumer_with_allow_auto_create_false(bootstrap_up: str, java: Jav
                 "consumer.default.api.timeout.ms": 3000,
             },
         )
-    assert topic not in ConfluentAdmin(bootstrap_up).topics()
+    assert topic not in ConfluentAdmin(bootstrap).topics()
 
 
 # -- invalid partitions ---------------------------------------------------------------------
-def test_wire_answers_unknown_partition(bootstrap_up: str, unique_topic: str) -> None:
-    create_topic(bootstrap_up, unique_topic, 1)
+def test_wire_answers_unknown_partition(bootstrap: str, unique_topic: str) -> None:
+    create_topic(bootstrap, unique_topic, 1)
     batch = BatchBuilder()
     batch.append(int(time.time() * 1000), b"k", b"v")
     data = ProduceRequest.TopicProduceData
     fetch_topic = FetchRequest.FetchTopic
     lo_topic = ListOffsetsRequest.ListOffsetsTopic
-    with WireClient(bootstrap_up) as wire:
+    with WireClient(bootstrap) as wire:
         produce = wire.request(
             0,
             9,
@@ -256,9 +257,9 @@ PRODUCE_BAD_PARTITION = {
 
 @pytest.mark.parametrize("name", list(PRODUCE_BAD_PARTITION))
 def test_produce_to_invalid_partition_fails(
-    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap_up: str
+    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap: str
 ) -> None:
-    create_topic(bootstrap_up, unique_topic, 2)
+    create_topic(bootstrap, unique_topic, 2)
     client = clients(name)
     with pytest.raises(ClientError) as err:
         client.produce(unique_topic, [Rec(b"k", b"v")], partition=5, config=FAST_FAIL[name])
@@ -279,9 +280,9 @@ TOO_LARGE = {
 
 @pytest.mark.parametrize("name", list(TOO_LARGE))
 def test_message_too_large_at_the_exact_default_limit(
-    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap_up: str
+    name: str, clients: Callable[[str], Client], unique_topic: str, bootstrap: str
 ) -> None:
-    create_topic(bootstrap_up, unique_topic, 1)
+    create_topic(bootstrap, unique_topic, 1)
     client = clients(name)
     fits = Rec(None, os.urandom(LARGEST_VALUE))
     (acked,) = client.produce(unique_topic, [fits], partition=0, idempotent=False)
@@ -291,7 +292,7 @@ def test_message_too_large_at_the_exact_default_limit(
             unique_topic, [Rec(None, os.urandom(LARGEST_VALUE + 1))], partition=0, idempotent=False
         )
     assert err.value.code in TOO_LARGE[name], str(err.value)
-    consumer = ConfluentClient(bootstrap_up).consumer()
+    consumer = ConfluentClient(bootstrap).consumer()
     try:
         marks = consumer.get_watermark_offsets(TopicPartition(unique_topic, 0), timeout=10)
     finally:
@@ -302,9 +303,9 @@ def test_message_too_large_at_the_exact_default_limit(
 
 
 def test_topic_max_message_bytes_override(
-    clients: Callable[[str], Client], unique_topic: str, bootstrap_up: str, kafkajs: KafkajsClient
+    clients: Callable[[str], Client], unique_topic: str, bootstrap: str, kafkajs: KafkajsClient
 ) -> None:
-    create_topic(bootstrap_up, unique_topic, 1, {"max.message.bytes": "2000"})
+    create_topic(bootstrap, unique_topic, 1, {"max.message.bytes": "2000"})
     for name in ("confluent", "java"):
         with pytest.raises(ClientError) as err:
             clients(name).produce(unique_topic, [Rec(b"k", b"x" * 2500)], partition=0)

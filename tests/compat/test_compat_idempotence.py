@@ -41,10 +41,10 @@ def _batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
 
 
 def test_replayed_batches_answer_their_original_offsets(
-    bootstrap_up: str, confluent: ConfluentClient, unique_topic: str
+    bootstrap: str, confluent: ConfluentClient, unique_topic: str
 ) -> None:
-    create_topic(bootstrap_up, unique_topic)
-    with WireClient(bootstrap_up) as wire:
+    create_topic(bootstrap, unique_topic)
+    with WireClient(bootstrap) as wire:
         pid, epoch = init_producer_id(wire)
         first = _batch(pid, epoch, 0, [b"a", b"b", b"c"])
         second = _batch(pid, epoch, 3, [b"d", b"e"])
@@ -89,6 +89,7 @@ class StorageTrouble(threading.Thread):
         start = time.monotonic()
         try:
             svc = self.cluster.service(self.service)
+            # The sleeps here are the scenario: blows at fixed moments of a paced stream.
             time.sleep(max(0.0, start + self.FREEZE_AT - time.monotonic()))
             os.kill(svc.process.pid, signal.SIGSTOP)
             try:
@@ -180,7 +181,7 @@ def _stream_java(cluster: Cluster, java: JavaClient, topic: str) -> int:
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert proc.stdin is not None
-    time.sleep(1.0)  # JVM start-up, so the stream is not all queued behind it
+    time.sleep(1.0)  # pacing, not a wait: JVM start-up, so the stream is not queued behind it
     trouble = StorageTrouble(cluster)
     start = time.monotonic()
     trouble.start()

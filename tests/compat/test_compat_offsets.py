@@ -49,11 +49,11 @@ LOOKUPS = {
 
 
 @pytest.fixture(scope="module")
-def timed_topic(bootstrap_up: str) -> str:
+def timed_topic(bootstrap: str) -> str:
     topic = f"timed-{int(time.time() * 1000) % 10**8}"
-    create_topic(bootstrap_up, topic)
+    create_topic(bootstrap, topic)
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap_up, "linger.ms": 20, "enable.idempotence": True}
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True}
     )
     for i, ts in enumerate(TIMESTAMPS):
         producer.produce(topic, value=b"%d" % i, partition=0, timestamp=ts)
@@ -63,8 +63,8 @@ def timed_topic(bootstrap_up: str) -> str:
     return topic
 
 
-def test_confluent_offsets_for_times_and_list_offsets(timed_topic: str, bootstrap_up: str) -> None:
-    consumer = ConfluentClient(bootstrap_up).consumer()
+def test_confluent_offsets_for_times_and_list_offsets(timed_topic: str, bootstrap: str) -> None:
+    consumer = ConfluentClient(bootstrap).consumer()
     try:
         for target, want in LOOKUPS.items():
             (tp,) = consumer.offsets_for_times(
@@ -77,7 +77,7 @@ def test_confluent_offsets_for_times_and_list_offsets(timed_topic: str, bootstra
         ) == (0, 10)
     finally:
         consumer.close()
-    admin = AdminClient({"bootstrap.servers": bootstrap_up})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     tp = confluent_kafka.TopicPartition(timed_topic, 0)
     specs = {
         "earliest": (OffsetSpec.earliest(), 0),
@@ -117,8 +117,8 @@ def test_java_offsets_for_times_and_admin_list_offsets(timed_topic: str, java: J
         assert int(row[3]) >= 0, f"{spec}: leader epoch {row[3]} (KAFKA-COMPAT 13: 0, not none)"
 
 
-def test_kafka_python_offsets_for_times(timed_topic: str, bootstrap_up: str) -> None:
-    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap_up, group_id=None)
+def test_kafka_python_offsets_for_times(timed_topic: str, bootstrap: str) -> None:
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     try:
         tp = kafka.TopicPartition(timed_topic, 0)
         for target, want in LOOKUPS.items():
@@ -136,9 +136,9 @@ def test_kafka_python_offsets_for_times(timed_topic: str, bootstrap_up: str) -> 
         consumer.close()
 
 
-def test_aiokafka_offsets_for_times(timed_topic: str, bootstrap_up: str) -> None:
+def test_aiokafka_offsets_for_times(timed_topic: str, bootstrap: str) -> None:
     async def lookups() -> dict[int, int]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_up, group_id=None)
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
         await consumer.start()
         try:
             tp = AioTP(timed_topic, 0)
@@ -186,7 +186,7 @@ def _log_start(bootstrap: str, topic: str) -> int:
 
 
 def test_delete_records_through_every_admin_api(
-    bootstrap_up: str,
+    bootstrap: str,
     unique_topic: str,
     java: JavaClient,
     kafkajs: KafkajsClient,
@@ -194,29 +194,29 @@ def test_delete_records_through_every_admin_api(
     clients: Callable[[str], Client],
 ) -> None:
     """Each admin API moves the log start further; every consumer then starts there."""
-    create_topic(bootstrap_up, unique_topic)
+    create_topic(bootstrap, unique_topic)
     confluent.produce(unique_topic, _recs(20), partition=0)
 
     (row,) = java.run("delete-records", {"topic": unique_topic, "before": 3})
     assert row == ["LOW", "3"]
-    assert _log_start(bootstrap_up, unique_topic) == 3
+    assert _log_start(bootstrap, unique_topic) == 3
 
-    kp_admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap_up)
+    kp_admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         tp = kafka.TopicPartition(unique_topic, 0)
         result = kp_admin.delete_records({tp: 6})
         assert result[tp]["low_watermark"] == 6, result
     finally:
         kp_admin.close()
-    assert _log_start(bootstrap_up, unique_topic) == 6
+    assert _log_start(bootstrap, unique_topic) == 6
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_up})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     ctp = confluent_kafka.TopicPartition(unique_topic, 0, 9)
     deleted = admin.delete_records([ctp], request_timeout=10)[ctp].result(timeout=20)
     assert deleted.low_watermark == 9
 
     kafkajs.run("delete-records", {"topic": unique_topic, "partition": 0, "offset": 11})
-    assert _log_start(bootstrap_up, unique_topic) == 11
+    assert _log_start(bootstrap, unique_topic) == 11
 
     (row,) = java.run("list-offsets", {"topic": unique_topic, "spec": "earliest"})
     assert row[1] == "11"
@@ -240,12 +240,12 @@ RESET_NONE = {
 
 
 @pytest.fixture(scope="module")
-def trimmed_topic(bootstrap_up: str) -> str:
+def trimmed_topic(bootstrap: str) -> str:
     """Offsets 0-4 deleted, 5-9 present."""
     topic = f"trimmed-{int(time.time() * 1000) % 10**8}"
-    create_topic(bootstrap_up, topic)
-    ConfluentClient(bootstrap_up).produce(topic, _recs(10), partition=0)
-    admin = AdminClient({"bootstrap.servers": bootstrap_up})
+    create_topic(bootstrap, topic)
+    ConfluentClient(bootstrap).produce(topic, _recs(10), partition=0)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     ctp = confluent_kafka.TopicPartition(topic, 0, 5)
     admin.delete_records([ctp], request_timeout=10)[ctp].result(timeout=20)
     return topic

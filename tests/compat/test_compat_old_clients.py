@@ -73,13 +73,13 @@ def _old_name(api_version: tuple[int, ...]) -> str:
 def test_old_producer_read_by_modern_clients(
     api_version: tuple[int, ...],
     codec: str,
-    bootstrap_up: str,
+    bootstrap: str,
     unique_topic: str,
     up: UpCluster,
     confluent: ConfluentClient,
     java: JavaClient,
 ) -> None:
-    old = KafkaPythonClient(bootstrap_up, api_version)
+    old = KafkaPythonClient(bootstrap, api_version)
     records = standard_records(old.features, 30)
     acked = old.produce(unique_topic, records, partition=0, compression=codec)
     assert_consecutive(acked, 0, f"{old.name} acks")
@@ -111,11 +111,11 @@ MODERN_TO_OLD = [((0, 10), c) for c in ("none", "gzip", "snappy", "lz4")] + [
 def test_modern_producer_read_by_old_client(
     api_version: tuple[int, ...],
     codec: str,
-    bootstrap_up: str,
+    bootstrap: str,
     unique_topic: str,
     java: JavaClient,
 ) -> None:
-    old = KafkaPythonClient(bootstrap_up, api_version)
+    old = KafkaPythonClient(bootstrap, api_version)
     records = standard_records(Features(), 30)  # with headers: down-conversion drops them
     java.produce(unique_topic, records, partition=0, compression=codec)
     got = old.consume(unique_topic, [0], len(records))
@@ -125,11 +125,11 @@ def test_modern_producer_read_by_old_client(
 
 
 def test_zstd_is_refused_to_old_fetchers(
-    bootstrap_up: str, unique_topic: str, confluent: ConfluentClient
+    bootstrap: str, unique_topic: str, confluent: ConfluentClient
 ) -> None:
     """zstd cannot be down-converted: Fetch below v10 gets UNSUPPORTED_COMPRESSION_TYPE."""
     confluent.produce(unique_topic, [Rec(b"k", b"v" * 100)], partition=0, compression="zstd")
-    old = KafkaPythonClient(bootstrap_up, (0, 10))
+    old = KafkaPythonClient(bootstrap, (0, 10))
     with pytest.raises(ClientError) as err:
         got = old.consume(unique_topic, [0], 1, timeout=10)
         pytest.fail(f"read {got} from a zstd batch through Fetch v3")

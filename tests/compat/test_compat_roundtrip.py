@@ -65,12 +65,12 @@ def test_keys_nulls_tombstones_headers_in_order(
 
 
 @pytest.mark.parametrize("name", CLIENT_NAMES)
-def test_one_mib_values(name: str, clients: Clients, unique_topic: str, bootstrap_up: str) -> None:
+def test_one_mib_values(name: str, clients: Clients, unique_topic: str, bootstrap: str) -> None:
     """1 MiB values. Kafka's default max.message.bytes (1048588) bounds the whole batch,
     header and framing included, so a 1 MiB value needs a topic that allows more (the
     exact default boundary is tested in test_compat_errors); kafkajs sends all three in
     one batch."""
-    create_topic(bootstrap_up, unique_topic, 1, {"max.message.bytes": str(4 * MIB)})
+    create_topic(bootstrap, unique_topic, 1, {"max.message.bytes": str(4 * MIB)})
     client = clients(name)
     if client.features.binary:
         values = [os.urandom(MIB), os.urandom(MIB - 1), os.urandom(MIB)]
@@ -85,12 +85,12 @@ def test_one_mib_values(name: str, clients: Clients, unique_topic: str, bootstra
 
 @pytest.mark.parametrize("name", CLIENT_NAMES)
 def test_many_partitions_keep_per_key_order(
-    name: str, clients: Clients, unique_topic: str, bootstrap_up: str
+    name: str, clients: Clients, unique_topic: str, bootstrap: str
 ) -> None:
     """3,000 keyed records through the client's own partitioner over 24 partitions:
     every key lands in one partition, in send order, and nothing is lost or doubled."""
     partitions = 24
-    create_topic(bootstrap_up, unique_topic, partitions)
+    create_topic(bootstrap, unique_topic, partitions)
     client = clients(name)
     records = [Rec(b"k%d" % (i % 97), b"%d" % i) for i in range(3000)]
     acked = client.produce(unique_topic, records)
@@ -118,7 +118,6 @@ def test_many_partitions_keep_per_key_order(
         )
 
 
-@pytest.mark.usefixtures("groups_served")
 def test_kafkajs_consumes_in_a_group(
     kafkajs: KafkajsClient, confluent: ConfluentClient, unique_topic: str
 ) -> None:

@@ -15,37 +15,25 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from odradek.tools.launcher import Cluster, ClusterOptions  # noqa: E402
+from odradek.tools.launcher import Cluster
 
 pytestmark = pytest.mark.compat
 
-SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-}
 PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    cluster = Cluster(
-        ClusterOptions(data_dir=tmp_path_factory.mktemp("ck-groups"), port=0, settings=SETTINGS)
-    )
-    cluster.start()
-    yield cluster.bootstrap_servers
-    cluster.stop()
+def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
+    """A cluster of this module's own, so its rebalances meet no other test's groups."""
+    return module_cluster_factory().bootstrap_servers
 
 
 def make_topic(bootstrap: str, records: int = 60) -> str:

@@ -11,34 +11,25 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
+import aiokafka
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import NewTopic
 
-from odradek.tools.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster
 
 pytestmark = pytest.mark.compat
 
-SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-}
 PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    cluster = Cluster(
-        ClusterOptions(data_dir=tmp_path_factory.mktemp("py-groups"), port=0, settings=SETTINGS)
-    )
-    cluster.start()
-    yield cluster.bootstrap_servers
-    cluster.stop()
+def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
+    """A cluster of this module's own, so its rebalances meet no other test's groups."""
+    return module_cluster_factory().bootstrap_servers
 
 
 def make_topic(bootstrap: str, records: int = 60) -> str:
@@ -60,7 +51,9 @@ def kp_consumer(bootstrap: str, group: str, topic: str, **extra: Any) -> KafkaCo
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
-        session_timeout_ms=6000,
+        # Room for a heartbeat thread starved on a loaded 2-core machine; members here
+        # leave with LeaveGroup (close), so a longer session slows no rebalance.
+        session_timeout_ms=15000,
         heartbeat_interval_ms=300,
         **extra,
     )
@@ -99,35 +92,38 @@ def test_kafka_python_commit_restart_and_seek(bootstrap: str) -> None:
     topic = make_topic(bootstrap, records=30)
     group = f"kpc-{uuid.uuid4().hex[:6]}"
     c = kp_consumer(bootstrap, group, topic, enable_auto_commit=False)
-    seen = 0
-    deadline = time.monotonic() + 30
-    while seen < 30 and time.monotonic() < deadline:
-        seen += sum(len(v) for v in c.poll(200).values())
-    assert seen == 30
-    tp0 = TopicPartition(topic, 0)
-    c.commit({tp0: OffsetAndMetadata(2, "two", -1)})
-    assert c.committed(tp0) == 2
-    c.seek(tp0, 1)
-    again: list[int] = []
-    deadline = time.monotonic() + 10
-    while len(again) < 4 and time.monotonic() < deadline:
-        for records in c.poll(200).values():
-            again += [r.offset for r in records]
-    assert again == [1, 2, 3, 4]
-    c.close()
+    try:  # closed even when an assertion fails: a leaked client retries forever
+        seen = 0
+        deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
+        while seen < 30 and time.monotonic() < deadline:
+            seen += sum(len(v) for v in c.poll(200).values())
+        assert seen == 30
+        tp0 = TopicPartition(topic, 0)
+        c.commit({tp0: OffsetAndMetadata(2, "two", -1)})
+        assert c.committed(tp0) == 2
+        c.seek(tp0, 1)
+        again: list[int] = []
+        deadline = time.monotonic() + 10
+        while len(again) < 4 and time.monotonic() < deadline:
+            for records in c.poll(200).values():
+                again += [r.offset for r in records]
+        assert again == [1, 2, 3, 4]
+    finally:
+        c.close()
     c = kp_consumer(bootstrap, group, topic, enable_auto_commit=False)
     resumed: list[int] = []
-    deadline = time.monotonic() + 20
-    while len(resumed) < 3 and time.monotonic() < deadline:
-        for tp, records in c.poll(200).items():
-            if tp.partition == 0:
-                resumed += [r.offset for r in records]
-    c.close()
+    try:
+        deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
+        while len(resumed) < 3 and time.monotonic() < deadline:
+            for tp, records in c.poll(200).items():
+                if tp.partition == 0:
+                    resumed += [r.offset for r in records]
+    finally:
+        c.close()
     assert resumed == [2, 3, 4]
 
 
 def test_aiokafka_group_lifecycle_and_commits(bootstrap: str) -> None:
-    aiokafka = pytest.importorskip("aiokafka")
     topic = make_topic(bootstrap, records=60)
     group = f"aio-{uuid.uuid4().hex[:6]}"
 

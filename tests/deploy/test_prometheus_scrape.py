@@ -10,12 +10,10 @@ request counts, so the whole path (exposition, scrape, storage, query) is exerci
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -24,15 +22,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from kafka.errors import IncompatibleBrokerVersion
+from deploy_tools import load_script
+from helpers.waiting import wait_until
 
-from odradek.tools.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 
@@ -41,22 +38,7 @@ pytestmark = pytest.mark.skipif(
     reason="Debian's prometheus is not installed (apt-get install prometheus; .ci/run does)",
 )
 
-TEST_SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-    "group.initial.rebalance.delay.ms": "0",
-}
 MESSAGES = 20
-
-
-def _load_script(name: str) -> ModuleType:
-    path = ROOT / "deploy" / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"deploy_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _free_port() -> int:
@@ -76,14 +58,8 @@ def _http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
 
 
 def _wait_until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+    """Prometheus scrapes once a second: poll its API at half that."""
+    return wait_until(check, what, timeout=timeout, interval=0.5)
 
 
 @dataclass
@@ -114,14 +90,10 @@ class Setup:
     cluster: Cluster
     prometheus: Prometheus
     topic: str
-    group: str | None
+    group: str
 
 
-def _groups_available() -> bool:
-    return importlib.util.find_spec("odradek.coordinator.__main__") is not None
-
-
-def _round_trip(bootstrap: str, topic: str, group: str | None) -> None:
+def _round_trip(bootstrap: str, topic: str, group: str) -> None:
     """Produce MESSAGES records and read them back with kafka-python."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
@@ -139,30 +111,24 @@ def _round_trip(bootstrap: str, topic: str, group: str | None) -> None:
     finally:
         producer.close(timeout=10)
 
-    if group is None:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        consumer.assign([TopicPartition(topic, 0)])
-        consumer.seek_to_beginning()
-    else:
-        consumer = KafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     try:
         seen: list[bytes] = []
         deadline = time.monotonic() + 30
-        # Read only part of the topic when a group exists, so committed < end: lag > 0.
-        want = MESSAGES // 2 if group else MESSAGES
+        # Read only part of the topic, so committed < end: lag > 0.
+        want = MESSAGES // 2
         while len(seen) < want and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500, max_records=want - len(seen)).values():
                 seen.extend(r.value for r in records)
         assert len(seen) >= want, f"consumed {len(seen)} of {want}"
         assert seen[0] == b"value-0"
-        if group is not None:
-            consumer.commit({TopicPartition(topic, 0): _offset_and_metadata(want)})
+        consumer.commit({TopicPartition(topic, 0): _offset_and_metadata(want)})
     finally:
         consumer.close()
 
@@ -177,13 +143,14 @@ def _offset_and_metadata(offset: int) -> Any:
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+def setup(
+    tmp_path_factory: pytest.TempPathFactory, module_cluster_factory: Callable[..., Cluster]
+) -> Iterator[Setup]:
     tmp = tmp_path_factory.mktemp("scrape")
-    cluster = Cluster(ClusterOptions(data_dir=tmp / "cluster", port=0, settings=TEST_SETTINGS))
-    cluster.start()
+    cluster = module_cluster_factory()
     proc: subprocess.Popen[bytes] | None = None
     try:
-        targets = _load_script("prometheus_targets")
+        targets = load_script("prometheus_targets")
         config_file = tmp / "prometheus.yml"
         targets.write_config(
             cluster.data_dir, config_file, scrape_interval="1s", scrape_timeout="1s"
@@ -216,13 +183,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             timeout=30,
         )
         topic = f"scrape-{uuid.uuid4().hex[:8]}"
-        group = f"scrape-group-{uuid.uuid4().hex[:8]}" if _groups_available() else None
-        try:
-            _round_trip(cluster.bootstrap_servers, topic, group)
-        except IncompatibleBrokerVersion:  # the gateway does not serve group APIs yet
-            group = None
-            topic = f"scrape-{uuid.uuid4().hex[:8]}"
-            _round_trip(cluster.bootstrap_servers, topic, group)
+        group = f"scrape-group-{uuid.uuid4().hex[:8]}"
+        _round_trip(cluster.bootstrap_servers, topic, group)
         yield Setup(cluster, prom, topic, group)
     finally:
         if proc is not None and proc.poll() is None:
@@ -232,7 +194,6 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
-        cluster.stop()
 
 
 def _service_metrics_ports(cluster: Cluster) -> dict[str, int]:
@@ -241,7 +202,7 @@ def _service_metrics_ports(cluster: Cluster) -> dict[str, int]:
 
 def test_every_service_is_a_healthy_target(setup: Setup) -> None:
     expected = set(_service_metrics_ports(setup.cluster))
-    assert {"controller", "gateway-0", "storage-100"} <= expected
+    assert {"controller", "gateway-0", "storage-100", "coordinator-200", "offsets-300"} <= expected
 
     def all_up() -> set[str] | None:
         active = setup.prometheus.api("targets", state="active")["activeTargets"]
@@ -250,7 +211,7 @@ def test_every_service_is_a_healthy_target(setup: Setup) -> None:
 
     _wait_until("every service to be scraped", all_up)
     kinds = {r["metric"]["job"] for r in setup.prometheus.series("up == 1")}
-    assert {"controller", "storage", "gateway"} <= kinds
+    assert {"controller", "storage", "gateway", "coordinator", "offsets"} <= kinds
 
 
 def test_request_counts_reach_prometheus(setup: Setup) -> None:
@@ -308,14 +269,6 @@ def test_request_counts_reach_prometheus(setup: Setup) -> None:
 
 
 def test_consumer_lag_reaches_prometheus(setup: Setup) -> None:
-    if setup.group is None:
-        pytest.skip("consumer groups are not served yet (no coordinator, or no FindCoordinator)")
-    exported = any(
-        b"kafka_consumergroup_lag" in _http_get(f"http://127.0.0.1:{port}/metrics")[1]
-        for port in _service_metrics_ports(setup.cluster).values()
-    )
-    if not exported:
-        pytest.skip("kafka_consumergroup_lag is not exported by any service yet")
     group, topic = setup.group, setup.topic
     lag = _wait_until(
         "consumer lag for the group",

@@ -13,13 +13,13 @@ import asyncio
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from helpers.waiting import wait_until
 
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 from odradek.tools.launcher import Cluster
@@ -56,14 +56,11 @@ def active_controllers(
 
 
 def cluster_metadata(cluster: Cluster, timeout: float = 15.0) -> common_pb2.ClusterMetadata:
-    deadline = time.monotonic() + timeout
-    while True:
-        active = active_controllers(cluster)
-        if active:
-            return max(active.values(), key=lambda md: md.controller_epoch)
-        if time.monotonic() > deadline:
-            raise AssertionError("no active controller")
-        time.sleep(0.1)
+    """The metadata of the active controller (the newest epoch should two answer)."""
+    active = wait_until(
+        lambda: active_controllers(cluster), "an active controller", timeout=timeout, interval=0.1
+    )
+    return max(active.values(), key=lambda md: md.controller_epoch)
 
 
 def partition_state(cluster: Cluster, topic: str, partition: int) -> common_pb2.Partition:
@@ -74,14 +71,6 @@ def partition_state(cluster: Cluster, topic: str, partition: int) -> common_pb2.
     raise AssertionError(f"no topic {topic}")
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
-
-
 def wait_full_isr(cluster: Cluster, topic: str, partitions: int, timeout: float = 60.0) -> None:
     def full() -> bool:
         md = cluster_metadata(cluster)
@@ -90,7 +79,7 @@ def wait_full_isr(cluster: Cluster, topic: str, partitions: int, timeout: float 
             p.leader >= 0 and len(p.isr) == len(p.replicas) for p in t.partitions[:partitions]
         )
 
-    wait_for(full, timeout, f"a full ISR on every partition of {topic}")
+    wait_until(full, f"a full ISR on every partition of {topic}", timeout=timeout, interval=0.1)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, rf: int, **configs: str) -> None:

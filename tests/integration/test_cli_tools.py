@@ -1,8 +1,8 @@
 """The console tools as a user runs them: ``python -m odradek topics|produce|consume``.
 
 Every tool run is a real subprocess talking to a real cluster started with
-``odradek.tools.launcher.Cluster`` (controller, storage node and gateway as processes on
-127.0.0.1). Set ``ODRADEK_TEST_BOOTSTRAP=host:port`` to aim the same tests at another
+``odradek.tools.launcher.Cluster`` (controller, storage node, group services and gateway as
+processes on 127.0.0.1); ``odradek up`` itself is run once, as a user runs it. Set ``ODRADEK_TEST_BOOTSTRAP=host:port`` to aim the same tests at another
 Kafka-compatible broker instead: the tools are plain Kafka clients.
 
 The pure parts (line parsing, record formatting, perf-test lines, config lists) are
@@ -21,15 +21,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient
+from helpers.waiting import wait_until
 
 from odradek.tools.common import DEFAULT_BOOTSTRAP_SERVER, default_bootstrap_servers
-from odradek.tools.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster
 from odradek.tools.perf_stats import ProducerStats
 from odradek.tools.record_format import LineFormat, MessageFormat, RecordFormatError
 from odradek.tools.topics import parse_add_config, split_config_list, topic_id_text
@@ -52,40 +52,22 @@ PARTITION_LINE = re.compile(
 class Env:
     bootstrap: str
     cwd: Path  # holds data/cluster.json, so tools find the cluster without --bootstrap-server
-    groups: bool
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def env(
+    tmp_path_factory: pytest.TempPathFactory, module_cluster_factory: Callable[..., Cluster]
+) -> Env:
     work = tmp_path_factory.mktemp("cli")
     external = os.environ.get("ODRADEK_TEST_BOOTSTRAP")
     if external:
         (work / "data").mkdir()
         (work / "data" / "cluster.json").write_text(json.dumps({"bootstrap_servers": external}))
-        yield Env(external, work, groups=serves_groups(external))
-        return
-    cluster = Cluster(
-        ClusterOptions(
-            data_dir=work / "data",
-            port=0,
-            settings={"auto.create.topics.enable": "false"},
-        )
-    )
-    cluster.start()
-    try:
-        bootstrap = cluster.bootstrap_servers
-        yield Env(bootstrap, work, groups=serves_groups(bootstrap))
-    finally:
-        cluster.stop()
-
-
-GROUP_APIS = {8, 9, 10, 11, 12, 13, 14}  # OffsetCommit/Fetch, FindCoordinator, Join..SyncGroup
-
-
-def serves_groups(bootstrap: str) -> bool:
-    """Whether the cluster advertises the consumer group APIs (in ApiVersions)."""
-    with KafkaAdminClient(bootstrap_servers=bootstrap.split(",")) as admin:
-        return GROUP_APIS <= {int(key) for key in admin.api_versions()}
+        return Env(external, work)
+    cluster = module_cluster_factory(settings={"auto.create.topics.enable": "false"})
+    (work / "data").mkdir()
+    (work / "data" / "cluster.json").write_text(cluster.cluster_file.read_text())
+    return Env(cluster.bootstrap_servers, work)
 
 
 def odradek(
@@ -137,14 +119,6 @@ def describe(env: Env, topic: str) -> tuple[str, list[re.Match[str]]]:
     parts = [PARTITION_LINE.match(line) for line in rest]
     assert all(parts), result.stdout
     return header, [p for p in parts if p]
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.2)
 
 
 # --- topics -----------------------------------------------------------------------
@@ -220,11 +194,14 @@ def test_topic_lifecycle(env: Env) -> None:
 
     grown = odradek(env, "topics", "alter", "--topic", topic, "--partitions", "4")
     assert (grown.returncode, grown.stderr) == (0, "")
-    wait_until(lambda: "PartitionCount: 4" in describe(env, topic)[0])
+    wait_until(lambda: "PartitionCount: 4" in describe(env, topic)[0], "4 partitions in describe")
 
     deleted = odradek(env, "topics", "delete", "--topic", topic)
     assert (deleted.returncode, deleted.stdout, deleted.stderr) == (0, "", "")
-    wait_until(lambda: topic not in odradek(env, "topics", "list").stdout.splitlines())
+    wait_until(
+        lambda: topic not in odradek(env, "topics", "list").stdout.splitlines(),
+        f"{topic} to leave the topic list",
+    )
     gone = odradek(env, "topics", "describe", "--topic", topic)
     assert one_line_error(gone) == f"Topic '{topic}' does not exist as expected"
     assert one_line_error(odradek(env, "topics", "delete", "--topic", topic)) == (
@@ -239,6 +216,70 @@ def test_default_bootstrap_comes_from_cluster_json(env: Env) -> None:
     listed = odradek(env, "topics", "list", bootstrap=False)  # cwd has data/cluster.json
     assert listed.returncode == 0, listed.stderr
     assert topic in listed.stdout.splitlines()
+
+
+def test_up_serves_clients_and_stops_every_service_on_ctrl_c(tmp_path: Path) -> None:
+    """``odradek up`` in the foreground: data/cluster.json appears once every service
+    serves, the tools find the cluster through it, and Ctrl-C (SIGINT) stops every
+    service and exits 0."""
+    output = tmp_path / "up.out"
+    cluster_file = tmp_path / "data" / "cluster.json"
+    with open(output, "wb") as out:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "up", "--port", "0"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=tmp_path,
+        )
+    try:
+
+        def started() -> bool:
+            assert up.poll() is None, f"odradek up exited:\n{output.read_text(errors='replace')}"
+            return cluster_file.exists()  # written atomically, once every service is ready
+
+        wait_until(started, "odradek up to write data/cluster.json", timeout=90)
+        doc = json.loads(cluster_file.read_text())
+        here = Env(doc["bootstrap_servers"], tmp_path)
+        topic = fresh_topic("up")
+        assert odradek(here, "topics", "create", "--topic", topic, bootstrap=False).returncode == 0
+        assert (
+            odradek(here, "produce", "--topic", topic, stdin="hi\n", bootstrap=False).returncode
+            == 0
+        )
+        read = odradek(
+            here,
+            "consume",
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            "1",
+            bootstrap=False,
+        )
+        assert (read.returncode, read.stdout) == (0, "hi\n"), read.stderr
+        assert {s["kind"] for s in doc["services"]} == {
+            "controller",
+            "storage",
+            "offsets",
+            "coordinator",
+            "gateway",
+            "console",
+        }
+        up.send_signal(signal.SIGINT)
+        code = up.wait(60)
+    finally:
+        if up.poll() is None:  # a failed check above: stop the cluster all the same
+            up.send_signal(signal.SIGINT)
+            try:
+                up.wait(60)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.wait(10)
+    assert code == 0, f"odradek up exited with {code}:\n{output.read_text(errors='replace')}"
+    for service in doc["services"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(service["pid"], 0)
 
 
 # --- produce and consume ------------------------------------------------------------
@@ -495,8 +536,6 @@ def test_sigterm_stops_consumer_with_total(env: Env) -> None:
 
 
 def test_group_consumption_resumes_from_commit(env: Env) -> None:
-    if not env.groups:
-        pytest.skip("the cluster does not serve consumer groups (yet)")
     topic = fresh_topic("grp")
     create(env, topic, 2)
     lines = [f"m{i}" for i in range(10)]

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import grpc
 import pytest
+from helpers.waiting import wait_until_async
 
 from odradek.controller_client import ControllerClient, ControllerUnavailable, Membership
 from odradek.rpc.v1 import common_pb2, controller_pb2
+from odradek.tools.launcher import Cluster
 
 NodeKind = common_pb2.NodeKind
 NodeState = common_pb2.NodeState
@@ -29,68 +27,42 @@ SESSION_MS = 1500
 
 
 class ControllerProcess:
-    """``python -m odradek.controller`` on ephemeral ports with a data dir of the test's."""
+    """A cluster of one controller and nothing else (the launcher's, from the conftest's
+    ``cluster_factory``): these tests play every other service over gRPC."""
 
-    def __init__(self, data_dir: Path, **settings: str) -> None:
-        self.data_dir = data_dir
-        self.settings = {
-            "grpc.listener": "127.0.0.1:0",
-            "metrics.port": "0",
-            "metadata.store": f"file://{data_dir / 'store'}",
-            "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
-            "broker.session.timeout.ms": str(SESSION_MS),
-            **settings,
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.ports: dict[str, int] = {}
-        self.runs = 0
+    def __init__(self, start: Callable[..., Cluster], **settings: str) -> None:
+        self.cluster = start(
+            storage_nodes=0,
+            gateways=0,
+            with_groups=False,
+            settings={
+                "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
+                "broker.session.timeout.ms": str(SESSION_MS),
+                **settings,
+            },
+        )
 
-    def start(self, timeout: float = 20.0) -> None:
-        self.runs += 1
-        ready = self.data_dir / f"ready-{self.runs}.json"
-        cmd = [sys.executable, "-m", "odradek.controller", "--ready-file", str(ready)]
-        for key, value in self.settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        log = open(self.data_dir / f"controller-{self.runs}.log", "wb")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while not ready.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"controller exited: {self.log_text()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"controller not ready: {self.log_text()}")
-            time.sleep(0.02)
-        self.ports = json.loads(ready.read_text())["ports"]
-
-    def log_text(self) -> str:
-        return (self.data_dir / f"controller-{self.runs}.log").read_text(errors="replace")
+    @property
+    def ports(self) -> dict[str, int]:
+        return self.cluster.service("controller").ports
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.ports['grpc']}"
+        return self.cluster.grpc_address("controller")
+
+    def start(self) -> None:
+        """Start it again (same address, same metadata store) after :meth:`kill9`."""
+        self.cluster.restart("controller")
 
     def kill9(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        process = self.cluster.service("controller").process
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 @pytest.fixture
-def controller(tmp_path: Path) -> Iterator[ControllerProcess]:
-    process = ControllerProcess(tmp_path)
-    process.start()
-    yield process
-    process.stop()
+def controller(cluster_factory: Callable[..., Cluster]) -> ControllerProcess:
+    return ControllerProcess(cluster_factory)
 
 
 def node(node_id: int, kind: common_pb2.NodeKind, port: int = 0) -> common_pb2.Node:
@@ -451,43 +423,40 @@ async def test_kill_9_and_restart_keeps_everything(controller: ControllerProcess
         await storage.stop()
 
 
-async def test_kill_9_during_a_create_topics_burst(tmp_path: Path) -> None:
-    controller = ControllerProcess(tmp_path, **{"broker.session.timeout.ms": "60000"})
-    controller.start()
+async def test_kill_9_during_a_create_topics_burst(
+    cluster_factory: Callable[..., Cluster],
+) -> None:
+    controller = ControllerProcess(cluster_factory, **{"broker.session.timeout.ms": "60000"})
     acked: list[str] = []
-    try:
-        async with connected(controller.address) as client:
-            await client.call(
-                lambda s: s.RegisterNode,
-                controller_pb2.RegisterNodeRequest(node=node(100, NodeKind.STORAGE)),
-            )
+    async with connected(controller.address) as client:
+        await client.call(
+            lambda s: s.RegisterNode,
+            controller_pb2.RegisterNodeRequest(node=node(100, NodeKind.STORAGE)),
+        )
 
-            async def writer(w: int) -> None:
-                for i in range(10_000):
-                    name = f"burst-{w}-{i}"
-                    try:
-                        results = await create(
-                            client,
-                            controller_pb2.CreatableTopic(
-                                name=name, num_partitions=1, replication_factor=1
-                            ),
-                            timeout=1.0,
-                        )
-                    except (ControllerUnavailable, grpc.aio.AioRpcError):
-                        return  # the controller died under us
-                    assert results[0].error_code == 0
-                    acked.append(name)
+        async def writer(w: int) -> None:
+            for i in range(10_000):
+                name = f"burst-{w}-{i}"
+                try:
+                    results = await create(
+                        client,
+                        controller_pb2.CreatableTopic(
+                            name=name, num_partitions=1, replication_factor=1
+                        ),
+                        timeout=1.0,
+                    )
+                except (ControllerUnavailable, grpc.aio.AioRpcError):
+                    return  # the controller died under us
+                assert results[0].error_code == 0
+                acked.append(name)
 
-            writers = [asyncio.get_running_loop().create_task(writer(w)) for w in range(6)]
-            while len(acked) < 60:
-                await asyncio.sleep(0.005)
-            controller.kill9()
-            await asyncio.gather(*writers)
-        controller.start()
-        async with connected(controller.address) as client:
-            md = await client.get_metadata(timeout=10)
-        present = {t.name for t in md.topics}
-        assert set(acked) <= present  # every acknowledged CreateTopics survived
-        assert len(present) - len(acked) <= 6  # at most one in flight per writer
-    finally:
-        controller.stop()
+        writers = [asyncio.get_running_loop().create_task(writer(w)) for w in range(6)]
+        await wait_until_async(lambda: len(acked) >= 60, "60 acknowledged topics", interval=0.005)
+        controller.kill9()
+        await asyncio.gather(*writers)
+    controller.start()
+    async with connected(controller.address) as client:
+        md = await client.get_metadata(timeout=10)
+    present = {t.name for t in md.topics}
+    assert set(acked) <= present  # every acknowledged CreateTopics survived
+    assert len(present) - len(acked) <= 6  # at most one in flight per writer

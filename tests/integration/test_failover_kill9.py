@@ -28,6 +28,7 @@ from fault_tools import (
     verify,
     wait_full_isr,
 )
+from helpers.waiting import wait_until
 
 from odradek.tools.launcher import Cluster
 
@@ -77,7 +78,7 @@ def run_schedule(cluster: Cluster, topic: str, seed: int, steps: list[Kill]) -> 
     log: list[str] = []
     try:
         for step in steps:
-            time.sleep(step.at)
+            time.sleep(step.at)  # the schedule: kills at chosen moments of the write stream
             nodes = [f"storage-{100 + i}" for i in range(3)]
             leader = partition_state(cluster, topic, step.partition).leader
             first = f"storage-{leader}" if leader >= 0 else rng.choice(nodes)
@@ -94,12 +95,17 @@ def run_schedule(cluster: Cluster, topic: str, seed: int, steps: list[Kill]) -> 
                 kill9(cluster, name)
                 log.append(f"{time.monotonic():.1f} kill -9 {name} (acked so far {before})")
                 if len(names) > 1 and name != names[-1]:
-                    time.sleep(rng.uniform(0.0, 1.0))
-            time.sleep(step.down)
+                    time.sleep(rng.uniform(0.0, 1.0))  # the schedule: kills a moment apart
+            time.sleep(step.down)  # the schedule: how long the nodes stay down
             for name in rng.sample(names, len(names)):
                 cluster.restart(name)
                 log.append(f"{time.monotonic():.1f} restarted {name}")
-        time.sleep(1.5)  # some writes after the last restart too
+        restarted = producer.acked_count()
+        wait_until(
+            lambda: producer.acked_count() > restarted + 300,
+            f"acks after the last restart ({log})",
+            timeout=60,
+        )
     finally:
         producer.stop()
     assert not producer.errors, (producer.errors, log)

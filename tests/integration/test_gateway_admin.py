@@ -16,8 +16,7 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -52,29 +51,14 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.versions import response_header_version
 from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
-from odradek.tools.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster
 
 pytestmark = pytest.mark.timeout(120)
 
-SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-}
-
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(
-        ClusterOptions(
-            data_dir=Path(tmp_path_factory.mktemp("admin")),
-            port=0,
-            with_groups=False,
-            settings=SETTINGS,
-        )
-    )
-    c.start()
-    yield c
-    c.stop()
+def cluster(module_cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return module_cluster_factory(with_groups=False)
 
 
 @pytest.fixture(scope="module")
@@ -515,8 +499,8 @@ def test_idempotent_producers_get_distinct_producer_ids(
 
 
 def test_transactional_producer_fails_fast(bootstrap: str) -> None:
-    # The client gives up at once (today already at FindCoordinator, which is not
-    # served yet; InitProducerId's own answer is checked raw below).
+    # The client gives up at once (transactions are not served: InitProducerId's own
+    # answer is checked raw below).
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-admin-test"})
     start = time.monotonic()
     with pytest.raises(KafkaException) as info:

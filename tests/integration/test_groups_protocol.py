@@ -12,14 +12,16 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from group_wire import WireClient
+from helpers.waiting import wait_until
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 
 from odradek.protocol.consumer_protocol import encode_assignment, encode_subscription
 from odradek.protocol.errors import ErrorCode as E
@@ -34,29 +36,14 @@ from odradek.protocol.messages import (
     SyncGroupRequest,
 )
 from odradek.tools import groups as groups_tool
-from odradek.tools.launcher import Cluster, ClusterOptions
+from odradek.tools.launcher import Cluster
 
-SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-    "offsets.lag.refresh.interval.ms": "200",
-}
-
-
-def start_cluster(data_dir: Path, **kwargs: Any) -> Cluster:
-    opts = ClusterOptions(data_dir=data_dir, port=0, settings=dict(SETTINGS), **kwargs)
-    cluster = Cluster(opts)
-    cluster.start()
-    return cluster
+SETTINGS = {"offsets.lag.refresh.interval.ms": "200"}
 
 
 @pytest.fixture(scope="module")
-def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = start_cluster(tmp_path_factory.mktemp("groups"))
-    yield cluster
-    cluster.stop()
+def group_cluster(module_cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return module_cluster_factory(settings=SETTINGS)
 
 
 @pytest.fixture(scope="module")
@@ -79,19 +66,17 @@ def make_topic(bootstrap: str, partitions: int = 6, records: int = 0) -> str:
 
 
 def wait_coordinator(bootstrap: str, group: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
     with WireClient(bootstrap) as c:
-        while True:
+
+        def loaded() -> bool:
             r = c.call(FindCoordinatorRequest(key=group, key_type=0), 3)
-            if r.error_code == E.NONE:
-                # ... and its shard is loaded (a probe heartbeat stops saying 14).
-                hb = c.call(
-                    HeartbeatRequest(group_id=group, generation_id=-1, member_id="probe"), 0
-                )
-                if hb.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR):
-                    return
-            assert time.monotonic() < deadline, f"no coordinator for {group}: {r.error_code}"
-            time.sleep(0.1)
+            if r.error_code != E.NONE:
+                return False
+            # ... and its shard is loaded (a probe heartbeat stops saying 14).
+            hb = c.call(HeartbeatRequest(group_id=group, generation_id=-1, member_id="probe"), 0)
+            return hb.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR)
+
+        wait_until(loaded, f"a loaded coordinator for {group}", timeout=timeout, interval=0.1)
 
 
 def join(c: WireClient, group: str, member_id: str, version: int = 5, **kw: Any) -> Any:
@@ -183,18 +168,13 @@ def test_join_sync_heartbeat_leave_exact_versions(bootstrap: str) -> None:
             8,
         )
         # b's join travels on another connection: heartbeat until it has landed.
-        deadline = time.monotonic() + 10
-        while True:
-            hb = a.call(
-                HeartbeatRequest(
-                    group_id=group, generation_id=1, member_id=ra.member_id, group_instance_id=None
-                ),
-                4,
-            )
-            if hb.error_code != E.NONE or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
-        assert hb.error_code == E.REBALANCE_IN_PROGRESS
+        beat = HeartbeatRequest(
+            group_id=group, generation_id=1, member_id=ra.member_id, group_instance_id=None
+        )
+        code = wait_until(
+            lambda: a.call(beat, 4).error_code, "a heartbeat to see b's join", timeout=10
+        )
+        assert code == E.REBALANCE_IN_PROGRESS
         ra2 = join(a, group, ra.member_id)
         rb = b.receive()
         assert ra2.generation_id == rb.generation_id == 2
@@ -522,16 +502,16 @@ def test_lag_metrics_and_groups_tool(bootstrap: str, group_cluster: Cluster) -> 
     pattern = re.compile(
         rf'kafka_consumergroup_lag\{{consumergroup="{group}",partition="0",topic="{topic}"\}} (\S+)'
     )
-    deadline = time.monotonic() + 10
-    value = None
-    while time.monotonic() < deadline:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        m = pattern.search(text)
-        if m:
-            value = float(m.group(1))
-            break
-        time.sleep(0.2)
-    assert value == 6.0
+
+    def scrape() -> str:
+        """The offset store's /metrics once it shows the group's lag, else ""."""
+        url = f"http://127.0.0.1:{port}/metrics"
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        return text if pattern.search(text) else ""
+
+    text = wait_until(scrape, f"the lag of {group} in /metrics", interval=0.2)
+    m = pattern.search(text)
+    assert m is not None and float(m.group(1)) == 6.0
     assert (
         f'kafka_consumergroup_current_offset{{consumergroup="{group}",partition="1",topic="{topic}"}} 10.0'
         in text
@@ -586,8 +566,11 @@ def test_lag_metrics_and_groups_tool(bootstrap: str, group_cluster: Cluster) -> 
 # -- durability ------------------------------------------------------------------------------------
 
 
-def test_offsets_and_groups_survive_a_whole_cluster_restart(tmp_path: Path) -> None:
-    cluster = start_cluster(tmp_path / "restart")
+def test_offsets_and_groups_survive_a_whole_cluster_restart(
+    tmp_path: Path, cluster_factory: Callable[..., Cluster]
+) -> None:
+    data_dir = tmp_path / "restart"
+    cluster = cluster_factory(data_dir=data_dir, settings=SETTINGS)
     try:
         bs = cluster.bootstrap_servers
         topic = make_topic(bs, 3, records=30)
@@ -609,19 +592,17 @@ def test_offsets_and_groups_survive_a_whole_cluster_restart(tmp_path: Path) -> N
             commit(c, "simple-" + group, topic, {1: (7, 2, "meta")})
     finally:
         cluster.stop()
-    cluster = start_cluster(tmp_path / "restart")
+    cluster = cluster_factory(data_dir=data_dir, settings=SETTINGS)
     try:
         bs = cluster.bootstrap_servers
         wait_coordinator(bs, group)
         admin = KafkaAdminClient(bootstrap_servers=bs)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                offsets = admin.list_group_offsets({group: None, "simple-" + group: None})
-                break
-            except Exception:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+        offsets = wait_until(
+            lambda: admin.list_group_offsets({group: None, "simple-" + group: None}),
+            "the committed offsets after the restart",
+            timeout=20,
+            ignoring=(KafkaError,),
+        )
         assert {tp.partition: o.offset for tp, o in offsets[group].items()} == {0: 10, 1: 10, 2: 10}
         simple = offsets["simple-" + group][TopicPartition(topic, 1)]
         assert (simple.offset, simple.metadata, simple.leader_epoch) == (7, "meta", 2)

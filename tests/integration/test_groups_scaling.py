@@ -8,47 +8,35 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
+import confluent_kafka
 import grpc
 import pytest
+from helpers.waiting import wait_until
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 
 from odradek.group_shard import coordinator_of, group_shard
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 from odradek.tools.launcher import (
     COORDINATOR_BASE_ID,
     Cluster,
-    ClusterOptions,
     ServiceSpec,
     start_process,
     wait_ready,
 )
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-
 pytestmark = pytest.mark.slow
 
 SESSION_TIMEOUT_MS = 6000
-SETTINGS = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "2000",
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-}
 PARTITIONS = 6
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(
-        ClusterOptions(data_dir=tmp_path / "scale", port=0, coordinators=3, settings=SETTINGS)
-    )
-    c.start()
-    yield c
-    c.stop()
+def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return cluster_factory(coordinators=3)
 
 
 def metadata(cluster: Cluster) -> common_pb2.ClusterMetadata:
@@ -61,6 +49,10 @@ def metadata(cluster: Cluster) -> common_pb2.ClusterMetadata:
 def owner(cluster: Cluster, group: str) -> int:
     md = metadata(cluster)
     return coordinator_of(md, group_shard(group, len(md.coordinator_shards)))[0]
+
+
+def shard_owners(cluster: Cluster) -> set[int]:
+    return {s.coordinator_id for s in metadata(cluster).coordinator_shards}
 
 
 class Load:
@@ -88,7 +80,7 @@ class Load:
         while not self.stop.is_set():
             producer.send(self.topic, f"v{i}".encode(), partition=i % PARTITIONS)
             i += 1
-            time.sleep(0.005)
+            time.sleep(0.005)  # pacing: about 200 records a second
         producer.flush()
         producer.close()
 
@@ -119,7 +111,7 @@ class Load:
             try:
                 found = admin.list_group_offsets({g: None for g in self.groups})
             except Exception:  # coordinator moving: retriable
-                time.sleep(0.1)
+                time.sleep(0.1)  # the watcher's polling interval
                 continue
             for g, offsets in found.items():
                 for tp, o in offsets.items():
@@ -127,7 +119,7 @@ class Load:
                     if o.offset < self.high.get(key, -1):
                         self.errors.append(f"{g} p{tp.partition}: {self.high[key]} -> {o.offset}")
                     self.high[key] = max(self.high.get(key, -1), o.offset)
-            time.sleep(0.1)
+            time.sleep(0.1)  # the watcher's polling interval
         admin.close()
 
     def committed(self) -> int:
@@ -137,10 +129,7 @@ class Load:
     def wait_commits_advance(self, timeout: float = 10.0) -> None:
         """Commits keep landing: the committed total grows within ``timeout``."""
         start = self.committed()
-        deadline = time.monotonic() + timeout
-        while self.committed() <= start:
-            assert time.monotonic() < deadline, "commits stopped advancing"
-            time.sleep(0.1)
+        wait_until(lambda: self.committed() > start, "commits to advance", timeout=timeout)
 
     def close(self) -> None:
         self.stop.set()
@@ -152,17 +141,21 @@ def all_stable(bootstrap: str, groups: list[str], within: float) -> float:
     """Seconds until every group is Stable with two members (fails after ``within``)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     started = time.monotonic()
+
+    def stable() -> dict[str, tuple[str, int]] | None:
+        d = admin.describe_groups(groups)
+        states = {g: (d[g]["group_state"], len(d[g]["members"])) for g in groups}
+        return states if all(v == ("Stable", 2) for v in states.values()) else None
+
     try:
-        while True:
-            try:
-                d = admin.describe_groups(groups)
-                states = {g: (d[g]["group_state"], len(d[g]["members"])) for g in groups}
-            except Exception as exc:
-                states = {"error": (str(exc), 0)}
-            if all(v == ("Stable", 2) for v in states.values()):
-                return time.monotonic() - started
-            assert time.monotonic() - started < within, states
-            time.sleep(0.1)
+        wait_until(
+            stable,
+            "every group Stable with two members",
+            timeout=within,
+            interval=0.1,
+            ignoring=(KafkaError, KeyError),  # a coordinator moving
+        )
+        return time.monotonic() - started
     finally:
         admin.close()
 
@@ -209,14 +202,18 @@ def test_coordinators_come_and_go_under_load(cluster: Cluster) -> None:
         stop = cluster.service(f"coordinator-{victim}")
         stop.process.terminate()
         stop.process.wait(20)
-        time.sleep(0.5)
+        wait_until(lambda: owner(cluster, groups[0]) != victim, "the shard to move", timeout=limit)
         assert all_stable(bootstrap, groups, limit) < limit
         before = sum(load.consumed.values())
         load.wait_commits_advance()
         assert sum(load.consumed.values()) > before, "consumption stalled"
         # 2. a new coordinator joins (shards are rebalanced onto it)
         add_coordinator(cluster, COORDINATOR_BASE_ID + 3)
-        time.sleep(0.5)
+        wait_until(
+            lambda: COORDINATOR_BASE_ID + 3 in shard_owners(cluster),
+            "shards on the new coordinator",
+            timeout=limit,
+        )
         assert all_stable(bootstrap, groups, limit) < limit
         load.wait_commits_advance()
         # 3. another coordinator dies without a word (detected by its missed heartbeats)
@@ -224,7 +221,7 @@ def test_coordinators_come_and_go_under_load(cluster: Cluster) -> None:
         killed = cluster.service(f"coordinator-{victim}")
         killed.process.kill()
         killed.process.wait(10)
-        time.sleep(0.5)
+        wait_until(lambda: owner(cluster, groups[1]) != victim, "the shard to move", timeout=limit)
         assert all_stable(bootstrap, groups, limit) < limit
         load.wait_commits_advance()
     finally:

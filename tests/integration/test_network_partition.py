@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -31,15 +30,15 @@ from fault_tools import (
     partition_state,
     read_everything,
     verify,
-    wait_for,
     wait_full_isr,
 )
+from helpers.waiting import wait_until
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from netns import PrivateNetwork, unavailable_reason
 
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
-from odradek.tools.launcher import Cluster, ClusterOptions, Placement
+from odradek.tools.launcher import Cluster, Placement
 
 STORAGE = ["storage-100", "storage-101", "storage-102"]
 MARKER = -1  # the key of the acks=1 record only the cut-off leader gets
@@ -59,31 +58,18 @@ def network() -> Iterator[PrivateNetwork]:
 
 
 @pytest.fixture
-def cluster(network: PrivateNetwork, tmp_path: Path) -> Iterator[Cluster]:
+def cluster(network: PrivateNetwork, cluster_factory: Callable[..., Cluster]) -> Cluster:
     placement = {
         name: Placement(network.ns(name), network.address(name))
         for name in ["controller", *STORAGE]
     }
-    opts = ClusterOptions(
-        data_dir=tmp_path / "cluster",
-        port=0,
+    return cluster_factory(
         storage_nodes=3,
         replication_factor=3,
         with_groups=False,
         placement=placement,
-        settings={
-            "broker.heartbeat.interval.ms": "200",
-            "broker.session.timeout.ms": "2000",
-            "min.insync.replicas": "2",
-            "replica.lag.time.max.ms": "3000",
-        },
+        settings={"min.insync.replicas": "2", "replica.lag.time.max.ms": "3000"},
     )
-    c = Cluster(opts)
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def batch(key: int, value: bytes) -> bytes:
@@ -147,14 +133,13 @@ def test_cut_off_leader_is_replaced_and_loses_nothing_acknowledged(
         cluster.bootstrap_servers, unique_topic, rate=200, config={"request.timeout.ms": 4000}
     ).start()
     try:
-        wait_for(lambda: producer.acked_count() > 100, 20, "the first acknowledgements")
+        wait_until(lambda: producer.acked_count() > 100, "the first acks", timeout=20)
         network.cut(old_name, ["controller", *others])
         cut_at = time.monotonic()
 
         # The controller replaces the leader it no longer hears from.
-        wait_for(
+        wait_until(
             lambda: partition_state(cluster, unique_topic, 0).leader not in (-1, old.leader),
-            15,
             "a new leader",
         )
         new = partition_state(cluster, unique_topic, 0)
@@ -172,17 +157,24 @@ def test_cut_off_leader_is_replaced_and_loses_nothing_acknowledged(
         assert diverging.error_code == 0  # acks=1 on the wrong side: never acknowledged to ISR
 
         acked_before = producer.acked_count()
-        wait_for(lambda: producer.acked_count() > acked_before + 200, 30, "acks via the new leader")
+        wait_until(
+            lambda: producer.acked_count() > acked_before + 200,
+            "acks via the new leader",
+            timeout=30,
+        )
         network.heal(old_name)
         wait_full_isr(cluster, unique_topic, 1, timeout=60)
-        time.sleep(1.0)
+        healed = producer.acked_count()
+        wait_until(
+            lambda: producer.acked_count() > healed + 200, "acks with the healed replica in the ISR"
+        )
     finally:
         producer.stop()
     assert not producer.errors, producer.errors
-    wait_for(
+    wait_until(
         lambda: len(set(log_end_offsets(cluster, unique_topic).values())) == 1,
-        30,
         "every replica at the same log end offset",
+        timeout=30,
     )
     everything = read_everything(cluster.bootstrap_servers, unique_topic, 1)
     assert all(seq != MARKER for _, seq in everything.get(0, [])), "divergent record survived"

@@ -1,29 +1,30 @@
-"""A real-process cluster for the storage node tests, plus tests of the node's own lifecycle.
+"""Node-level access to a real cluster for the storage node tests, plus tests of the
+node's own lifecycle.
 
-:class:`Cluster` runs the controller and storage nodes as ``python -m odradek.<svc>``
-subprocesses on 127.0.0.1 with ephemeral ports and per-node data directories under a
-tmp dir, and can kill -9, SIGSTOP/SIGCONT, SIGTERM and restart any of them. Process
-control is synchronous (module-scoped fixtures share one cluster); gRPC clients
-(:class:`Client`) are created inside each async test, on that test's event loop.
-The other ``test_storage_*`` modules import this one.
+The cluster is the launcher's (from the conftest's ``cluster_factory``): a controller
+and storage nodes as ``python -m odradek.<svc>`` subprocesses, no gateway.
+:class:`Cluster` adds what these tests need beyond ``odradek up``: kill -9,
+SIGSTOP/SIGCONT, SIGTERM and restart of any one node. Process control is synchronous
+(module-scoped fixtures share one cluster); gRPC clients (:class:`Client`) are created
+inside each async test, on that test's event loop. The other ``test_storage_*``
+modules import this one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 import pytest
+from helpers.waiting import wait_until_async
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -35,6 +36,8 @@ from odradek.rpc.v1 import (
     storage_pb2,
     storage_pb2_grpc,
 )
+from odradek.tools.launcher import STORAGE_BASE_ID, RunningService, start_process, wait_ready
+from odradek.tools.launcher import Cluster as LaunchedCluster
 
 T = TypeVar("T")
 
@@ -107,64 +110,44 @@ def batch_offsets(records: bytes) -> list[tuple[int, int]]:
 
 # -- processes ----------------------------------------------------------------------------
 class Proc:
-    """One service subprocess with a ready file and a log file."""
+    """Process control of one service of a launcher cluster: signals, kill -9, SIGTERM,
+    and starting it again on its data, with or without waiting for it to serve."""
 
-    def __init__(self, name: str, module: str, settings: dict[str, str], run_dir: Path) -> None:
+    def __init__(self, cluster: LaunchedCluster, name: str) -> None:
+        self.cluster = cluster
         self.name = name
-        self.module = module
-        self.settings = settings
-        self.run_dir = run_dir
-        self.ready_file = run_dir / f"{name}.ready"
-        self.log_file = run_dir / f"{name}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.ports: dict[str, int] = {}
-        self.starts = 0
 
-    def start(self) -> None:
-        self.ready_file.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", f"odradek.{self.module}", "--ready-file", str(self.ready_file)]
-        for key, value in self.settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        self.starts += 1
-        with open(self.log_file, "ab") as out:
-            out.write(f"---- start #{self.starts}: {' '.join(cmd)}\n".encode())
-            out.flush()
-            self.process = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+    @property
+    def service(self) -> RunningService:
+        return self.cluster.service(self.name)
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        assert self.process is not None
-        while True:
-            if self.ready_file.exists():
-                try:
-                    info = json.loads(self.ready_file.read_text())
-                except ValueError:
-                    info = None
-                if info is not None:
-                    self.ports = {k: int(v) for k, v in info["ports"].items()}
-                    return
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.process.returncode}:\n{self.tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name} not ready after {timeout}s:\n{self.tail()}")
-            time.sleep(0.02)
+    @property
+    def ports(self) -> dict[str, int]:
+        return self.service.ports
+
+    @property
+    def log_file(self) -> Path:
+        return self.service.log_file
 
     @property
     def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+        return self.service.process.pid
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.service.process.poll() is None
+
+    def start(self) -> None:
+        """Start the stopped service again with its original command (not waiting)."""
+        assert not self.alive, f"{self.name} is still running"
+        services = self.cluster.services
+        index = services.index(self.service)
+        services[index] = start_process(
+            self.service.spec, self.cluster.run_dir, self.cluster.log_dir
+        )
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        wait_ready([self.service], timeout)
 
     def signal(self, sig: int) -> None:
         if self.alive:
@@ -172,22 +155,23 @@ class Proc:
 
     def kill(self) -> None:
         """kill -9: no flush, no checkpoints, no controlled shutdown."""
-        if self.process is not None and self.alive:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.kill()
-            self.process.wait(10)
+        if self.alive:
+            process = self.service.process
+            process.send_signal(signal.SIGCONT)
+            process.kill()
+            process.wait(10)
 
     def terminate(self, timeout: float = 20.0) -> float:
         """SIGTERM and wait; returns how long the graceful stop took."""
-        assert self.process is not None
+        process = self.service.process
         start = time.monotonic()
-        self.process.send_signal(signal.SIGCONT)
-        self.process.terminate()
+        process.send_signal(signal.SIGCONT)
+        process.terminate()
         try:
-            self.process.wait(timeout)
+            process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+            process.kill()
+            process.wait(10)
             raise AssertionError(
                 f"{self.name} did not stop within {timeout}s:\n{self.tail()}"
             ) from None
@@ -201,61 +185,26 @@ class Proc:
 
 
 class Cluster:
-    """A controller and storage nodes on 127.0.0.1, each a real subprocess."""
+    """A controller and storage nodes, no gateway: the launcher's cluster (started by
+    the conftest's ``cluster_factory``) seen node by node, so a test can stop, kill,
+    freeze and restart each storage node and talk to it over gRPC."""
 
-    def __init__(
-        self,
-        root: Path,
-        node_ids: list[int],
-        *,
-        controller: dict[str, str] | None = None,
-        storage: dict[str, str] | None = None,
-    ) -> None:
-        self.root = root
-        self.run_dir = root / "run"
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.controller = Proc(
-            "controller",
-            "controller",
-            {
-                "grpc.listener": "127.0.0.1:0",
-                "metadata.store": str(root / "controller"),
-                **CONTROLLER_SETTINGS,
-                **(controller or {}),
-            },
-            self.run_dir,
-        )
-        self.storage_settings = {**STORAGE_SETTINGS, **(storage or {})}
-        self.nodes: dict[int, Proc] = {}
-        self.node_ids = node_ids
-
-    def start(self) -> Cluster:
-        self.controller.start()
-        self.controller.wait_ready()
-        for node_id in self.node_ids:
-            self.nodes[node_id] = Proc(
-                f"storage-{node_id}",
-                "storage",
-                {
-                    "node.id": str(node_id),
-                    "grpc.listener": "127.0.0.1:0",
-                    "log.dirs": str(self.root / f"storage-{node_id}"),
-                    "controller.address": self.controller_address,
-                    **self.storage_settings,
-                },
-                self.run_dir,
-            )
-            self.nodes[node_id].start()
-        for proc in self.nodes.values():
-            proc.wait_ready()
-        return self
+    def __init__(self, launched: LaunchedCluster) -> None:
+        self.launched = launched
+        self.root = launched.data_dir
+        self.controller = Proc(launched, "controller")
+        self.nodes = {
+            int(svc.spec.settings["node.id"]): Proc(launched, svc.spec.name)
+            for svc in launched.services
+            if svc.spec.kind == "storage"
+        }
 
     @property
     def controller_address(self) -> str:
-        return f"127.0.0.1:{self.controller.ports['grpc']}"
+        return self.launched.grpc_address("controller")
 
     def address(self, node_id: int) -> str:
-        return f"127.0.0.1:{self.nodes[node_id].ports['grpc']}"
+        return self.launched.grpc_address(self.nodes[node_id].name)
 
     def restart(self, node_id: int, *, wait: bool = True) -> None:
         proc = self.nodes[node_id]
@@ -265,6 +214,7 @@ class Cluster:
             proc.wait_ready()
 
     def stop(self) -> None:
+        """kill -9 everything: what a test leaves on disk needs no clean shutdown."""
         for proc in [*self.nodes.values(), self.controller]:
             proc.kill()
 
@@ -382,7 +332,7 @@ class Client:
                 return False
             return state.error_code == 0 and (state.is_leader or not leader)
 
-        await eventually(hosted, timeout, f"node {node_id} hosting {topic}-{index}")
+        await wait_until_async(hosted, f"node {node_id} hosting {topic}-{index}", timeout=timeout)
 
     async def produce(
         self,
@@ -481,26 +431,19 @@ class Client:
         return response.partitions[0]
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if await check():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def retry(call: Callable[[], Awaitable[T]], timeout: float = 15.0) -> T:
-    """Retry a storage call while the node restarts (UNAVAILABLE)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Retry a storage call while the node restarts (UNAVAILABLE); other errors fail."""
+
+    async def attempt() -> tuple[T] | None:
         try:
-            return await call()
+            return (await call(),)  # a tuple: a falsy answer is an answer too
         except grpc.aio.AioRpcError as exc:
-            if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
-        await asyncio.sleep(0.05)
+            return None
+
+    (result,) = await wait_until_async(attempt, "the node to answer again", timeout=timeout)
+    return result
 
 
 def raw_log(cluster: Cluster, node_id: int, topic: str, index: int = 0) -> bytes:
@@ -509,25 +452,38 @@ def raw_log(cluster: Cluster, node_id: int, topic: str, index: int = 0) -> bytes
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
 
 
-def storage_clusters(root: Path) -> Iterator[Callable[..., Cluster]]:
-    """Body of a ``make_cluster`` fixture: start clusters under ``root``, kill them after."""
-    clusters: list[Cluster] = []
+def storage_clusters(
+    start: Callable[..., LaunchedCluster],
+) -> Callable[..., Cluster]:
+    """``make_cluster(node_ids, controller={...}, storage={...})`` on top of a
+    ``cluster_factory``: storage nodes 100, 101, ... and a controller, no gateway."""
 
-    def factory(node_ids: list[int], **kwargs: Any) -> Cluster:
-        cluster = Cluster(root / f"c{len(clusters)}", node_ids, **kwargs)
-        clusters.append(cluster)
-        return cluster.start()
+    def factory(
+        node_ids: list[int],
+        *,
+        controller: dict[str, str] | None = None,
+        storage: dict[str, str] | None = None,
+    ) -> Cluster:
+        assert node_ids == list(range(STORAGE_BASE_ID, STORAGE_BASE_ID + len(node_ids)))
+        launched = start(
+            storage_nodes=len(node_ids),
+            gateways=0,
+            with_groups=False,
+            settings={
+                **CONTROLLER_SETTINGS,
+                **STORAGE_SETTINGS,
+                **(controller or {}),
+                **(storage or {}),
+            },
+        )
+        return Cluster(launched)
 
-    try:
-        yield factory
-    finally:
-        for cluster in clusters:
-            cluster.stop()
+    return factory
 
 
 @pytest.fixture
-def make_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    yield from storage_clusters(tmp_path)
+def make_cluster(cluster_factory: Callable[..., LaunchedCluster]) -> Callable[..., Cluster]:
+    return storage_clusters(cluster_factory)
 
 
 # -- the node's own lifecycle ---------------------------------------------------------------

@@ -8,32 +8,30 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 
 import pytest
+from helpers.waiting import wait_until_async
 from test_storage_harness import (
     Client,
     Cluster,
     batch_offsets,
     decode,
-    eventually,
     make_batch,
     retry,
+    storage_clusters,
 )
 
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2, controller_pb2, storage_pb2
+from odradek.tools.launcher import Cluster as LaunchedCluster
 
 NODE = 100
 
 
 @pytest.fixture(scope="module")
-def rf1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root: Path = tmp_path_factory.mktemp("storage-rf1")
-    c = Cluster(root, [NODE]).start()
-    yield c
-    c.stop()
+def rf1(module_cluster_factory: Callable[..., LaunchedCluster]) -> Cluster:
+    return storage_clusters(module_cluster_factory)([NODE])
 
 
 @pytest.fixture
@@ -91,18 +89,18 @@ async def test_long_poll_wakes_on_append_and_returns_by_max_wait(client: Client)
     empty = await client.fetch(NODE, "poll", 0, max_wait_ms=400)
     elapsed = time.monotonic() - start
     assert empty.error_code == 0 and empty.records == b""
-    assert 0.35 <= elapsed < 2.0, elapsed
+    assert 0.35 <= elapsed < 5.0, elapsed  # generous above: a loaded 2-core machine
 
     # A produce wakes a waiting fetch long before max_wait_ms.
     start = time.monotonic()
     waiting = asyncio.ensure_future(client.fetch(NODE, "poll", 0, max_wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # the scenario: a window in which the empty fetch must stay parked
     assert not waiting.done()
     await client.produce(NODE, "poll", make_batch([b"wake"]), acks=1)
     fetched = await asyncio.wait_for(waiting, 5)
     elapsed = time.monotonic() - start
     assert decode(fetched.records) == [(0, b"wake")]
-    assert 0.25 <= elapsed < 3.0, elapsed
+    assert 0.25 <= elapsed < 8.0, elapsed  # woken, not timed out at max_wait_ms (10 s)
 
 
 async def test_min_bytes(client: Client) -> None:
@@ -118,12 +116,12 @@ async def test_min_bytes(client: Client) -> None:
     waiting = asyncio.ensure_future(
         client.fetch(NODE, "minb", 0, max_wait_ms=10_000, min_bytes=10_000)
     )
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # the scenario: a window in which the fetch must stay parked
     assert not waiting.done()
     await client.produce(NODE, "minb", make_batch([b"x" * 20_000]), acks=1)
     fetched = await asyncio.wait_for(waiting, 5)
     assert len(fetched.records) >= 10_000
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < 8.0  # completed early, not at max_wait_ms (10 s)
 
 
 async def test_byte_limits_return_the_first_batch_whole(client: Client) -> None:
@@ -194,10 +192,7 @@ async def test_bad_produces_are_refused_with_kafka_errors(client: Client) -> Non
         r = await client.produce(NODE, "bad", make_batch([b"q" * 5000]), acks=1)
         return r.error_code == 0
 
-    deadline = time.monotonic() + 10
-    while not await accepted():
-        assert time.monotonic() < deadline, "max.message.bytes change never applied"
-        await asyncio.sleep(0.1)
+    await wait_until_async(accepted, "the max.message.bytes change to apply", timeout=10)
 
 
 async def test_idempotent_producer_sequences(client: Client) -> None:
@@ -355,7 +350,7 @@ async def test_deleted_topic_is_removed_from_the_node(rf1: Cluster, client: Clie
         state = await client.describe(NODE, "doomed")
         return state.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    await eventually(gone, 10, "the node dropping the deleted topic")
+    await wait_until_async(gone, "the node dropping the deleted topic", timeout=10)
     assert not (rf1.root / f"storage-{NODE}" / "doomed-0").exists()
     result = await client.produce(NODE, "doomed", make_batch([b"y"]), acks=1)
     assert result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

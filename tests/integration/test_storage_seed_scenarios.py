@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from test_storage_harness import Client, Cluster, eventually, make_batch, raw_log, storage_clusters
+from helpers.waiting import wait_until_async
+from test_storage_harness import Client, Cluster, make_batch, raw_log, storage_clusters
+
+from odradek.tools.launcher import Cluster as LaunchedCluster
 
 A, B = 100, 101
 SETTINGS = {
@@ -32,8 +34,8 @@ SETTINGS = {
 
 
 @pytest.fixture
-def make_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    yield from storage_clusters(tmp_path)
+def make_cluster(cluster_factory: Callable[..., LaunchedCluster]) -> Callable[..., Cluster]:
+    return storage_clusters(cluster_factory)
 
 
 async def leader_is(client: Client, topic: str, node: int) -> bool:
@@ -53,7 +55,7 @@ async def healed(cluster: Cluster, client: Client, topic: str) -> bytes:
         # Offsets alone can agree before a follower with a stale high watermark truncated.
         return offsets and raw_log(cluster, A, topic) == raw_log(cluster, B, topic)
 
-    await eventually(in_step, 20, "both replicas holding the same bytes")
+    await wait_until_async(in_step, "both replicas holding the same bytes", timeout=20)
     return raw_log(cluster, A, topic)
 
 
@@ -77,16 +79,19 @@ async def test_seed_3_3_restarted_follower_keeps_what_it_had(
             await client.wait_hosted(B, "s33", 0, leader=False)
             state = await client.describe(B, "s33")
             assert (state.high_watermark, state.log_end_offset) == (0, 2)
+            # The scenario: a window in which B, following a frozen A, must not truncate.
             await asyncio.sleep(0.5)
             assert (await client.describe(B, "s33")).log_end_offset == 2  # nothing truncated
         finally:
             cluster.nodes[A].signal(signal.SIGCONT)
-        await eventually(lambda: isr_is(client, "s33", [A, B]), 15, "B back in the ISR")
+        await wait_until_async(
+            lambda: isr_is(client, "s33", [A, B]), "B back in the ISR", timeout=15
+        )
 
         # A dies; B leads in a new epoch with both messages.
         before = await client.partition("s33")
         cluster.nodes[A].kill()
-        await eventually(lambda: leader_is(client, "s33", B), 15, "B elected")
+        await wait_until_async(lambda: leader_is(client, "s33", B), "B elected", timeout=15)
         assert (await client.partition("s33")).leader_epoch > before.leader_epoch
         assert [v for _, v in await client.read_all(B, "s33")] == [b"m0", b"m1"]
         assert (await client.produce(B, "s33", make_batch([b"m2"]))).error_code == 0
@@ -94,7 +99,9 @@ async def test_seed_3_3_restarted_follower_keeps_what_it_had(
         # A returns as B's follower: truncation by epoch keeps everything.
         cluster.nodes[A].start()
         cluster.nodes[A].wait_ready()
-        await eventually(lambda: isr_is(client, "s33", [A, B]), 15, "A back in the ISR")
+        await wait_until_async(
+            lambda: isr_is(client, "s33", [A, B]), "A back in the ISR", timeout=15
+        )
         await healed(cluster, client, "s33")
         assert [v for _, v in await client.read_all(B, "s33")] == [b"m0", b"m1", b"m2"]
     finally:
@@ -122,14 +129,16 @@ async def test_seed_3_4_replicas_never_diverge(make_cluster: Callable[..., Clust
         # B restarts first and becomes leader (A is offline); a new m2 lands at offset 2.
         cluster.nodes[B].start()
         cluster.nodes[B].wait_ready()
-        await eventually(lambda: leader_is(client, "s34", B), 20, "B elected")
+        await wait_until_async(lambda: leader_is(client, "s34", B), "B elected", timeout=20)
         written = await client.produce(B, "s34", make_batch([b"m2-new"]))
         assert (written.error_code, written.base_offset) == (0, 2)
 
         # A returns holding a different m2 at offset 2: it must give it up.
         cluster.nodes[A].start()
         cluster.nodes[A].wait_ready()
-        await eventually(lambda: isr_is(client, "s34", [A, B]), 15, "A back in the ISR")
+        await wait_until_async(
+            lambda: isr_is(client, "s34", [A, B]), "A back in the ISR", timeout=15
+        )
         await healed(cluster, client, "s34")
         assert [v for _, v in await client.read_all(B, "s34")] == [b"m0", b"m1", b"m2-new"]
         assert (await client.produce(B, "s34", make_batch([b"m3"]))).error_code == 0

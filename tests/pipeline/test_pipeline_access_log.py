@@ -21,6 +21,7 @@ from typing import cast
 import pytest
 from confluent_kafka import Consumer, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from helpers.waiting import wait_until
 from pyspark.sql import SparkSession
 
 from odradek.pipeline.jobs import access_log
@@ -304,15 +305,16 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     proc.wait(timeout=30)
-    # Wait until the whole group (the JVM too) is gone before a restart.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise AssertionError("job processes survived SIGKILL")
+            return True
+        return False
+
+    # Wait until the whole group (the JVM too) is gone before a restart.
+    wait_until(gone, "the job's processes to die of SIGKILL", timeout=30, interval=0.1)
 
 
 def _commits(tmp: Path) -> int:
@@ -353,13 +355,13 @@ def test_access_log_job_killed_and_restarted_is_exactly_once(
     #    before its summaries or its commit).
     second = _run_job(base, env, log)
     parquet = tmp_path / "out" / access_log.COUNTS_TABLE
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and second.poll() is None:
+
+    def later_batch_written() -> bool:
+        assert second.poll() is None, log.read_text()[-3000:]
         done = _commits(tmp_path)
-        if done > last_batch and (parquet / f"batch_id={done}").exists():
-            break
-        time.sleep(0.01)
-    assert second.poll() is None, log.read_text()[-3000:]
+        return done > last_batch and (parquet / f"batch_id={done}").exists()
+
+    wait_until(later_batch_written, "a later batch's Parquet", timeout=240, interval=0.01)
     _kill_group(second)
 
     # 3. Restarted once more, it finishes what is there.

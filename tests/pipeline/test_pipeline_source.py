@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from helpers.waiting import wait_until
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import CapturedException
@@ -228,15 +229,16 @@ def test_batch_read_across_compacted_gaps(
         consumer.close()
         return seen
 
-    deadline = time.monotonic() + 60
-    kept = log_offsets()
-    while time.monotonic() < deadline:
-        time.sleep(1)
+    previous = [log_offsets()]
+
+    def compacted() -> list[int] | None:
+        """The offsets once the cleaner has compacted and they held still for a second."""
         again = log_offsets()
-        if again == kept and len(kept) < 300:
-            break
-        kept = again
-    assert len(kept) < 300, "the cleaner never compacted the topic"
+        settled = again == previous[0] and len(again) < 300
+        previous[0] = again
+        return again if settled else None
+
+    kept = wait_until(compacted, "the cleaner to compact the topic", timeout=60, interval=1)
     assert (
         sorted(r.offset for r in source(spark, bs, subscribe=t).select("offset").collect()) == kept
     )
@@ -361,15 +363,18 @@ def test_stream_processing_time_while_producing(
             p.produce(t, value=f"v{i}".encode(), partition=i % 3)
             if i % 100 == 99:
                 p.flush()
-                time.sleep(0.05)
+                time.sleep(0.05)  # pacing: the stream sees several triggers' worth
         p.flush()
 
     producer = threading.Thread(target=writer)
     producer.start()
     try:
-        deadline = time.monotonic() + 90
-        while len(sink.rows()) < total and time.monotonic() < deadline and q.isActive:
-            time.sleep(0.2)
+        wait_until(
+            lambda: len(sink.rows()) >= total or not q.isActive,
+            f"the stream to deliver {total} rows",
+            timeout=90,
+            interval=0.2,
+        )
     finally:
         producer.join()
         q.stop()
@@ -392,7 +397,10 @@ def test_stream_picks_up_new_partitions(
     admin = AdminClient({"bootstrap.servers": bs})
     for fut in admin.create_partitions([NewPartitions(t, 3)]).values():
         fut.result(30)
-    time.sleep(0.5)
+    wait_until(
+        lambda: len(admin.list_topics(t, timeout=10).topics[t].partitions) == 3,
+        "the new partitions in metadata",
+    )
     produce(bs, t, [{"value": f"v{i}".encode(), "partition": i % 3} for i in range(50, 110)])
     run_available_now(stream, tmp_path / "ckpt", sink)
     rows = sink.rows()

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from helpers.waiting import wait_until_async
 
 from odradek.controller.cluster_state import NodeInfo, NodeKind, NodeState
 from odradek.controller.controller import Controller, ControllerSettings
@@ -26,15 +27,6 @@ def settings(node_id: int, session_timeout_ms: int = 400) -> ControllerSettings:
         session_timeout_ms=session_timeout_ms,
         lease_ttl_ms=600,
     )
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 OpenStore = Callable[[], Awaitable[MetadataStore]]
@@ -93,7 +85,7 @@ async def test_one_active_standby_takes_over_and_stale_writes_are_fenced(
 
     # A loses its lease (e.g. a long pause): B takes over with a higher epoch ...
     await store.revoke(a._lease)
-    await wait_until(lambda: b.active)
+    await wait_until_async(lambda: b.active, "the standby to take over", timeout=5)
     assert b.epoch == a.epoch + 1
     assert b.metadata().cluster_id == cluster_id and b.metadata().version > version
     assert b.model is not None and b.model.topics["t"].topic_id == created.topic_id
@@ -101,7 +93,7 @@ async def test_one_active_standby_takes_over_and_stale_writes_are_fenced(
     if a.active:
         with pytest.raises(NotControllerError):
             await a.create_topics([TopicSpec("late", 1, 1)])
-    await wait_until(lambda: not a.active)
+    await wait_until_async(lambda: not a.active, "the old controller to step down", timeout=5)
     assert "late" not in b.model.topics
     await a.stop()
     await b.stop()
@@ -122,7 +114,7 @@ async def test_registrations_are_leased_keys_renewed_by_heartbeats(
     assert json.loads(kv.value)["incarnation"] == node.incarnation
     for _ in range(30):  # 3 x the session: heartbeats keep node 100's lease (and key) alive
         c.heartbeat(100, node.incarnation)
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the scenario: a heartbeat every 100 ms
     assert await store.get(f"{key}100") is not None
     assert c.model is not None and c.model.nodes[100].state is NodeState.ONLINE
     # 101 never heartbeated: fenced, its key gone with it.
@@ -148,8 +140,10 @@ async def test_a_registration_whose_lease_runs_out_fences_the_node(
     assert c.registrations is not None
     lease = c.registrations.sessions[100].lease
     await store.revoke(lease)  # e.g. the lease expired while nobody vouched for the node
-    await wait_until(
-        lambda: c.model is not None and c.model.nodes[100].state is NodeState.OFFLINE, 5
+    await wait_until_async(
+        lambda: c.model is not None and c.model.nodes[100].state is NodeState.OFFLINE,
+        "node 100 fenced",
+        timeout=5,
     )
     await c.stop()
 
@@ -167,7 +161,9 @@ async def test_a_new_controller_adopts_live_registrations(
     await b.start()
     assert await b.wait_settled(5)
     await a.stop()  # a clean handover: the lease is still running
-    await wait_until(lambda: b.active and b.registrations is not None, 10)
+    await wait_until_async(
+        lambda: b.active and b.registrations is not None, "the new active controller", timeout=10
+    )
     assert b.registrations is not None and b.registrations.sessions[100].lease == lease
     b.heartbeat(100, node.incarnation)
     assert b.model is not None and b.model.nodes[100].state is NodeState.ONLINE
@@ -210,10 +206,12 @@ async def test_heartbeats_sessions_and_incarnations(tmp_path: Path) -> None:
     assert info.value.code is ErrorCode.STALE_BROKER_EPOCH
     for _ in range(20):  # heartbeating keeps it online past the session timeout
         assert c.heartbeat(100, node.incarnation) is False
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.06)  # the scenario: a heartbeat every 60 ms
     assert c.model is not None and c.model.nodes[100].state is NodeState.ONLINE
-    await wait_until(
-        lambda: c.model is not None and c.model.nodes[100].state is NodeState.OFFLINE, 2
+    await wait_until_async(
+        lambda: c.model is not None and c.model.nodes[100].state is NodeState.OFFLINE,
+        "node 100 fenced after its session timeout",
+        timeout=5,
     )
     with pytest.raises(ControllerError):
         c.heartbeat(100, node.incarnation)  # fenced: must register again

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.waiting import wait_until_async
 
 from odradek.config import ConfigError
 from odradek.controller.embedded_store import JOURNAL, SNAPSHOT, EmbeddedStore
@@ -148,11 +149,15 @@ async def test_leases_expire_revoke_and_die_with_their_holder(backend: Backend) 
     with pytest.raises(LeaseNotFoundError):
         await store.txn([], [Put.of("/nodes/3", b"x", 12345)])
     for _ in range(6):  # keepalive holds the key past its TTL
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # the scenario: a keepalive every 300 ms
         assert await store.keepalive(short) == 1
     assert await store.get("/nodes/1") is not None
-    await asyncio.sleep(2.2)  # etcd checks expiry twice a second
-    assert await store.get("/nodes/1") is None
+
+    async def expired() -> bool:
+        return await store.get("/nodes/1") is None
+
+    # Unrenewed, the 1 s lease ends (etcd checks expiry twice a second).
+    await wait_until_async(expired, "the unrenewed lease's key to go", timeout=10)
     with pytest.raises(LeaseNotFoundError):
         await store.keepalive(short)
     lease = await store.grant(30)

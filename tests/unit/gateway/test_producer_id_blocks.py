@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from helpers.waiting import wait_until_async
 
 from odradek.controller.cluster_state import NodeInfo, NodeKind
 from odradek.controller.model import ClusterModel
@@ -48,7 +49,7 @@ class ModelController:
     async def fetch(self) -> tuple[int, int]:
         self.calls += 1
         if self.delay:
-            await asyncio.sleep(self.delay)
+            await asyncio.sleep(self.delay)  # the scenario: a slow controller
         if self.fail:
             raise ConnectionError("controller unreachable")
         first, count = self.model.allocate_producer_ids(GATEWAY, self.incarnation)
@@ -61,11 +62,10 @@ async def test_ids_come_in_order_and_the_next_block_is_prefetched() -> None:
     blocks = ProducerIdBlocks(controller.fetch)
     ids = [await blocks.next_id(1.0) for _ in range(9)]
     assert ids == list(range(9))
-    # 90% used: the next block is being fetched in the background.
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
-    assert controller.calls == 2
-    assert blocks.remaining == 1 + 10
+    # 90% used: the next block is being fetched in the background (exactly once).
+    await wait_until_async(
+        lambda: controller.calls == 2 and blocks.remaining == 1 + 10, "the next block prefetched"
+    )
     ids += [await blocks.next_id(1.0) for _ in range(11)]
     assert ids == list(range(20))
     await blocks.close()

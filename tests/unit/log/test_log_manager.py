@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.waiting import wait_until_async
 from log_testkit import NOW, batch, read_everything
 
 from odradek.log.checkpoints import OffsetCheckpointFile, parse_properties
@@ -195,13 +196,14 @@ async def test_run_periodic_runs_jobs_until_stopped(tmp_path: Path) -> None:
     log.high_watermark = log.log_end_offset
     stop = asyncio.Event()
     task = asyncio.create_task(run_log_maintenance(mgr, stop))
-    for _ in range(200):
-        await asyncio.sleep(0.02)
-        if (
+    await wait_until_async(
+        lambda: (
             log.log_start_offset == log.log_end_offset
             and (d / "recovery-point-offset-checkpoint").exists()
-        ):
-            break
+        ),
+        "retention to delete every segment and the checkpoint to be written",
+        timeout=10,
+    )
     stop.set()
     await asyncio.wait_for(task, 5)
     assert log.log_start_offset == log.log_end_offset == 40

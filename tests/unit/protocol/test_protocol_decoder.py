@@ -58,7 +58,9 @@ def test_1mib_produce_v9_records_are_a_view_of_the_frame() -> None:
     assert part.records.obj is body.obj  # same buffer: not copied
     assert part.records == records
     assert peak < 64 * 1024
-    assert elapsed < 0.01
+    # The buffer identity and the memory peak prove there is no copy; the clock only
+    # catches pathological slowness (generous: a loaded 2-core machine, tracemalloc on).
+    assert elapsed < 0.5, elapsed
 
 
 def test_acks_0_expects_no_response() -> None:
@@ -101,7 +103,7 @@ def _bounded(fn: object) -> InvalidRequestError:
     elapsed = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert elapsed < 0.05
+    assert elapsed < 1.0, elapsed  # generous: a loaded 2-core machine, tracemalloc on
     assert peak < 256 * 1024
     return info.value
 

@@ -127,4 +127,4 @@ def test_large_frame_in_small_chunks_is_linear() -> None:
     assert len(out) == 1 and out[0] == payload
     # chunks are kept and joined once: ~2x the payload at peak, never quadratic
     assert peak < 4 * len(payload)
-    assert elapsed < 1.0
+    assert elapsed < 5.0, elapsed  # quadratic copying would move ~16 GB: far slower than this

@@ -1,22 +1,23 @@
 """The seed's replication failure stories (sections 3.3, 3.4, 3.5), replayed step by step.
 
-Two storage nodes run in this process on real logs and real gRPC sockets; the test
-plays the controller, so it decides exactly when each node leads, follows, crashes
-(its logs are dropped without flush or checkpoint, as kill -9 leaves them) and
-restarts. With truncation by high watermark these orders lose an acknowledged
-message (3.3) or leave two replicas with different records at one offset (3.4);
-with truncation by leader epoch neither happens.
+Two storage nodes run in this process on real logs and real gRPC sockets. In process,
+not as a launcher cluster, because the test plays the controller (no controller
+process publishes these exact orders): it decides exactly when each node leads,
+follows, crashes (its logs are dropped without flush or checkpoint, as kill -9 leaves
+them) and restarts. With truncation by high watermark these orders lose an
+acknowledged message (3.3) or leave two replicas with different records at one
+offset (3.4); with truncation by leader epoch neither happens.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from helpers.waiting import wait_until_async
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -195,13 +196,6 @@ class Controller:
                 n.apply(snapshot)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
-
-
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Node, Node, Controller]]:
     a, b = Node(A, tmp_path), Node(B, tmp_path)
@@ -219,8 +213,8 @@ async def hw_is(node: Node, hw: int) -> bool:
 
 async def checkpoint_committed(a: Node, b: Node, hw: int) -> None:
     """Both replicas know ``hw`` and have checkpointed it (replication-offset-checkpoint)."""
-    await eventually(lambda: hw_is(a, hw))
-    await eventually(lambda: hw_is(b, hw))
+    await wait_until_async(lambda: hw_is(a, hw), f"A's high watermark at {hw}")
+    await wait_until_async(lambda: hw_is(b, hw), f"B's high watermark at {hw}")
     a.log_manager.checkpoint_high_watermarks()
     b.log_manager.checkpoint_high_watermarks()
 
@@ -239,7 +233,7 @@ async def test_seed_3_3_restart_with_a_stale_high_watermark_loses_nothing(
     a, b, ctl = cluster
     ctl.publish(leader=A, epoch=0, isr=[A, B])
     assert (await a.produce(b"m0", acks=-1)).error_code == 0
-    await eventually(lambda: hw_is(b, 1))
+    await wait_until_async(lambda: hw_is(b, 1), "B's high watermark at 1")
     b.log_manager.checkpoint_high_watermarks()  # the seed's state: B's HW=1 on disk...
     assert (await a.produce(b"m1", acks=-1)).error_code == 0  # ...acknowledged: B has it
     assert (await b.state()).log_end_offset == 2
@@ -252,7 +246,9 @@ async def test_seed_3_3_restart_with_a_stale_high_watermark_loses_nothing(
     ctl.publish(leader=A, epoch=0, isr=[A, B])
     restarted = await b.state()
     assert (restarted.high_watermark, restarted.log_end_offset) == (1, 2)
-    await asyncio.sleep(0.3)  # B's fetcher fails to reach A: no answer, no truncation
+    # The scenario: a window in which B's fetcher fails to reach A (no answer, so no
+    # truncation to B's stale high watermark may happen).
+    await asyncio.sleep(0.3)
     assert (await b.state()).log_end_offset == 2
 
     # B becomes leader (epoch 1 starts at its log end), then A returns as its follower.
@@ -261,7 +257,7 @@ async def test_seed_3_3_restart_with_a_stale_high_watermark_loses_nothing(
     await a.start()
     ctl.publish(leader=B, epoch=1, isr=[B, A])
     assert (await b.produce(b"m2", acks=-1)).error_code == 0
-    await eventually(lambda: in_step(a, b))
+    await wait_until_async(lambda: in_step(a, b), "A and B in step")
     assert a.log() == b.log()
     assert await b.consume() == [b"m0", b"m1", b"m2"]
 
@@ -286,11 +282,11 @@ async def test_seed_3_4_divergent_tail_is_replaced(cluster: tuple[Node, Node, Co
     # A returns with its own m2 at offset 2 (same offset, different record).
     await a.start()
     ctl.publish(leader=B, epoch=1, isr=[B, A])
-    await eventually(lambda: in_step(a, b))
+    await wait_until_async(lambda: in_step(a, b), "A and B in step")
     assert a.log() == b.log()
     assert await b.consume() == [b"m0", b"m1", b"m2-new"]
     assert (await b.produce(b"m3", acks=-1)).error_code == 0
-    await eventually(lambda: in_step(a, b))
+    await wait_until_async(lambda: in_step(a, b), "A and B in step")
     assert a.log() == b.log()
 
 
@@ -319,7 +315,7 @@ async def test_seed_3_5_2_new_leader_that_lost_its_tail(
     reopened = a.log_manager.get_log(TOPIC, 0)
     assert reopened is not None and reopened.high_watermark == 2  # truncating there keeps m1
     ctl.publish(leader=B, epoch=1, isr=[B, A])
-    await eventually(lambda: in_step(a, b))
+    await wait_until_async(lambda: in_step(a, b), "A and B in step")
     assert a.log() == b.log()
     assert await b.consume() == [b"m0", b"m1-new"]
 
@@ -332,6 +328,6 @@ async def test_follower_fetch_against_a_dead_leader_does_not_truncate(
     for i in range(3):
         assert (await a.produce(b"x%d" % i, acks=-1)).error_code == 0
     await a.crash()
-    await asyncio.sleep(0.5)  # B's fetcher keeps failing to reach A
+    await asyncio.sleep(0.5)  # the scenario: a window in which B's fetcher keeps failing
     state = await b.state()
     assert (state.log_end_offset, state.is_leader) == (3, False)

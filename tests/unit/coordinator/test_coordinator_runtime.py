@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from helpers.waiting import wait_until_async
+
 from odradek.coordinator.group import GroupState, JoinResult, SyncResult
 from odradek.coordinator.runtime import AsyncScheduler, ShardRuntime, ShardStatus
 from odradek.coordinator.shard import GroupConfig, GroupShard, JoinRequest, StoreWrite, SyncRequest
@@ -18,7 +20,7 @@ async def test_timer_rearmed_after_firing_does_not_run_the_stale_action() -> Non
     scheduler = AsyncScheduler(queued.append)
     ran: list[str] = []
     scheduler.schedule("k", 0, lambda: ran.append("first"))
-    await asyncio.sleep(0.01)
+    await wait_until_async(lambda: queued, "the timer firing")
     assert len(queued) == 1 and ran == []  # fired: its operation waits in the queue
     scheduler.schedule("k", 10_000, lambda: ran.append("second"))  # a heartbeat re-arms
     queued.pop()()
@@ -26,7 +28,8 @@ async def test_timer_rearmed_after_firing_does_not_run_the_stale_action() -> Non
     scheduler.schedule("c", 0, lambda: ran.append("cancelled"))
     scheduler.cancel("c")
     scheduler.schedule("ok", 0, lambda: ran.append("ok"))
-    await asyncio.sleep(0.01)
+    await wait_until_async(lambda: queued, "the timer firing")
+    await asyncio.sleep(0)  # one more loop turn: a cancelled timer that fired would be queued
     for op in queued:
         op()
     assert ran == ["ok"]
@@ -60,10 +63,7 @@ async def test_runtime_serves_after_loading_and_batches_writes() -> None:
         return lambda shard: shard.note_offsets("from-the-log")
 
     runtime.start_loading(load)
-    for _ in range(100):
-        if runtime.status is ShardStatus.ACTIVE:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: runtime.status is ShardStatus.ACTIVE, "the shard to load")
     assert await runtime.call(lambda s: s.list_groups(), lambda e: e) == [
         ("from-the-log", "", "Empty")
     ]
@@ -106,7 +106,7 @@ async def test_runtime_serves_after_loading_and_batches_writes() -> None:
             lambda e: JoinResult(e),
         )
     )
-    await asyncio.sleep(0.01)
+    await wait_until_async(lambda: runtime.shard.group("h"), "the join reaching the shard")
     assert not pending.done()
     await runtime.close()
     result = await asyncio.wait_for(pending, 5)
