@@ -2,6 +2,11 @@
 creates. User ``kafka.*`` settings come first; the connector then pins what its
 correctness depends on (no auto-commit, no auto-reset, end-of-partition events)
 and fills in throughput defaults the user did not set.
+
+librdkafka's own log goes to stderr and repeats every failed connection attempt;
+the connector collects errors through ``error_cb`` and reports them in its
+exceptions instead, so the log is cut to critical messages unless the user sets
+``kafka.log_level`` (or ``kafka.debug``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,16 @@ _CONSUMER_ONLY = {
 }
 
 
+QUIET = {"log_level": 2, "log.connection.close": False}
+
+
+def quiet(conf: dict[str, str | int | bool], user: dict[str, str]) -> dict[str, str | int | bool]:
+    """``conf`` with librdkafka's log cut down, unless the user asked for it."""
+    if "log_level" in user or "debug" in user:
+        return conf
+    return {**QUIET, **conf}
+
+
 def consumer_config(opts: SourceOptions, group_id: str) -> dict[str, str | int | bool]:
     """An assign-only consumer: it never subscribes, joins a group or commits, so
     ``group.id`` (required by librdkafka) is just a label, like Spark's generated one."""
@@ -50,11 +65,14 @@ def consumer_config(opts: SourceOptions, group_id: str) -> dict[str, str | int |
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
     }
-    return conf
+    return quiet(conf, opts.kafka_params)
 
 
-def admin_config(opts: SourceOptions | SinkOptions) -> dict[str, str | int | float | bool]:
-    return {k: v for k, v in opts.kafka_params.items() if k not in _CONSUMER_ONLY}
+def admin_config(opts: SourceOptions | SinkOptions) -> dict[str, str | int | bool]:
+    conf: dict[str, str | int | bool] = {
+        k: v for k, v in opts.kafka_params.items() if k not in _CONSUMER_ONLY
+    }
+    return quiet(conf, opts.kafka_params)
 
 
 def producer_config(opts: SinkOptions) -> dict[str, str | int | bool]:
@@ -72,7 +90,7 @@ def producer_config(opts: SinkOptions) -> dict[str, str | int | bool]:
         # Successful deliveries need no Python callback; failures still get one.
         "delivery.report.only.error": True,
     }
-    return conf
+    return quiet(conf, opts.kafka_params)
 
 
 def is_read_committed(opts: SourceOptions) -> bool:

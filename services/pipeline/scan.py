@@ -15,10 +15,10 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from odradek.pipeline.client_config import consumer_config
-from odradek.pipeline.offsets import OffsetRange
 from odradek.pipeline.options import OptionError, SourceOptions
 from odradek.pipeline.range_reader import read_range_batches
 from odradek.pipeline.schema import arrow_schema, source_schema
+from odradek.pipeline.spark_offsets import OffsetRange
 
 
 class RangePartition(InputPartition):

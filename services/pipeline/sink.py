@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     StringType,
     StructType,
@@ -59,6 +60,22 @@ class SinkColumns:
     headers: str | None
 
 
+def is_headers_type(dt: DataType) -> bool:
+    """``array<struct<key:string,value:binary>>`` whatever the nullability of the array,
+    its elements and their fields, as Spark's Kafka sink matches it: ``F.array(F.struct(
+    F.lit("k").alias("key"), F.lit(b"v").alias("value")))`` is non-nullable throughout."""
+    if not isinstance(dt, ArrayType) or not isinstance(dt.elementType, StructType):
+        return False
+    fields = dt.elementType.fields
+    return (
+        len(fields) == 2
+        and (fields[0].name, fields[1].name)
+        == (HEADER_TYPE.fields[0].name, HEADER_TYPE.fields[1].name)
+        and isinstance(fields[0].dataType, StringType)
+        and isinstance(fields[1].dataType, BinaryType)
+    )
+
+
 def sink_columns(schema: StructType, topic_option: str | None) -> SinkColumns:
     """Check the DataFrame against Spark's Kafka sink rules, with Spark's messages."""
     by_name = {f.name.lower(): f for f in schema.fields}
@@ -83,7 +100,7 @@ def sink_columns(schema: StructType, topic_option: str | None) -> SinkColumns:
             "Use the topic option for setting a topic."
         )
     headers_field = by_name.get("headers")
-    if headers_field is not None and headers_field.dataType != ArrayType(HEADER_TYPE):
+    if headers_field is not None and not is_headers_type(headers_field.dataType):
         raise OptionError(
             "headers attribute type must be array<struct<key:string,value:binary>>, got "
             f"{headers_field.dataType.simpleString()}"

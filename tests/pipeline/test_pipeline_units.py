@@ -23,13 +23,6 @@ from odradek.pipeline.logformat import (
     parse_line,
     request_path,
 )
-from odradek.pipeline.offsets import (
-    OffsetRange,
-    from_json,
-    plan_ranges,
-    rate_limit,
-    to_json,
-)
 from odradek.pipeline.options import (
     Earliest,
     GlobalTimestamp,
@@ -41,6 +34,13 @@ from odradek.pipeline.options import (
     parse_source_options,
 )
 from odradek.pipeline.pyfiles import build
+from odradek.pipeline.spark_offsets import (
+    OffsetRange,
+    from_json,
+    plan_ranges,
+    rate_limit,
+    to_json,
+)
 from odradek.pipeline.summaries import CountRow, build_summaries, minute_key
 from odradek.pipeline.traffic import TrafficModel
 
