@@ -12,9 +12,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer
 from hypothesis import given
 from hypothesis import strategies as st
+from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
+from odradek.pipeline.kafka_properties import translate_consumer, translate_producer
 from odradek.pipeline.logformat import (
     COMBINED_REGEX,
     AccessLogEntry,
@@ -30,10 +33,13 @@ from odradek.pipeline.options import (
     OptionError,
     SpecificOffsets,
     SpecificTimestamps,
+    parse_duration_ms,
     parse_sink_options,
     parse_source_options,
 )
 from odradek.pipeline.pyfiles import build
+from odradek.pipeline.sink_columns import sink_columns
+from odradek.pipeline.source_metrics import offsets_behind, with_offsets_behind
 from odradek.pipeline.spark_offsets import (
     OffsetRange,
     from_json,
@@ -120,7 +126,23 @@ def test_offset_specs_and_timestamp_precedence() -> None:
         ({**BS, "subscribe": "t", "includeHeaders": "yes"}, True, "true or false"),
         ({**BS, "subscribe": "t", "startingOffsets": "{bad"}, True, "JSON"),
         ({**BS, "assign": "[0]"}, True, "assign"),
-        ({**BS, "subscribe": "t", "minOffsetsPerTrigger": "5"}, True, "not supported"),
+        ({**BS, "subscribe": "t", "maxBytesPerTrigger": "5"}, True, "not supported"),
+        ({**BS, "subscribePattern": "t-(["}, True, "not a valid regular expression"),
+        ({**BS, "subscribe": "t", "maxOffsetsPerTrigger": "5"}, False, "only valid in streaming"),
+        (
+            {**BS, "subscribe": "t", "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "6"},
+            True,
+            "must not exceed",
+        ),
+        ({**BS, "subscribe": "t", "maxTriggerDelay": "soon"}, True, "duration"),
+        ({**BS, "subscribe": "t", "fetchOffset.numRetries": "-1"}, True, "non-negative"),
+        ({**BS, "subscribe": "t", "kafka.partitioner.class": "x.Y"}, True, "Java partitioner"),
+        ({**BS, "subscribe": "t", "kafka.ssl.truststore.location": "/t.jks"}, True, "keytool"),
+        (
+            {**BS, "subscribe": "t", "kafka.sasl.jaas.config": "com.x.Custom required;"},
+            True,
+            "no librdkafka equivalent",
+        ),
     ],
 )
 def test_invalid_source_options_fail_like_spark(
@@ -132,12 +154,198 @@ def test_invalid_source_options_fail_like_spark(
 
 def test_sink_options() -> None:
     opts = parse_sink_options({**BS, "topic": " out "})
-    assert opts.topic == "out"
+    assert opts.topic == "out" and not opts.exactly_once
     assert parse_sink_options(BS).topic is None
     with pytest.raises(OptionError, match="producer"):
         parse_sink_options({"topic": "x"})
-    with pytest.raises(OptionError, match="transactional"):
+    with pytest.raises(OptionError, match="deliveryGuarantee=exactly-once"):
         parse_sink_options({**BS, "kafka.transactional.id": "x"})
+    eos = parse_sink_options(
+        {**BS, "deliveryGuarantee": "EXACTLY_ONCE", "transactionalIdPrefix": "q1"}
+    )
+    assert eos.exactly_once and eos.transactional_id_prefix == "q1"
+    with pytest.raises(OptionError, match="transactionalIdPrefix"):
+        parse_sink_options({**BS, "deliveryGuarantee": "exactly-once"})
+    with pytest.raises(OptionError, match="acks=all"):
+        parse_sink_options(
+            {
+                **BS,
+                "deliveryGuarantee": "exactly-once",
+                "transactionalIdPrefix": "q",
+                "kafka.acks": "1",
+            }
+        )
+    with pytest.raises(OptionError, match="needs deliveryGuarantee"):
+        parse_sink_options({**BS, "transactionalIdPrefix": "q"})
+    with pytest.raises(OptionError, match="at-least-once or exactly-once"):
+        parse_sink_options({**BS, "deliveryGuarantee": "twice"})
+
+
+def test_streaming_trigger_options() -> None:
+    opts = parse_source_options(
+        {
+            **BS,
+            "subscribe": "t",
+            "minOffsetsPerTrigger": "100",
+            "maxTriggerDelay": "30s",
+            "fetchOffset.numRetries": "0",
+            "fetchOffset.retryIntervalMs": "250",
+        },
+        streaming=True,
+    )
+    assert opts.min_offsets_per_trigger == 100 and opts.max_trigger_delay_ms == 30_000
+    assert opts.fetch_offset_retries == 0 and opts.fetch_offset_retry_interval_ms == 250
+    defaults = parse_source_options({**BS, "subscribe": "t"}, streaming=True)
+    assert defaults.max_trigger_delay_ms == 15 * 60_000  # Spark's default
+    assert (defaults.fetch_offset_retries, defaults.fetch_offset_retry_interval_ms) == (3, 1000)
+    assert [parse_duration_ms("d", v) for v in ("500ms", "2 minutes", "1h", "7")] == [
+        500,
+        120_000,
+        3_600_000,
+        7,
+    ]
+
+
+# -- Java client property names ---------------------------------------------------------
+
+
+def test_java_property_names_are_translated() -> None:
+    consumer = translate_consumer(
+        {
+            "bootstrap.servers": "h:1",
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                'username="alice" password="p\\"w";'
+            ),
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "fetch.max.wait.ms": "50",
+            "receive.buffer.bytes": "65536",
+            "ssl.truststore.location": "/etc/ca.pem",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.password": "ignored",
+            "ssl.keystore.location": "/etc/me.p12",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.password": "secret",
+            "ssl.endpoint.identification.algorithm": "",
+            "max.poll.records": "500",
+        }
+    )
+    assert consumer == {
+        "bootstrap.servers": "h:1",
+        "sasl.username": "alice",
+        "sasl.password": 'p"w',
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "fetch.wait.max.ms": "50",
+        "socket.receive.buffer.bytes": "65536",
+        "ssl.ca.location": "/etc/ca.pem",
+        "ssl.keystore.location": "/etc/me.p12",
+        "ssl.keystore.password": "secret",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    producer = translate_producer(
+        {
+            "bootstrap.servers": "h:1",
+            "max.request.size": "5000000",
+            "buffer.memory": "33554433",
+            "max.block.ms": "1000",
+            "acks": "1",
+        }
+    )
+    assert producer == {
+        "bootstrap.servers": "h:1",
+        "message.max.bytes": "5000000",
+        "queue.buffering.max.kbytes": "32769",
+        "acks": "1",
+        "enable.idempotence": "false",  # acks=1 turns the default idempotence off (KIP-679)
+    }
+    with pytest.raises(ValueError, match=r"Must set kafka\.acks to all"):
+        translate_producer({"acks": "1", "enable.idempotence": "true"})
+    kerberos = translate_consumer(
+        {
+            "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+            'useKeyTab=true keyTab="/k.keytab" principal="spark@EX.COM";'
+        }
+    )
+    assert kerberos == {
+        "sasl.kerberos.keytab": "/k.keytab",
+        "sasl.kerberos.principal": "spark@EX.COM",
+        "sasl.mechanisms": "GSSAPI",
+    }
+    oauth = translate_producer(
+        {
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
+            'OAuthBearerLoginModule required clientId="c" clientSecret="s" scope="kafka";',
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        }
+    )
+    assert oauth["sasl.oauthbearer.method"] == "oidc" and oauth["sasl.oauthbearer.client.id"] == "c"
+    assert oauth["sasl.oauthbearer.token.endpoint.url"] == "https://idp/token"
+    with pytest.raises(ValueError, match="PKCS12"):
+        translate_producer({"ssl.keystore.location": "/k.jks"})
+
+
+def test_translated_names_are_librdkafka_properties() -> None:
+    """librdkafka refuses unknown property names when a client is built."""
+    common = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}
+    consumer = translate_consumer(
+        {"fetch.max.wait.ms": "50", "receive.buffer.bytes": "65536", "send.buffer.bytes": "65536"}
+    )
+    Consumer({**common, **consumer, "group.id": "g"}).close()
+    producer = translate_producer(
+        {
+            "max.request.size": "5000000",
+            "buffer.memory": "33554432",
+            "acks": "1",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";',
+            "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----",
+        }
+    )
+    producer.pop("ssl.ca.pem")  # a real PEM is parsed at construction
+    Producer({**common, **producer}).flush(0)
+
+
+def test_sink_accepts_headers_of_any_nullability() -> None:
+    def headers(contains_null: bool, key_nullable: bool, value_nullable: bool) -> ArrayType:
+        return ArrayType(
+            StructType(
+                [
+                    StructField("key", StringType(), key_nullable),
+                    StructField("value", BinaryType(), value_nullable),
+                ]
+            ),
+            contains_null,
+        )
+
+    for flags in itertools.product((True, False), repeat=3):
+        schema = StructType(
+            [StructField("value", StringType()), StructField("headers", headers(*flags), False)]
+        )
+        assert sink_columns(schema, "t").headers == "headers"
+    bad = StructType(
+        [
+            StructField("value", StringType()),
+            StructField("headers", ArrayType(StructType([StructField("k", StringType())]))),
+        ]
+    )
+    with pytest.raises(OptionError, match="headers attribute type"):
+        sink_columns(bad, "t")
+
+
+def test_offsets_behind_latest_is_sparks_formula() -> None:
+    source = {
+        "endOffset": json.dumps({"t": {"0": 10, "1": 40}, "u": {"0": 5}}),
+        "latestOffset": json.dumps({"t": {"0": 25, "1": 40}, "u": {"0": 9}}),
+        "metrics": {},
+    }
+    assert offsets_behind(source) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "15",
+        "avgOffsetsBehindLatest": str(19 / 3),
+    }
+    progress = with_offsets_behind({"sources": [source, {"endOffset": None}]})
+    assert progress["sources"][0]["metrics"]["maxOffsetsBehindLatest"] == "15"
+    assert progress["sources"][1]["metrics"] == {}
 
 
 # -- offsets and planning -------------------------------------------------------------
@@ -315,3 +523,18 @@ def test_pyfiles_zip_is_importable_on_its_own(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     ds_file, job_file, name = res.stdout.split()
     assert ds_file.startswith(str(out)) and job_file.startswith(str(out)) and name == "odradek"
+
+
+def test_pyfiles_runs_where_an_odradek_folder_shadows_the_install(tmp_path: Path) -> None:
+    """From a directory holding a folder named ``odradek`` (a clone of the repository),
+    ``odradek`` resolves to that folder as a namespace package without ``__file__``."""
+    (tmp_path / "odradek").mkdir()
+    res = subprocess.run(
+        [sys.executable, "-m", "odradek.pipeline.pyfiles", "--output", "out.zip"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "out.zip").stat().st_size > 0 and "wrote out.zip" in res.stdout
