@@ -34,16 +34,16 @@ class OdradekBatchReader(DataSourceReader):
                 timestamp_strategy=opts.timestamp_strategy,
             )
             end = lookup.resolve(opts.ending, tps, option="endingOffsets")
+            for tp in tps:
+                if end[tp] < start[tp]:
+                    raise ValueError(
+                        f"Beginning offset {start[tp]} is after the ending offset {end[tp]} "
+                        f"for topic partition {describe(tp)}"
+                    )
             if isinstance(opts.ending, SpecificOffsets):
                 _check_ending(end, lookup.latest(tps))
         finally:
             lookup.close()
-        for tp in tps:
-            if end[tp] < start[tp]:
-                raise ValueError(
-                    f"Beginning offset {start[tp]} is after the ending offset {end[tp]} "
-                    f"for topic partition {describe(tp)}"
-                )
         ranges = plan_ranges(
             start,
             end,
