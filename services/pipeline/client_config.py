@@ -95,3 +95,10 @@ def producer_config(opts: SinkOptions) -> dict[str, str | int | bool]:
 
 def is_read_committed(opts: SourceOptions) -> bool:
     return opts.kafka_params.get("isolation.level", "").lower() == "read_committed"
+
+
+def direct_fetch_ok(opts: SourceOptions) -> bool:
+    """Whether executors may read with their own Fetch connection (``partition_fetcher``):
+    plaintext and read_uncommitted only; anything else goes through librdkafka."""
+    protocol = opts.kafka_params.get("security.protocol", "plaintext").lower()
+    return protocol == "plaintext" and not is_read_committed(opts)

@@ -26,6 +26,10 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from odradek.pipeline.partition_fetcher import DataLoss
+from odradek.pipeline.partition_fetcher import read_range as read_direct
+from odradek.pipeline.record_columns import LegacyFormatError
+
 MAX_BATCH_RECORDS = 10_000
 POLL_SLICE_S = 0.2
 POOL_SIZE = 4
@@ -287,7 +291,32 @@ def read_range_batches(
     include_headers: bool = False,
     fail_on_data_loss: bool = True,
     poll_timeout_ms: int = 120_000,
+    direct: bool = False,
 ) -> Iterator[pa.RecordBatch]:
+    """The range as Arrow batches: fetched directly from the leader and decoded
+    column-wise when ``direct`` (plaintext, read_uncommitted), else through librdkafka
+    (also for what remains of a range once a legacy message set shows up)."""
+    if direct:
+        pos = start
+        try:
+            for batch in read_direct(
+                conf,
+                topic,
+                partition,
+                start,
+                end,
+                schema,
+                include_headers=include_headers,
+                fail_on_data_loss=fail_on_data_loss,
+                poll_timeout_ms=poll_timeout_ms,
+            ):
+                pos = int(batch.column(4)[-1].as_py()) + 1
+                yield batch
+            return
+        except DataLoss as exc:
+            raise DataLossError(data_loss_message(topic, partition, exc.detail)) from None
+        except LegacyFormatError:
+            start = pos
     for msgs, offsets in fetch_messages(
         conf,
         topic,

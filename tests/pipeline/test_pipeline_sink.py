@@ -315,7 +315,7 @@ def test_headers_built_the_natural_way_and_java_property_names(
     # Java names from Spark jobs: max.request.size lets a 3 MB record through,
     # buffer.memory sizes the queue, acks=1 turns the default idempotence off.
     big = spark.sql("select repeat('x', 3000000) as value")
-    with pytest.raises(ERRORS, match="(?i)too large"):
+    with pytest.raises(ERRORS, match=r"(?i)too large"):
         save(big)  # librdkafka's own limit (message.max.bytes) is 1 MB
     save(
         big,

@@ -38,6 +38,8 @@ from odradek.pipeline.options import (
     parse_source_options,
 )
 from odradek.pipeline.pyfiles import build
+from odradek.pipeline.record_columns import decode_records
+from odradek.pipeline.schema import arrow_schema, source_schema
 from odradek.pipeline.sink_columns import sink_columns
 from odradek.pipeline.source_metrics import offsets_behind, with_offsets_behind
 from odradek.pipeline.spark_offsets import (
@@ -49,6 +51,14 @@ from odradek.pipeline.spark_offsets import (
 )
 from odradek.pipeline.summaries import CountRow, build_summaries, minute_key
 from odradek.pipeline.traffic import TrafficModel
+from odradek.records import (
+    BatchBuilder,
+    Compression,
+    ControlRecordType,
+    TimestampType,
+    build_end_txn_marker_batch,
+    decode_batches,
+)
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -509,12 +519,13 @@ def test_pyfiles_zip_is_importable_on_its_own(tmp_path: Path) -> None:
     assert (
         "odradek/pipeline/datasource.py" in names and "odradek/pipeline/jobs/access_log.py" in names
     )
-    assert not [
-        n for n in names if not n.startswith("odradek/pipeline/") and n != "odradek/__init__.py"
-    ]
+    shipped = ("odradek/pipeline/", "odradek/protocol/", "odradek/records/")
+    assert not [n for n in names if not n.startswith(shipped) and n != "odradek/__init__.py"]
+    assert "odradek/records/compression.py" in names and "odradek/protocol/messages.py" in names
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import odradek.pipeline.datasource as d, odradek.pipeline.jobs.access_log as j;"
+        "import odradek.pipeline.partition_fetcher;"
         "print(d.__file__); print(j.__file__); print(d.OdradekDataSource.name())"
     )
     res = subprocess.run(
@@ -538,3 +549,95 @@ def test_pyfiles_runs_where_an_odradek_folder_shadows_the_install(tmp_path: Path
     )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "out.zip").stat().st_size > 0 and "wrote out.zip" in res.stdout
+
+
+# -- record batches to Arrow columns ---------------------------------------------------------
+
+_record = st.tuples(
+    st.none() | st.binary(max_size=300),
+    st.none() | st.binary(max_size=3000),
+    st.lists(st.tuples(st.text(max_size=20), st.none() | st.binary(max_size=50)), max_size=4),
+    st.integers(min_value=0, max_value=10**7),
+)
+
+
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(_record, min_size=1, max_size=40),
+            st.sampled_from(list(Compression)),
+            st.booleans(),  # LogAppendTime
+            st.integers(min_value=1, max_value=3),  # offset gap before the batch (compaction)
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    cut=st.integers(min_value=0, max_value=60),
+    window=st.tuples(st.integers(0, 30), st.integers(0, 300)),
+)
+def test_record_batches_decode_column_wise_like_the_batch_decoder(
+    batches: list[
+        tuple[
+            list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+            Compression,
+            bool,
+            int,
+        ]
+    ],
+    cut: int,
+    window: tuple[int, int],
+) -> None:
+    """Decoded columns equal what Odradek's reference decoder reads from the same bytes,
+    across codecs, null keys/values, headers, LogAppendTime, control batches, offset
+    gaps and a last batch cut short (as a Fetch size limit leaves it)."""
+    schema = arrow_schema(source_schema(True))
+    wire = b""
+    offset = 5
+    for records, codec, log_append, gap in batches:
+        offset += gap
+        builder = BatchBuilder(
+            base_offset=offset,
+            compression=codec,
+            timestamp_type=TimestampType.LOG_APPEND_TIME
+            if log_append
+            else TimestampType.CREATE_TIME,
+            log_append_time=1_700_000_123_000 if log_append else None,
+        )
+        for key, value, headers, ts in records:
+            builder.append(1_700_000_000_000 + ts, key, value, headers)
+        wire += builder.build()
+        offset += len(records)
+        wire += build_end_txn_marker_batch(
+            control_type=ControlRecordType.COMMIT,
+            coordinator_epoch=0,
+            producer_id=1,
+            producer_epoch=0,
+            timestamp=1_700_000_000_000,
+            base_offset=offset,
+        )
+        offset += 1
+    cut_wire = wire[: max(0, len(wire) - cut)]
+    expected = (
+        [r for b in decode_batches(cut_wire) if not b.is_control for r in b.records]
+        if cut_wire
+        else []
+    )
+    start, end = 5 + window[0], 5 + window[0] + window[1]
+    want = [r for r in expected if start <= r.offset < end]
+    chunk = decode_records(memoryview(cut_wire), 5, start, end, "t", 3, schema, True)
+    got = chunk.batch.to_pylist() if chunk.batch is not None else []
+    assert [g["offset"] for g in got] == [r.offset for r in want]
+    for g, r in zip(got, want, strict=True):
+        assert (g["key"], g["value"], g["topic"], g["partition"]) == (r.key, r.value, "t", 3)
+        assert int(g["timestamp"].timestamp() * 1000) == r.timestamp
+        assert g["headers"] == ([{"key": k, "value": v} for k, v in r.headers] or None)
+    log_append_offsets = (
+        {r.offset for b in decode_batches(cut_wire) if b.timestamp_type == 1 for r in b.records}
+        if cut_wire
+        else set()
+    )
+    assert [g["timestampType"] for g in got] == [
+        1 if g["offset"] in log_append_offsets else 0 for g in got
+    ]
+    whole = [b for b in decode_batches(cut_wire)] if cut_wire else []
+    assert chunk.next_offset == (max((b.last_offset + 1 for b in whole), default=5))
