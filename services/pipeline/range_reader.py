@@ -1,6 +1,7 @@
-"""Executor side: read one offset range ``[start, end)`` of one partition with a real
-Kafka client (assign + seek, never a group subscription) and hand it to Spark as
-Arrow record batches.
+"""Executor side: read one offset range ``[start, end)`` of one partition and hand it
+to Spark as Arrow record batches: with Odradek's own Fetch reader
+(:mod:`partition_fetcher`, column-wise decoding) where it applies, otherwise with
+librdkafka (assign + seek, never a group subscription), described below.
 
 Gaps inside a range are normal (compaction, transaction markers): a record's offset
 is whatever the log says, and a range ends when a record at or past ``end`` shows
