@@ -12,6 +12,7 @@ exceptions instead, so the log is cut to critical messages unless the user sets
 from __future__ import annotations
 
 from odradek.pipeline.options import SinkOptions, SourceOptions
+from odradek.pipeline.sink_columns import SinkColumns
 
 # Consumer-only settings that an AdminClient would warn about and ignore.
 _CONSUMER_ONLY = {
@@ -102,3 +103,38 @@ def direct_fetch_ok(opts: SourceOptions) -> bool:
     plaintext and read_uncommitted only; anything else goes through librdkafka."""
     protocol = opts.kafka_params.get("security.protocol", "plaintext").lower()
     return protocol == "plaintext" and not is_read_committed(opts)
+
+
+# Producer settings the direct (Arrow) producer honours as librdkafka would.
+_DIRECT_PRODUCER_OK = {
+    "bootstrap.servers",
+    "client.id",
+    "linger.ms",
+    "batch.size",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
+    "partitioner",
+    "log_level",
+    "log.connection.close",
+    "delivery.report.only.error",
+    "enable.idempotence",
+    "acks",
+    "compression.type",
+}
+
+
+def direct_produce_ok(opts: SinkOptions, cols: SinkColumns) -> bool:
+    """Whether write tasks may produce Arrow batches themselves (``arrow_producer``):
+    plaintext, idempotent with ``acks=all``, uncompressed, no headers, and no setting
+    that only librdkafka would honour."""
+    conf = producer_config(opts)
+    return (
+        not opts.exactly_once
+        and cols.headers is None
+        and str(conf.get("security.protocol", "plaintext")).lower() == "plaintext"
+        and str(conf.get("acks")).lower() in ("all", "-1")
+        and str(conf.get("enable.idempotence")).lower() == "true"
+        and str(conf.get("compression.type", "none")).lower() == "none"
+        and str(conf.get("partitioner")) == "murmur2_random"
+        and all(k in _DIRECT_PRODUCER_OK for k in conf)
+    )

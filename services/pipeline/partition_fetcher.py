@@ -17,19 +17,15 @@ log start offset and high watermark of the same answer.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer
 
 from odradek.pipeline.record_columns import decode_records, next_offset
-from odradek.protocol.headers import parse_response_header
-from odradek.protocol.messages import FetchRequest, decode_response, encode_request
-from odradek.protocol.versions import response_header_version
+from odradek.pipeline.wire_connection import WireConnection, partition_leaders
+from odradek.protocol.messages import FetchRequest
 
 FETCH = 1
 FETCH_VERSION = 5
@@ -38,8 +34,6 @@ PARTITION_MAX_BYTES = 16 * 1024 * 1024
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 RETRIABLE = {3, 5, 6, 7, 9, 13, 74, 75}  # unknown partition, leader moves, epochs, ...
-
-_META: dict[tuple[tuple[str, str], ...], Consumer] = {}
 
 
 class DataLoss(RuntimeError):
@@ -51,59 +45,11 @@ class DataLoss(RuntimeError):
         self.resume_at = resume_at
 
 
-def _metadata(conf: Mapping[str, Any]) -> Consumer:
-    key = tuple(sorted((k, str(v)) for k, v in conf.items() if k != "group.id"))
-    client = _META.get(key)
-    if client is None:
-        client = Consumer({**conf, "enable.auto.commit": False, "allow.auto.create.topics": False})
-        _META[key] = client
-    return client
-
-
 def leader_address(conf: Mapping[str, Any], topic: str, partition: int) -> tuple[str, int]:
-    md = _metadata(conf).list_topics(topic=topic, timeout=30)
-    tmd = md.topics.get(topic)
-    if tmd is None or tmd.error is not None or partition not in tmd.partitions:
-        raise ConnectionError(f"no metadata for {topic}-{partition}")
-    leader = tmd.partitions[partition].leader
-    broker = md.brokers.get(leader)
-    if broker is None:
+    found = partition_leaders(conf, topic)
+    if found is None or partition not in found[0]:
         raise ConnectionError(f"no leader for {topic}-{partition}")
-    return broker.host, int(broker.port)
-
-
-class _Connection:
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.cid = 0
-
-    def send(self, request: Any) -> int:
-        self.cid += 1
-        self.sock.sendall(encode_request(FETCH, FETCH_VERSION, self.cid, "odradek-spark", request))
-        return self.cid
-
-    def receive(self, cid: int) -> Any:
-        (size,) = struct.unpack(">i", self._exact(4))
-        frame = self._exact(size)
-        got, at = parse_response_header(frame, response_header_version(FETCH, FETCH_VERSION))
-        if got != cid:
-            raise ConnectionError(f"correlation id {got}, expected {cid}")
-        return decode_response(FETCH, FETCH_VERSION, memoryview(frame)[at:])
-
-    def _exact(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:], n - got)
-            if not k:
-                raise ConnectionError("connection closed by the broker")
-            got += k
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
+    return found[0][partition]
 
 
 def _request(topic: str, partition: int, offset: int, max_bytes: int) -> Any:
@@ -148,18 +94,21 @@ def read_range(
     pos = start
     timeout_s = poll_timeout_ms / 1000.0
     deadline = time.monotonic() + timeout_s
-    conn: _Connection | None = None
+    conn: WireConnection | None = None
     in_flight: tuple[int, int] | None = None  # (correlation id, fetch offset)
     try:
         while pos < end:
             try:
                 if conn is None:
-                    conn = _Connection(*leader_address(conf, topic, partition), timeout_s)
+                    conn = WireConnection(*leader_address(conf, topic, partition), timeout_s)
                     in_flight = None
                 if in_flight is None:
-                    in_flight = (conn.send(_request(topic, partition, pos, max_bytes)), pos)
+                    in_flight = (
+                        conn.send(FETCH, FETCH_VERSION, _request(topic, partition, pos, max_bytes)),
+                        pos,
+                    )
                 cid, asked = in_flight
-                resp = conn.receive(cid)
+                resp = conn.receive(FETCH, FETCH_VERSION, cid)
             except (OSError, ConnectionError) as exc:
                 if conn is not None:
                     conn.close()
@@ -194,7 +143,10 @@ def read_range(
             in_flight = None
             ahead = next_offset(view, asked)
             if pos < ahead < end:  # ask for the next slice while this one is decoded
-                in_flight = (conn.send(_request(topic, partition, ahead, max_bytes)), ahead)
+                in_flight = (
+                    conn.send(FETCH, FETCH_VERSION, _request(topic, partition, ahead, max_bytes)),
+                    ahead,
+                )
             chunk = decode_records(
                 view,
                 asked,

@@ -4,7 +4,8 @@ Columns as in Spark's Kafka sink (:mod:`odradek.pipeline.sink_columns`). Two
 delivery guarantees, chosen with the ``deliveryGuarantee`` option:
 
 ``at-least-once`` (the default, and Spark's Kafka sink's): each task writes through
-its own idempotent producer (``acks=all`` unless ``kafka.acks`` says otherwise) and
+its own idempotent producer (``acks=all`` unless ``kafka.acks`` says otherwise:
+``arrow_producer`` on plaintext clusters with default settings, else librdkafka) and
 flushes before it reports success, so a committed Spark task means acknowledged
 records and any delivery error fails the task; retries inside a task never
 duplicate or reorder. A retried task, or a micro-batch replayed after a driver
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Producer
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -34,8 +36,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from odradek.pipeline.arrow_producer import ArrowProducer
 from odradek.pipeline.bootstrap_check import check_bootstrap
-from odradek.pipeline.client_config import admin_config, producer_config
+from odradek.pipeline.client_config import admin_config, direct_produce_ok, producer_config
 from odradek.pipeline.options import OptionError, SinkOptions
 from odradek.pipeline.record_producer import Delivery, flush, produce_rows
 from odradek.pipeline.sink_columns import SinkColumns, sink_columns
@@ -55,12 +58,58 @@ class Written(WriterCommitMessage):
 
 
 def produce_batches(opts: SinkOptions, cols: SinkColumns, batches: Iterator[pa.RecordBatch]) -> int:
-    """At-least-once: write every row with one idempotent producer, flush, fail on any error."""
+    """At-least-once: write every row with one idempotent producer, flush, fail on any
+    error. Arrow batches go out as whole record batches (``arrow_producer``) where that
+    applies; the rest, and topics that do not exist yet (librdkafka lets the broker
+    create them), through librdkafka."""
     delivery = Delivery()
-    producer = Producer({**producer_config(opts), **delivery.callbacks()})
-    written = produce_rows(producer, delivery, cols, opts.topic, batches)
-    flush(producer, delivery)
+    fallback: Producer | None = None
+    direct = ArrowProducer(producer_config(opts)) if direct_produce_ok(opts, cols) else None
+    written = 0
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if direct is not None and _send_direct(direct, opts, cols, batch):
+                written += batch.num_rows
+                continue
+            if fallback is None:
+                fallback = Producer({**producer_config(opts), **delivery.callbacks()})
+            written += produce_rows(fallback, delivery, cols, opts.topic, iter([batch]))
+        if direct is not None:
+            direct.flush()
+        if fallback is not None:
+            flush(fallback, delivery)
+    finally:
+        if direct is not None:
+            direct.close()
     return written
+
+
+def _send_direct(
+    producer: ArrowProducer, opts: SinkOptions, cols: SinkColumns, batch: pa.RecordBatch
+) -> bool:
+    """Queue ``batch`` on the direct producer; False when a topic is unknown to it."""
+    if cols.topic is None:
+        assert opts.topic is not None
+        groups = [(opts.topic, batch)]
+    else:
+        topic_col = batch.column(cols.topic)
+        if topic_col.null_count:
+            raise ValueError("null topic present in the data; set the topic option or fill it")
+        groups = [
+            (str(t), batch.filter(pc.equal(topic_col, t))) for t in pc.unique(topic_col).to_pylist()
+        ]
+    if not all(producer.knows(t) for t, _ in groups):
+        return False
+    for topic, rows in groups:
+        producer.send(
+            topic,
+            rows.column(cols.key) if cols.key else None,
+            rows.column(cols.value),
+            rows.column(cols.partition) if cols.partition else None,
+        )
+    return True
 
 
 def _check_mode(overwrite: bool) -> None:

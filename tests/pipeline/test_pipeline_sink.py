@@ -465,3 +465,44 @@ def test_exactly_once_sink_survives_driver_sigkill(
     # The transactions of the killed attempts left their rows aborted, not lost.
     assert len(read_all(bs, dst, 2)) >= total
     assert read_all(bs, MARKER_TOPIC, 1) == []  # markers are group offsets, not records
+
+
+def test_batch_write_without_headers_goes_out_as_record_batches(
+    spark: SparkSession, cluster: Cluster, unique_topic: str
+) -> None:
+    """No headers and default settings: tasks build the record batches from the Arrow
+    columns themselves; keys still land where the Java client puts them."""
+    bs = cluster.bootstrap_servers
+    t = unique_topic
+    create_topic(bs, t, 3)
+    rows = [
+        (
+            f"key-{i}" if i % 4 else None,
+            None if i % 50 == 7 else f"value-{i}".encode(),
+            (i % 3) if i % 5 == 0 else None,
+        )
+        for i in range(30_000)
+    ]
+    df = spark.createDataFrame(rows, "key string, value binary, partition int").repartition(4)
+    df.write.format("odradek").option("kafka.bootstrap.servers", bs).option("topic", t).mode(
+        "append"
+    ).save()
+    got = read_all(bs, t, 3)
+    assert len(got) == len(rows)
+    by_key: dict[bytes | None, list[Rec]] = {}
+    for m in got:
+        by_key.setdefault(m.key, []).append(m)
+    for key, value, partition in rows:
+        if key is None:
+            continue
+        (m,) = by_key[key.encode()]
+        assert m.value == (value or b"")
+        assert m.partition == (
+            partition if partition is not None else java_partition(key.encode(), 3)
+        )
+    nulls = [m for m in got if m.key is None]
+    assert len(nulls) == len([r for r in rows if r[0] is None])
+    # Offsets are dense per partition: every record is a record of its own batch slot.
+    for p in range(3):
+        offsets = sorted(m.offset for m in got if m.partition == p)
+        assert offsets == list(range(len(offsets)))

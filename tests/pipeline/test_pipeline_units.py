@@ -11,12 +11,16 @@ import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
+from odradek.pipeline.arrow_producer import murmur2_partitions
+from odradek.pipeline.batch_encoder import encode_batch
 from odradek.pipeline.kafka_properties import translate_consumer, translate_producer
 from odradek.pipeline.logformat import (
     COMBINED_REGEX,
@@ -561,6 +565,7 @@ _record = st.tuples(
 )
 
 
+@settings(deadline=None, max_examples=60)  # numpy/Arrow start-up varies on a busy machine
 @given(
     batches=st.lists(
         st.tuples(
@@ -641,3 +646,42 @@ def test_record_batches_decode_column_wise_like_the_batch_decoder(
     ]
     whole = [b for b in decode_batches(cut_wire)] if cut_wire else []
     assert chunk.next_offset == (max((b.last_offset + 1 for b in whole), default=5))
+
+
+@settings(deadline=None, max_examples=60)  # numpy/Arrow start-up varies on a busy machine
+@given(
+    rows=st.lists(
+        st.tuples(st.none() | st.binary(max_size=200), st.none() | st.binary(max_size=2000)),
+        min_size=1,
+        max_size=300,
+    ),
+    as_text=st.booleans(),
+)
+def test_arrow_columns_encode_to_a_batch_the_reference_decoder_reads(
+    rows: list[tuple[bytes | None, bytes | None]], as_text: bool
+) -> None:
+    keys = pa.array([k for k, _ in rows], pa.binary())
+    values = pa.array([v for _, v in rows], pa.binary())
+    if as_text:  # string columns are written as their UTF-8 bytes
+        keys = pa.array([None if k is None else k.hex() for k, _ in rows], pa.string())
+        rows = [(None if k is None else k.hex().encode(), v) for k, v in rows]
+    wire = encode_batch(
+        keys,
+        values,
+        timestamp_ms=1_700_000_000_123,
+        producer_id=9,
+        producer_epoch=2,
+        base_sequence=40,
+    )
+    (batch,) = decode_batches(wire)  # verifies the CRC-32C
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (9, 2, 40)
+    assert batch.record_count == len(rows)
+    assert [(r.key, r.value) for r in batch.records] == rows
+    assert {r.timestamp for r in batch.records} == {1_700_000_000_123}
+
+
+@settings(deadline=None, max_examples=60)  # numpy/Arrow start-up varies on a busy machine
+@given(keys=st.lists(st.binary(max_size=64), min_size=1, max_size=200), n=st.integers(1, 50))
+def test_key_partitions_are_the_java_clients(keys: list[bytes], n: int) -> None:
+    got = murmur2_partitions(pa.array(keys, pa.binary()), n).tolist()
+    assert got == [(murmur2(k) & 0x7FFFFFFF) % n for k in keys]
