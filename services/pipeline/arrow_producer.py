@@ -36,6 +36,7 @@ PRODUCE_VERSION = 7
 INIT_PRODUCER_ID = 22
 INIT_PRODUCER_ID_VERSION = 2
 BATCH_BYTES = 900_000  # under the broker's default max.message.bytes (1 MiB)
+MAX_RECORD_BYTES = 1_000_000  # librdkafka's message.max.bytes default, as the fallback has
 DELIVERY_TIMEOUT_S = 120.0
 DUPLICATE_SEQUENCE_NUMBER = 46
 RETRIABLE = {3, 5, 6, 7, 13, 19, 20, 74, 75}
@@ -174,6 +175,11 @@ class ArrowProducer:
                 zero_copy_only=False
             ).astype(np.int64)
         sizes = sizes + 24  # record framing
+        if n and int(sizes.max()) > MAX_RECORD_BYTES:
+            raise ValueError(
+                f"MSG_SIZE_TOO_LARGE: a record of {int(sizes.max())} bytes is too large for "
+                f"message.max.bytes ({MAX_RECORD_BYTES}); set kafka.max.request.size"
+            )
         bounds = np.nonzero(np.diff(sorted_parts))[0] + 1
         now = int(time.time() * 1000)
         for group in np.split(order, bounds):
