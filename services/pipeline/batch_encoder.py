@@ -58,7 +58,7 @@ def _packed(pieces: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
         [np.arange(m.shape[1])[None, :] < lens[:, None] for m, lens in pieces], axis=1
     )
     data = matrix[widths]  # row-major: record by record
-    lengths = sum(lens for _, lens in pieces)
+    lengths = np.add.reduce([lens for _, lens in pieces])
     offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     return pa.Array.from_buffers(

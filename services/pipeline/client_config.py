@@ -69,11 +69,11 @@ def consumer_config(opts: SourceOptions, group_id: str) -> dict[str, str | int |
     return quiet(conf, opts.kafka_params)
 
 
-def admin_config(opts: SourceOptions | SinkOptions) -> dict[str, str | int | bool]:
+def admin_config(opts: SourceOptions | SinkOptions) -> dict[str, str | int | float | bool]:
     conf: dict[str, str | int | bool] = {
         k: v for k, v in opts.kafka_params.items() if k not in _CONSUMER_ONLY
     }
-    return quiet(conf, opts.kafka_params)
+    return dict(quiet(conf, opts.kafka_params))
 
 
 def producer_config(opts: SinkOptions) -> dict[str, str | int | bool]:

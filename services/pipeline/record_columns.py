@@ -236,9 +236,11 @@ def decode_records(
     batches, nxt = _walk_headers(buf, fetch_offset)
     if not batches:
         return Chunk(None, nxt)
-    if all(isinstance(b.data, memoryview) and b.data.obj is buf.obj for b in batches):
+    views = [b.data for b in batches if isinstance(b.data, memoryview) and b.data.obj is buf.obj]
+    whole: bytes | bytearray
+    if len(views) == len(batches) and isinstance(buf.obj, bytes | bytearray):
         whole = buf.obj  # uncompressed: decode in place, no copy
-        shifts = [_offset_in(buf, b.data) for b in batches]
+        shifts = [_offset_in(whole, v) for v in views]
     else:
         parts = [bytes(b.data) for b in batches]
         whole = b"".join(parts)
@@ -302,9 +304,9 @@ def decode_records(
     return Chunk(pa.RecordBatch.from_arrays(columns, schema=schema), nxt)
 
 
-def _offset_in(buf: memoryview, part: memoryview) -> int:
-    """Where the view ``part`` starts inside the buffer ``buf`` views."""
-    base = np.frombuffer(buf.obj, dtype=np.uint8).__array_interface__["data"][0]
+def _offset_in(whole: bytes | bytearray, part: memoryview) -> int:
+    """Where the view ``part`` starts inside ``whole``."""
+    base = np.frombuffer(whole, dtype=np.uint8).__array_interface__["data"][0]
     here = np.frombuffer(part, dtype=np.uint8).__array_interface__["data"][0]
     return int(here - base)
 
