@@ -4,10 +4,10 @@
 Executors import the data source by its module path when Spark hands them a
 pickled reader or writer, so the package must be importable there. The zip holds
 an empty ``odradek/__init__.py``, ``odradek/pipeline/**.py`` and the two shared
-packages the executors' Fetch reader uses, ``odradek/protocol`` (Kafka's wire
-format) and ``odradek/records`` (record batches). The cluster's Python must have
-``confluent-kafka``, ``pyarrow``, ``numpy`` and ``kafka-python`` (plus ``lz4``,
-``zstandard`` and ``cramjam`` to read compressed topics).
+packages the executors' direct reader and producer use, ``odradek/protocol``
+(Kafka's wire format) and ``odradek/records`` (record batches). The cluster's
+Python must have ``confluent-kafka``, ``pyarrow``, ``numpy``, ``kafka-python``,
+``crc32c``, ``lz4``, ``zstandard`` and ``cramjam``.
 
 The files are found through ``odradek.pipeline`` itself, never through the
 ``odradek`` root package: run from a directory that holds a folder named

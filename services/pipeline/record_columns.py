@@ -10,8 +10,9 @@ records at once with numpy (vectorised varints), and keys, values and header fie
 become Arrow binary columns by one gather (``take``) over the batch bytes, without a
 Python object per record.
 
-Control batches (transaction markers) are skipped, compressed batches are
-decompressed first (``odradek.records.compression``), a truncated last batch (Fetch
+Batch headers are read with ``odradek.records.batch.BatchView``. Control batches
+(transaction markers) are skipped, compressed batches are decompressed first
+(``odradek.records.compression``), a truncated last batch (Fetch
 may cut one short) is left for the next fetch. Legacy message sets (magic 0/1) raise
 ``LegacyFormatError``: the caller reads those through librdkafka.
 
@@ -20,19 +21,13 @@ Pure code: bytes in, Arrow out.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-HEADER_SIZE = 61  # baseOffset .. recordCount
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CONTROL = 0x20
-_LOG_APPEND_TIME = 0x08
-_CODEC = 0x07
+from odradek.records.batch import HEADER_SIZE, BatchView, Compression, TimestampType
 
 
 class LegacyFormatError(ValueError):
@@ -61,15 +56,13 @@ class _Batch:
 def next_offset(buf: memoryview, fetch_offset: int) -> int:
     """The offset after the last complete batch in ``buf`` (headers only): where the
     next Fetch starts, known before the records are decoded."""
-    pos, nxt, size = 0, fetch_offset, len(buf)
-    while pos + HEADER_SIZE <= size:
-        base, length = struct.unpack_from(">qi", buf, pos)
-        end = pos + LOG_OVERHEAD + length
-        if end > size:
+    pos, nxt = 0, fetch_offset
+    while pos + HEADER_SIZE <= len(buf):
+        view = BatchView(buf, pos)
+        if pos + view.size > len(buf):
             break
-        (last_delta,) = struct.unpack_from(">i", buf, pos + 23)
-        nxt = max(nxt, base + last_delta + 1)
-        pos = end
+        nxt = max(nxt, view.next_offset)
+        pos += view.size
     return nxt
 
 
@@ -78,37 +71,30 @@ def _walk_headers(buf: memoryview, fetch_offset: int) -> tuple[list[_Batch], int
     batches: list[_Batch] = []
     pos = 0
     nxt = fetch_offset
-    size = len(buf)
-    while pos + HEADER_SIZE <= size:
-        (
-            base,
-            length,
-            _epoch,
-            magic,
-            _crc,
-            attrs,
-            last_delta,
-            base_ts,
-            max_ts,
-            _pid,
-            _pe,
-            _seq,
-            count,
-        ) = _HEADER.unpack_from(buf, pos)
-        if magic != 2:
-            raise LegacyFormatError(f"message format v{magic} at offset {base}")
-        end = pos + LOG_OVERHEAD + length
-        if end > size:
+    while pos + HEADER_SIZE <= len(buf):
+        view = BatchView(buf, pos)
+        if view.magic != 2:
+            raise LegacyFormatError(f"message format v{view.magic} at offset {view.base_offset}")
+        end = pos + view.size
+        if end > len(buf):
             break  # cut short by the fetch size: fetched again next time
-        nxt = max(nxt, base + last_delta + 1)
-        if not attrs & _CONTROL and count > 0:
+        nxt = max(nxt, view.next_offset)
+        count = view.record_count
+        if not view.is_control and count > 0:
             data: bytes | memoryview = buf[pos + HEADER_SIZE : end]
-            if attrs & _CODEC:
+            if view.compression != Compression.NONE:
                 from odradek.records.compression import decompress
 
-                data = decompress(attrs & _CODEC, data)
+                data = decompress(view.compression, data)
             batches.append(
-                _Batch(base, base_ts, max_ts, bool(attrs & _LOG_APPEND_TIME), data, count)
+                _Batch(
+                    view.base_offset,
+                    view.base_timestamp,
+                    view.max_timestamp,
+                    view.timestamp_type == TimestampType.LOG_APPEND_TIME,
+                    data,
+                    count,
+                )
             )
         pos = end
     return batches, nxt
