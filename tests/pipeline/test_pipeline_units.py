@@ -685,3 +685,16 @@ def test_arrow_columns_encode_to_a_batch_the_reference_decoder_reads(
 def test_key_partitions_are_the_java_clients(keys: list[bytes], n: int) -> None:
     got = murmur2_partitions(pa.array(keys, pa.binary()), n).tolist()
     assert got == [(murmur2(k) & 0x7FFFFFFF) % n for k in keys]
+
+
+def test_records_of_one_size_decode_on_the_fast_path_too() -> None:
+    """60 records of one encoded size: their starts are predicted and checked at once."""
+    schema = arrow_schema(source_schema(False))
+    builder = BatchBuilder(base_offset=100)
+    for i in range(60):
+        builder.append(1_700_000_000_000, b"k%02d" % i, b"v" * 40)
+    wire = builder.build()
+    chunk = decode_records(memoryview(wire), 100, 100, 200, "t", 0, schema, False)
+    assert chunk.batch is not None and chunk.next_offset == 160
+    assert chunk.batch.column("key").to_pylist() == [b"k%02d" % i for i in range(60)]
+    assert chunk.batch.column("offset").to_pylist() == list(range(100, 160))
