@@ -1,5 +1,5 @@
-"""Spark source read rate as a ratio to a plain confluent-kafka consumer, same topic,
-same cluster, same run.
+"""Spark source and sink rates as ratios to a plain confluent-kafka consumer and
+producer moving the same records, same cluster, same run.
 
     python -m bench pipeline [--messages N] [--partitions P] [--bootstrap-server HOST:PORT]
 
@@ -9,9 +9,15 @@ topic, then reads all of them twice over:
 - a plain consumer: one confluent-kafka ``Consumer``, all partitions assigned,
   ``consume()`` in batches of 10,000, touching every value;
 - the Spark source: ``spark.read.format("odradek")`` in ``local[2]``, every row
-  materialised through the ``noop`` sink (so Spark converts each Arrow batch).
-The JVM and Python workers are warmed up on a small read first; each reader runs
-``--repeat`` times and the best time counts. Goal: ratio >= 0.5.
+  materialised through the ``noop`` sink (so Spark converts each Arrow batch);
+- a plain producer: one confluent-kafka ``Producer`` (the sink's settings:
+  idempotent, ``acks=all``, ``linger.ms=5``, 1 MB batches) producing the same
+  ``--messages`` values in a Python loop, then flushing;
+- the Spark sink: ``df.write.format("odradek")`` of a DataFrame of as many rows of
+  the same size, built by Spark (``spark.range``), in ``local[2]``.
+The JVM and Python workers are warmed up first; each side runs ``--repeat`` times
+and the best time counts. Goals: source/plain consumer >= 2.0, sink/plain producer
+>= 1.0.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.pipeline.topics import ensure_topic
+
+SOURCE_GOAL = 2.0
+SINK_GOAL = 1.0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -111,6 +120,52 @@ def spark_source(spark: object, bs: str, topic: str, n: int) -> float:
     return elapsed
 
 
+def plain_producer(bs: str, topic: str, n: int, size: int) -> float:
+    payload = os.urandom(size // 2).hex().encode()[:size]
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1024 * 1024,
+        }
+    )
+    start = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(300)
+    elapsed = time.perf_counter() - start
+    if left:
+        raise RuntimeError(f"{left} records not delivered by the plain producer")
+    return elapsed
+
+
+def spark_sink(spark: object, bs: str, topic: str, n: int, size: int) -> float:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    assert isinstance(spark, SparkSession)
+    df = spark.range(n, numPartitions=2).select(
+        F.expr(f"repeat('x', {size})").cast("binary").alias("value")
+    )
+    start = time.perf_counter()
+    df.write.format("odradek").option("kafka.bootstrap.servers", bs).option("topic", topic).mode(
+        "append"
+    ).save()
+    return time.perf_counter() - start
+
+
+def ratio_line(name: str, ratio: float, goal: float) -> str:
+    below = "" if ratio >= goal else "  BELOW GOAL"
+    return f"ratio {name}: {ratio:.2f} (goal >= {goal}){below}"
+
+
 def run(args: argparse.Namespace, bs: str) -> None:
     from odradek.pipeline.session import local_session
 
@@ -128,8 +183,15 @@ def run(args: argparse.Namespace, bs: str) -> None:
     source = min(spark_source(spark, bs, topic, n) for _ in range(args.repeat))
     print(f"plain confluent-kafka consumer: {n / plain:12,.0f} rows/s ({plain:.2f}s)")
     print(f"spark odradek source ({args.master}): {n / source:12,.0f} rows/s ({source:.2f}s)")
-    ratio = plain / source
-    print(f"ratio spark/plain: {ratio:.2f} (goal >= 0.5){'' if ratio >= 0.5 else '  BELOW GOAL'}")
+    out = f"{topic}-out"
+    ensure_topic(bs, out, partitions=args.partitions)
+    spark_sink(spark, bs, out, 10_000, args.value_size)  # warm-up
+    producer = min(plain_producer(bs, out, n, args.value_size) for _ in range(args.repeat))
+    sink = min(spark_sink(spark, bs, out, n, args.value_size) for _ in range(args.repeat))
+    print(f"plain confluent-kafka producer: {n / producer:12,.0f} rows/s ({producer:.2f}s)")
+    print(f"spark odradek sink ({args.master}):   {n / sink:12,.0f} rows/s ({sink:.2f}s)")
+    print(ratio_line("source/plain consumer", plain / source, SOURCE_GOAL))
+    print(ratio_line("sink/plain producer", producer / sink, SINK_GOAL))
 
 
 def main(argv: list[str]) -> None:

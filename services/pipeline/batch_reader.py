@@ -12,9 +12,9 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from odradek.pipeline.offset_lookup import OffsetLookup
-from odradek.pipeline.offsets import describe, plan_ranges
-from odradek.pipeline.options import SourceOptions
+from odradek.pipeline.options import OptionError, SourceOptions, SpecificOffsets
 from odradek.pipeline.scan import RangePartition, ScanSettings
+from odradek.pipeline.spark_offsets import PartitionOffsets, describe, plan_ranges
 
 
 class OdradekBatchReader(DataSourceReader):
@@ -34,14 +34,16 @@ class OdradekBatchReader(DataSourceReader):
                 timestamp_strategy=opts.timestamp_strategy,
             )
             end = lookup.resolve(opts.ending, tps, option="endingOffsets")
+            for tp in tps:
+                if end[tp] < start[tp]:
+                    raise ValueError(
+                        f"Beginning offset {start[tp]} is after the ending offset {end[tp]} "
+                        f"for topic partition {describe(tp)}"
+                    )
+            if isinstance(opts.ending, SpecificOffsets):
+                _check_ending(end, lookup.latest(tps))
         finally:
             lookup.close()
-        for tp in tps:
-            if end[tp] < start[tp]:
-                raise ValueError(
-                    f"Beginning offset {start[tp]} is after the ending offset {end[tp]} "
-                    f"for topic partition {describe(tp)}"
-                )
         ranges = plan_ranges(
             start,
             end,
@@ -52,3 +54,17 @@ class OdradekBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self.scan.read(partition)
+
+
+def _check_ending(end: PartitionOffsets, latest: PartitionOffsets) -> None:
+    """An explicit ending offset past the log end is a mistake in the option, not data
+    loss: those records were never written."""
+    beyond = sorted(tp for tp, o in end.items() if o > latest.get(tp, o))
+    if beyond:
+        raise OptionError(
+            "endingOffsets beyond the end of the log: "
+            + ", ".join(
+                f"{describe(tp)} asks for {end[tp]} but ends at {latest[tp]}" for tp in beyond
+            )
+            + " (use -1 for latest)"
+        )

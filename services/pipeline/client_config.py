@@ -2,11 +2,17 @@
 creates. User ``kafka.*`` settings come first; the connector then pins what its
 correctness depends on (no auto-commit, no auto-reset, end-of-partition events)
 and fills in throughput defaults the user did not set.
+
+librdkafka's own log goes to stderr and repeats every failed connection attempt;
+the connector collects errors through ``error_cb`` and reports them in its
+exceptions instead, so the log is cut to critical messages unless the user sets
+``kafka.log_level`` (or ``kafka.debug``).
 """
 
 from __future__ import annotations
 
 from odradek.pipeline.options import SinkOptions, SourceOptions
+from odradek.pipeline.sink_columns import SinkColumns
 
 # Consumer-only settings that an AdminClient would warn about and ignore.
 _CONSUMER_ONLY = {
@@ -31,6 +37,16 @@ _CONSUMER_ONLY = {
 }
 
 
+QUIET = {"log_level": 2, "log.connection.close": False}
+
+
+def quiet(conf: dict[str, str | int | bool], user: dict[str, str]) -> dict[str, str | int | bool]:
+    """``conf`` with librdkafka's log cut down, unless the user asked for it."""
+    if "log_level" in user or "debug" in user:
+        return conf
+    return {**QUIET, **conf}
+
+
 def consumer_config(opts: SourceOptions, group_id: str) -> dict[str, str | int | bool]:
     """An assign-only consumer: it never subscribes, joins a group or commits, so
     ``group.id`` (required by librdkafka) is just a label, like Spark's generated one."""
@@ -50,11 +66,14 @@ def consumer_config(opts: SourceOptions, group_id: str) -> dict[str, str | int |
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
     }
-    return conf
+    return quiet(conf, opts.kafka_params)
 
 
 def admin_config(opts: SourceOptions | SinkOptions) -> dict[str, str | int | float | bool]:
-    return {k: v for k, v in opts.kafka_params.items() if k not in _CONSUMER_ONLY}
+    conf: dict[str, str | int | bool] = {
+        k: v for k, v in opts.kafka_params.items() if k not in _CONSUMER_ONLY
+    }
+    return dict(quiet(conf, opts.kafka_params))
 
 
 def producer_config(opts: SinkOptions) -> dict[str, str | int | bool]:
@@ -72,8 +91,50 @@ def producer_config(opts: SinkOptions) -> dict[str, str | int | bool]:
         # Successful deliveries need no Python callback; failures still get one.
         "delivery.report.only.error": True,
     }
-    return conf
+    return quiet(conf, opts.kafka_params)
 
 
 def is_read_committed(opts: SourceOptions) -> bool:
     return opts.kafka_params.get("isolation.level", "").lower() == "read_committed"
+
+
+def direct_fetch_ok(opts: SourceOptions) -> bool:
+    """Whether executors may read with their own Fetch connection (``partition_fetcher``):
+    plaintext and read_uncommitted only; anything else goes through librdkafka."""
+    protocol = opts.kafka_params.get("security.protocol", "plaintext").lower()
+    return protocol == "plaintext" and not is_read_committed(opts)
+
+
+# Producer settings the direct (Arrow) producer honours as librdkafka would.
+_DIRECT_PRODUCER_OK = {
+    "bootstrap.servers",
+    "client.id",
+    "linger.ms",
+    "batch.size",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
+    "partitioner",
+    "log_level",
+    "log.connection.close",
+    "delivery.report.only.error",
+    "enable.idempotence",
+    "acks",
+    "compression.type",
+}
+
+
+def direct_produce_ok(opts: SinkOptions, cols: SinkColumns) -> bool:
+    """Whether write tasks may produce Arrow batches themselves (``arrow_producer``):
+    plaintext, idempotent with ``acks=all``, uncompressed, no headers, and no setting
+    that only librdkafka would honour."""
+    conf = producer_config(opts)
+    return (
+        not opts.exactly_once
+        and cols.headers is None
+        and str(conf.get("security.protocol", "plaintext")).lower() == "plaintext"
+        and str(conf.get("acks")).lower() in ("all", "-1")
+        and str(conf.get("enable.idempotence")).lower() == "true"
+        and str(conf.get("compression.type", "none")).lower() == "none"
+        and str(conf.get("partitioner")) == "murmur2_random"
+        and all(k in _DIRECT_PRODUCER_OK for k in conf)
+    )

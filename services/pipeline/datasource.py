@@ -31,8 +31,10 @@ class OdradekDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        raw = str(self.options.get("includeheaders", "false")).strip().lower()
-        return source_schema(raw == "true")
+        """Called by ``load()``: the options are checked here, as Spark's Kafka source
+        checks them when the DataFrame is defined, not when the query starts."""
+        opts = parse_source_options(self.options, streaming=None)
+        return source_schema(opts.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return OdradekBatchReader(parse_source_options(self.options, streaming=False), schema)

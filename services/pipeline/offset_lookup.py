@@ -1,6 +1,12 @@
 """Driver-side questions to the cluster: which partitions a subscription covers and
 what their earliest, latest or by-timestamp offsets are (Metadata and ListOffsets
 through a confluent-kafka AdminClient, one batched ListOffsets per question).
+
+The first question waits for ``bootstrap_check``, so a wrong address fails in seconds
+with its reason. Transient failures are retried ``fetchOffset.numRetries`` times,
+``fetchOffset.retryIntervalMs`` apart, as Spark's offset reader does. A ``subscribe``
+topic or ``assign`` partition that does not exist fails with its name, as Spark's
+(AdminClient-based) offset reader does; a ``subscribePattern`` may match nothing yet.
 """
 
 from __future__ import annotations
@@ -14,14 +20,8 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from odradek.pipeline.bootstrap_check import check_bootstrap
 from odradek.pipeline.client_config import admin_config, is_read_committed
-from odradek.pipeline.offsets import (
-    EARLIEST,
-    LATEST,
-    PartitionOffsets,
-    TopicPartition,
-    describe,
-)
 from odradek.pipeline.options import (
     Earliest,
     GlobalTimestamp,
@@ -35,6 +35,13 @@ from odradek.pipeline.options import (
 from odradek.pipeline.options import (
     OffsetSpec as SourceOffsetSpec,
 )
+from odradek.pipeline.spark_offsets import (
+    EARLIEST,
+    LATEST,
+    PartitionOffsets,
+    TopicPartition,
+    describe,
+)
 from odradek.pipeline.topics import metadata_client
 
 T = TypeVar("T")
@@ -43,17 +50,24 @@ T = TypeVar("T")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+class UnknownTopicError(ValueError):
+    """A topic or partition named in ``subscribe``/``assign`` does not exist."""
+
+
 class OffsetLookup:
     """One set of clients for a reader's lifetime (a stream reader asks every trigger)."""
 
-    def __init__(self, opts: SourceOptions, *, timeout_s: float = 30.0, retries: int = 3):
+    def __init__(self, opts: SourceOptions, *, timeout_s: float = 30.0):
         self._opts = opts
-        self._admin = AdminClient(admin_config(opts))
+        conf = admin_config(opts)
+        self._retries = opts.fetch_offset_retries
+        self._interval_s = opts.fetch_offset_retry_interval_ms / 1000.0
+        check_bootstrap(conf, (self._retries + 1) * self._interval_s, "source")
+        self._admin = AdminClient(conf)
         # Metadata through a consumer-type client: asking an admin client about a
         # missing topic would auto-create it.
-        self._meta = metadata_client(admin_config(opts))
+        self._meta = metadata_client(conf)
         self._timeout = timeout_s
-        self._retries = retries
         self._isolation = (
             IsolationLevel.READ_COMMITTED
             if is_read_committed(opts)
@@ -74,21 +88,36 @@ class OffsetLookup:
                     err.retriable() or err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
                 )
                 if not retriable or attempt == self._retries:
-                    raise RuntimeError(f"{what} failed: {exc}") from exc
-                time.sleep(0.1 * (attempt + 1))
+                    raise RuntimeError(
+                        f"{what} failed after {attempt + 1} attempt(s) "
+                        f"(kafka.bootstrap.servers={self._opts.bootstrap_servers}): {exc}"
+                    ) from exc
+                time.sleep(self._interval_s)
         raise AssertionError("unreachable")
 
     # -- partitions --------------------------------------------------------------
 
-    def partitions(self, subscription: Subscription | None = None) -> list[TopicPartition]:
-        """Partitions the subscription covers right now, sorted. Missing topics have none."""
+    def partitions(
+        self, subscription: Subscription | None = None, *, missing_ok: bool = False
+    ) -> list[TopicPartition]:
+        """Partitions the subscription covers right now, sorted. A named topic or assigned
+        partition that does not exist raises ``UnknownTopicError`` unless ``missing_ok``
+        (a running query, where a vanished topic is data loss, judged by the caller)."""
         sub = subscription or self._opts.subscription
         if sub.kind == "assign":
+            if not missing_ok:
+                self._check_assigned(sub.partitions)
             return sorted(sub.partitions)
         if sub.kind == "subscribe":
             out: list[TopicPartition] = []
             for topic in sub.topics:
-                out += self._topic_partitions(topic)
+                found = self._topic_partitions(topic)
+                if not found and not missing_ok:
+                    raise UnknownTopicError(
+                        f"Topic {topic} (option 'subscribe') does not exist on "
+                        f"{self._opts.bootstrap_servers}"
+                    )
+                out += found
             return sorted(out)
         pattern = re.compile(sub.pattern)
         md = self._retry("Metadata", lambda: self._meta.list_topics(timeout=self._timeout))
@@ -98,6 +127,22 @@ class OffsetLookup:
             if name not in INTERNAL_TOPICS and tmd.error is None and pattern.fullmatch(name)
             for p in tmd.partitions
         )
+
+    def _check_assigned(self, partitions: Iterable[TopicPartition]) -> None:
+        for topic in sorted({t for t, _ in partitions}):
+            have = {p for _, p in self._topic_partitions(topic)}
+            wanted = sorted(p for t, p in partitions if t == topic)
+            if not have:
+                raise UnknownTopicError(
+                    f"Topic {topic} (option 'assign') does not exist on "
+                    f"{self._opts.bootstrap_servers}"
+                )
+            missing = [p for p in wanted if p not in have]
+            if missing:
+                raise UnknownTopicError(
+                    f"Partition(s) {', '.join(f'{topic}-{p}' for p in missing)} (option "
+                    f"'assign') do not exist: {topic} has {len(have)} partition(s)"
+                )
 
     def _topic_partitions(self, topic: str) -> list[TopicPartition]:
         # One topic per request: no metadata for the whole cluster just to find a few.

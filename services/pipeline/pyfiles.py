@@ -3,9 +3,16 @@
 
 Executors import the data source by its module path when Spark hands them a
 pickled reader or writer, so the package must be importable there. The zip holds
-``odradek/__init__.py`` and ``odradek/pipeline/**.py`` only: the pipeline needs
-nothing else from Odradek (its executors' own needs are ``confluent-kafka`` and
-``pyarrow``, which must be installed on the cluster's Python).
+an empty ``odradek/__init__.py``, ``odradek/pipeline/**.py`` and the two shared
+packages the executors' direct reader and producer use, ``odradek/protocol``
+(Kafka's wire format) and ``odradek/records`` (record batches). The cluster's
+Python must have ``confluent-kafka``, ``pyarrow``, ``numpy``, ``kafka-python``,
+``crc32c``, ``lz4``, ``zstandard`` and ``cramjam``.
+
+The files are found through ``odradek.pipeline`` itself, never through the
+``odradek`` root package: run from a directory that holds a folder named
+``odradek`` (a clone of this repository, say), Python resolves ``odradek`` to that
+folder as a namespace package with no ``__file__``.
 """
 
 from __future__ import annotations
@@ -15,23 +22,31 @@ import sys
 import zipfile
 from pathlib import Path
 
-import odradek
 import odradek.pipeline
+import odradek.protocol
+import odradek.records
+
+ROOT_INIT = '"""Odradek: only the pipeline package is shipped in this zip."""\n'
+
+
+SHIPPED = (odradek.pipeline, odradek.protocol, odradek.records)
 
 
 def build(output: Path) -> list[str]:
     """Write the zip; return the archive names it holds."""
     names: list[str] = []
     output.parent.mkdir(parents=True, exist_ok=True)
-    root_init = Path(odradek.__file__)
-    pipeline_dir = Path(odradek.pipeline.__file__).parent
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.write(root_init, "odradek/__init__.py")
+        zf.writestr("odradek/__init__.py", ROOT_INIT)
         names.append("odradek/__init__.py")
-        for path in sorted(pipeline_dir.rglob("*.py")):
-            arcname = "odradek/pipeline/" + path.relative_to(pipeline_dir).as_posix()
-            zf.write(path, arcname)
-            names.append(arcname)
+        for package in SHIPPED:
+            assert package.__file__ is not None
+            root = Path(package.__file__).parent
+            prefix = package.__name__.replace(".", "/")
+            for path in sorted(root.rglob("*.py")):
+                arcname = f"{prefix}/{path.relative_to(root).as_posix()}"
+                zf.write(path, arcname)
+                names.append(arcname)
     return names
 
 

@@ -1,6 +1,7 @@
-"""Executor side: read one offset range ``[start, end)`` of one partition with a real
-Kafka client (assign + seek, never a group subscription) and hand it to Spark as
-Arrow record batches.
+"""Executor side: read one offset range ``[start, end)`` of one partition and hand it
+to Spark as Arrow record batches: with Odradek's own Fetch reader
+(:mod:`partition_fetcher`, column-wise decoding) where it applies, otherwise with
+librdkafka (assign + seek, never a group subscription), described below.
 
 Gaps inside a range are normal (compaction, transaction markers): a record's offset
 is whatever the log says, and a range ends when a record at or past ``end`` shows
@@ -25,6 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from odradek.pipeline.partition_fetcher import DataLoss
+from odradek.pipeline.partition_fetcher import read_range as read_direct
+from odradek.pipeline.record_columns import LegacyFormatError
 
 MAX_BATCH_RECORDS = 10_000
 POLL_SLICE_S = 0.2
@@ -287,7 +292,32 @@ def read_range_batches(
     include_headers: bool = False,
     fail_on_data_loss: bool = True,
     poll_timeout_ms: int = 120_000,
+    direct: bool = False,
 ) -> Iterator[pa.RecordBatch]:
+    """The range as Arrow batches: fetched directly from the leader and decoded
+    column-wise when ``direct`` (plaintext, read_uncommitted), else through librdkafka
+    (also for what remains of a range once a legacy message set shows up)."""
+    if direct:
+        pos = start
+        try:
+            for batch in read_direct(
+                conf,
+                topic,
+                partition,
+                start,
+                end,
+                schema,
+                include_headers=include_headers,
+                fail_on_data_loss=fail_on_data_loss,
+                poll_timeout_ms=poll_timeout_ms,
+            ):
+                pos = int(batch.column(4)[-1].as_py()) + 1
+                yield batch
+            return
+        except DataLoss as exc:
+            raise DataLossError(data_loss_message(topic, partition, exc.detail)) from None
+        except LegacyFormatError:
+            start = pos
     for msgs, offsets in fetch_messages(
         conf,
         topic,

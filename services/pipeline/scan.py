@@ -14,11 +14,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
-from odradek.pipeline.client_config import consumer_config
-from odradek.pipeline.offsets import OffsetRange
+from odradek.pipeline.client_config import consumer_config, direct_fetch_ok
 from odradek.pipeline.options import OptionError, SourceOptions
 from odradek.pipeline.range_reader import read_range_batches
 from odradek.pipeline.schema import arrow_schema, source_schema
+from odradek.pipeline.spark_offsets import OffsetRange
 
 
 class RangePartition(InputPartition):
@@ -43,6 +43,7 @@ class ScanSettings:
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    direct: bool
 
     @classmethod
     def create(cls, opts: SourceOptions, schema: StructType, role: str) -> ScanSettings:
@@ -59,6 +60,7 @@ class ScanSettings:
             include_headers=opts.include_headers,
             fail_on_data_loss=opts.fail_on_data_loss,
             poll_timeout_ms=opts.poll_timeout_ms,
+            direct=direct_fetch_ok(opts),
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -74,4 +76,5 @@ class ScanSettings:
             include_headers=self.include_headers,
             fail_on_data_loss=self.fail_on_data_loss,
             poll_timeout_ms=self.poll_timeout_ms,
+            direct=self.direct,
         )

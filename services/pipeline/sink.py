@@ -1,171 +1,115 @@
 """``df.write.format("odradek")`` and ``df.writeStream.format("odradek")``.
 
-Columns as in Spark's Kafka sink: ``value`` (string or binary, required), ``key``
-(string or binary), ``topic`` (string; required unless the ``topic`` option is
-set, which then wins), ``partition`` (int; null lets the partitioner choose) and
-``headers`` (``array<struct<key:string,value:binary>>``). Names match
-case-insensitively, like Spark's.
+Columns as in Spark's Kafka sink (:mod:`odradek.pipeline.sink_columns`). Two
+delivery guarantees, chosen with the ``deliveryGuarantee`` option:
 
-Each task writes through its own idempotent producer (``enable.idempotence=true``,
-``acks=all``): retries inside a task never duplicate or reorder records. The task
+``at-least-once`` (the default, and Spark's Kafka sink's): each task writes through
+its own idempotent producer (``acks=all`` unless ``kafka.acks`` says otherwise:
+``arrow_producer`` on plaintext clusters with default settings, else librdkafka) and
 flushes before it reports success, so a committed Spark task means acknowledged
-records, and any delivery error fails the task. Like Spark's Kafka sink this is
-at-least-once across task retries and streaming replays: a retried task writes
-its records again. (Exactly-once needs an idempotent consumer of the output; the
-access-log job shows one way.)
+records and any delivery error fails the task; retries inside a task never
+duplicate or reorder. A retried task, or a micro-batch replayed after a driver
+crash, writes its records again: duplicates are possible, losses are not.
+
+``exactly-once`` (streaming writes, with ``transactionalIdPrefix``): each task writes
+in a Kafka transaction fenced by its transactional id and committed with a marker
+of its micro-batch; see :mod:`odradek.pipeline.transactional_write` for the
+protocol and the precise guarantee (consumers must read with
+``isolation.level=read_committed``).
+
+The driver checks the bootstrap servers before any task starts, so a wrong address
+fails in seconds with its reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, Message, Producer
+import pyarrow.compute as pc
+from confluent_kafka import Producer
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    StringType,
-    StructType,
+from pyspark.sql.types import StructType
+
+from odradek.pipeline.arrow_producer import ArrowProducer
+from odradek.pipeline.bootstrap_check import check_bootstrap
+from odradek.pipeline.client_config import admin_config, direct_produce_ok, producer_config
+from odradek.pipeline.options import OptionError, SinkOptions
+from odradek.pipeline.record_producer import Delivery, flush, produce_rows
+from odradek.pipeline.sink_columns import SinkColumns, sink_columns
+from odradek.pipeline.transactional_write import (
+    check_transactions,
+    current_task,
+    write_transactionally,
 )
 
-from odradek.pipeline.client_config import producer_config
-from odradek.pipeline.options import OptionError, SinkOptions
-from odradek.pipeline.schema import HEADER_TYPE
-
-FLUSH_POLL_S = 0.05
+BOOTSTRAP_BUDGET_S = 5.0
 
 
 @dataclass
 class Written(WriterCommitMessage):
     records: int
-
-
-@dataclass(frozen=True)
-class SinkColumns:
-    """Actual column names in the written DataFrame (``None`` when absent)."""
-
-    value: str
-    key: str | None
-    topic: str | None
-    partition: str | None
-    headers: str | None
-
-
-def sink_columns(schema: StructType, topic_option: str | None) -> SinkColumns:
-    """Check the DataFrame against Spark's Kafka sink rules, with Spark's messages."""
-    by_name = {f.name.lower(): f for f in schema.fields}
-
-    def pick(name: str, allowed: tuple[type, ...], what: str) -> str | None:
-        field = by_name.get(name)
-        if field is None:
-            return None
-        if not isinstance(field.dataType, allowed):
-            raise OptionError(
-                f"{name} attribute type must be {what}, got {field.dataType.simpleString()}"
-            )
-        return field.name
-
-    value = pick("value", (StringType, BinaryType), "a string or binary")
-    if value is None:
-        raise OptionError("Required attribute 'value' not found")
-    topic = pick("topic", (StringType,), "a string")
-    if topic is None and topic_option is None:
-        raise OptionError(
-            "topic option required when no 'topic' attribute is present. "
-            "Use the topic option for setting a topic."
-        )
-    headers_field = by_name.get("headers")
-    if headers_field is not None and headers_field.dataType != ArrayType(HEADER_TYPE):
-        raise OptionError(
-            "headers attribute type must be array<struct<key:string,value:binary>>, got "
-            f"{headers_field.dataType.simpleString()}"
-        )
-    return SinkColumns(
-        value=value,
-        key=pick("key", (StringType, BinaryType), "a string or binary"),
-        topic=None if topic_option is not None else topic,
-        partition=pick("partition", (IntegerType,), "an int"),
-        headers=headers_field.name if headers_field is not None else None,
-    )
-
-
-class _Delivery:
-    """Collects failed deliveries and fatal client errors (successes send no callback)."""
-
-    def __init__(self) -> None:
-        self.failed = 0
-        self.first: str | None = None
-
-    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._record(f"delivery to {msg.topic()}-{msg.partition()} failed: {err}")
-
-    def on_error(self, err: KafkaError) -> None:
-        if err.fatal():
-            self._record(f"fatal producer error: {err}")
-
-    def _record(self, text: str) -> None:
-        self.failed += 1
-        if self.first is None:
-            self.first = text
-
-    def raise_if_failed(self) -> None:
-        if self.failed:
-            raise RuntimeError(f"{self.failed} record(s) not written to Kafka; first: {self.first}")
+    already_committed: bool = False
 
 
 def produce_batches(opts: SinkOptions, cols: SinkColumns, batches: Iterator[pa.RecordBatch]) -> int:
-    """Write every row with one idempotent producer, flush, and fail on any error."""
-    delivery = _Delivery()
-    conf: dict[str, Any] = {
-        **producer_config(opts),
-        "on_delivery": delivery.on_delivery,
-        "error_cb": delivery.on_error,
-    }
-    producer = Producer(conf)
-    produce = producer.produce
+    """At-least-once: write every row with one idempotent producer, flush, fail on any
+    error. Arrow batches go out as whole record batches (``arrow_producer``) where that
+    applies; the rest, and topics that do not exist yet (librdkafka lets the broker
+    create them), through librdkafka."""
+    delivery = Delivery()
+    fallback: Producer | None = None
+    direct = ArrowProducer(producer_config(opts)) if direct_produce_ok(opts, cols) else None
     written = 0
-    for batch in batches:
-        n = batch.num_rows
-        if n == 0:
-            continue
-        values = batch.column(cols.value).to_pylist()
-        keys = batch.column(cols.key).to_pylist() if cols.key else [None] * n
-        if cols.topic:
-            topics = batch.column(cols.topic).to_pylist()
-            if None in topics:
-                raise ValueError("null topic present in the data; set the topic option or fill it")
-        else:
-            topics = [opts.topic] * n
-        parts = batch.column(cols.partition).to_pylist() if cols.partition else None
-        headers = batch.column(cols.headers).to_pylist() if cols.headers else None
-        for i in range(n):
-            extra: dict[str, Any] = {}
-            if parts is not None and parts[i] is not None:
-                extra["partition"] = parts[i]
-            if headers is not None and headers[i]:
-                extra["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            while True:
-                try:
-                    produce(topics[i], values[i], keys[i], **extra)
-                    break
-                except BufferError:  # local queue full: let deliveries drain
-                    producer.poll(FLUSH_POLL_S)
-        written += n
-        producer.poll(0)
-        delivery.raise_if_failed()
-    while producer.flush(1.0) > 0:
-        delivery.raise_if_failed()
-    delivery.raise_if_failed()
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if direct is not None and _send_direct(direct, opts, cols, batch):
+                written += batch.num_rows
+                continue
+            if fallback is None:
+                fallback = Producer({**producer_config(opts), **delivery.callbacks()})
+            written += produce_rows(fallback, delivery, cols, opts.topic, iter([batch]))
+        if direct is not None:
+            direct.flush()
+        if fallback is not None:
+            flush(fallback, delivery)
+    finally:
+        if direct is not None:
+            direct.close()
     return written
+
+
+def _send_direct(
+    producer: ArrowProducer, opts: SinkOptions, cols: SinkColumns, batch: pa.RecordBatch
+) -> bool:
+    """Queue ``batch`` on the direct producer; False when a topic is unknown to it."""
+    if cols.topic is None:
+        assert opts.topic is not None
+        groups = [(opts.topic, batch)]
+    else:
+        topic_col = batch.column(cols.topic)
+        if topic_col.null_count:
+            raise ValueError("null topic present in the data; set the topic option or fill it")
+        groups = [
+            (str(t), batch.filter(pc.equal(topic_col, t))) for t in pc.unique(topic_col).to_pylist()
+        ]
+    if not all(producer.knows(t) for t, _ in groups):
+        return False
+    for topic, rows in groups:
+        producer.send(
+            topic,
+            rows.column(cols.key) if cols.key else None,
+            rows.column(cols.value),
+            rows.column(cols.partition) if cols.partition else None,
+        )
+    return True
 
 
 def _check_mode(overwrite: bool) -> None:
@@ -178,8 +122,14 @@ def _check_mode(overwrite: bool) -> None:
 class OdradekBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType, overwrite: bool) -> None:
         _check_mode(overwrite)
+        if opts.exactly_once:
+            raise OptionError(
+                "deliveryGuarantee=exactly-once applies to streaming writes (writeStream), "
+                "whose micro-batch ids let a replay find what was already committed"
+            )
         self.opts = opts
         self.cols = sink_columns(schema, opts.topic)
+        check_bootstrap(admin_config(opts), BOOTSTRAP_BUDGET_S, "sink")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         return Written(produce_batches(self.opts, self.cols, iterator))
@@ -197,12 +147,20 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         # as Spark's Kafka sink does: a topic cannot be truncated.
         self.opts = opts
         self.cols = sink_columns(schema, opts.topic)
+        check_bootstrap(admin_config(opts), BOOTSTRAP_BUDGET_S, "sink")
+        if opts.exactly_once:
+            check_transactions(opts)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
-        return Written(produce_batches(self.opts, self.cols, iterator))
+        if not self.opts.exactly_once:
+            return Written(produce_batches(self.opts, self.cols, iterator))
+        batch_id, partition_id = current_task()
+        n, skipped = write_transactionally(self.opts, self.cols, iterator, batch_id, partition_id)
+        return Written(n, already_committed=skipped)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records were acknowledged before each task reported success."""
+        """Each task acknowledged (or committed) its records before reporting success."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records already acknowledged stay in the topic; the batch will be replayed."""
+        """Acknowledged records stay (at-least-once); committed transactions stay and their
+        markers make the replay skip them (exactly-once)."""

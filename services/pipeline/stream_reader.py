@@ -26,6 +26,7 @@ offsets where the first batch must be exact.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -40,7 +41,10 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from odradek.pipeline.offset_lookup import OffsetLookup
-from odradek.pipeline.offsets import (
+from odradek.pipeline.options import SourceOptions
+from odradek.pipeline.range_reader import DataLossError, data_loss_message
+from odradek.pipeline.scan import RangePartition, ScanSettings
+from odradek.pipeline.spark_offsets import (
     PartitionOffsets,
     TopicPartition,
     describe,
@@ -49,9 +53,6 @@ from odradek.pipeline.offsets import (
     rate_limit,
     to_json,
 )
-from odradek.pipeline.options import SourceOptions
-from odradek.pipeline.range_reader import DataLossError, data_loss_message
-from odradek.pipeline.scan import RangePartition, ScanSettings
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._lookup: OffsetLookup | None = None
         self._target: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
+        self._last_batch_at = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the reader pickled; the admin client stays on the driver.
@@ -94,14 +96,14 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the end of an ``availableNow`` run: the high watermarks as of now."""
-        self._target = self.lookup.latest(self.lookup.partitions())
+        self._target = self.lookup.latest(self.lookup.partitions(missing_ok=True))
 
     def reportLatestOffset(self) -> dict | None:
         return to_json(self._latest) if self._latest is not None else None
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
-        tps = self.lookup.partitions()
+        tps = self.lookup.partitions(missing_ok=True)
         high = self.lookup.latest(tps)
         self._latest = high
         self._check_vanished(begin, high)
@@ -117,6 +119,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[tp] = self._moved_back(tp, begin[tp], high[tp])
             else:
                 bound[tp] = max(cap, begin[tp])
+        if self._too_few(begin, bound, target is not None):
+            return start  # Spark's minOffsetsPerTrigger: no batch until enough or too late
         if isinstance(limit, ReadMaxRows):
             end.update(rate_limit({tp: begin[tp] for tp in bound}, bound, limit.max_rows))
         else:
@@ -125,6 +129,24 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end.update(self.lookup.earliest(new))
             log.info("new partitions %s join at their earliest offsets", sorted(map(describe, new)))
         return to_json(end)
+
+    def _too_few(
+        self, begin: PartitionOffsets, bound: PartitionOffsets, available_now: bool
+    ) -> bool:
+        """Whether ``minOffsetsPerTrigger`` holds this trigger back: fewer new offsets
+        than asked for, and less than ``maxTriggerDelay`` since the last batch ran.
+        ``availableNow`` runs ignore it (they must finish), as in Spark."""
+        least = self.opts.min_offsets_per_trigger
+        now = time.monotonic()
+        if least is None or available_now:
+            self._last_batch_at = now
+            return False
+        waiting = sum(max(0, bound[tp] - begin[tp]) for tp in bound)
+        overdue = (now - self._last_batch_at) * 1000 >= self.opts.max_trigger_delay_ms
+        if waiting >= least or (overdue and waiting > 0):
+            self._last_batch_at = now
+            return False
+        return True
 
     def _check_vanished(self, begin: PartitionOffsets, high: PartitionOffsets) -> None:
         gone = sorted(tp for tp in begin if tp not in high)

@@ -18,6 +18,7 @@ def metadata_client(conf: Mapping[str, Any]) -> Consumer:
     """A consumer used only for Metadata requests (never assigned, never subscribed)."""
     return Consumer(
         {
+            "log_level": 2,  # failed connections are reported by the caller, not logged
             **conf,
             "group.id": conf.get("group.id", "odradek-metadata"),
             "enable.auto.commit": False,

@@ -1,8 +1,20 @@
 """The ``odradek`` Spark sink against a real cluster: batch and streaming writes,
-Spark's column rules, Java-compatible key partitioning, errors as task failures."""
+Spark's column rules, Java-compatible key partitioning and property names, errors
+as task failures, and the exactly-once mode (Kafka transactions).
+
+The exactly-once tests that need transactions skip until the cluster advertises
+EndTxn in ApiVersions (Odradek does not serve transactions yet); the skip goes away
+by itself when it does."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +26,19 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.partitioner.default import murmur2
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.utils import CapturedException
 
 from odradek.pipeline.session import local_session
+from odradek.pipeline.transactional_write import MARKER_TOPIC
+from odradek.protocol.headers import parse_response_header
+from odradek.protocol.messages import ApiVersionsRequest, decode_response, encode_request
+from odradek.protocol.versions import response_header_version
 from odradek.tools.launcher import Cluster
+
+API_VERSIONS = 18
+END_TXN = 26
 
 
 @dataclass(frozen=True)
@@ -59,13 +79,17 @@ def spark() -> Iterator[SparkSession]:
     yield local_session("test-pipeline-sink")
 
 
-def create_topic(bs: str, topic: str, partitions: int) -> None:
+def create_topic(
+    bs: str, topic: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bs})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
         fut.result(30)
 
 
-def read_all(bs: str, topic: str, partitions: int) -> list[Rec]:
+def read_all(
+    bs: str, topic: str, partitions: int, isolation: str = "read_uncommitted"
+) -> list[Rec]:
     """Every record of the topic, read with a plain consumer up to the end."""
     consumer = Consumer(
         {
@@ -73,6 +97,7 @@ def read_all(bs: str, topic: str, partitions: int) -> list[Rec]:
             "group.id": "check",
             "enable.partition.eof": True,
             "enable.auto.commit": False,
+            "isolation.level": isolation,
         }
     )
     consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
@@ -86,6 +111,38 @@ def read_all(bs: str, topic: str, partitions: int) -> list[Rec]:
             else:
                 at_end.add(m.partition() or 0)
     consumer.close()
+    return out
+
+
+def advertises_end_txn(bootstrap: str) -> bool:
+    """ApiVersions v3 (as clients send it): does the cluster offer EndTxn?"""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            encode_request(
+                API_VERSIONS,
+                3,
+                1,
+                "odradek-test",
+                ApiVersionsRequest(
+                    client_software_name="odradek-test", client_software_version="1"
+                ),
+            )
+        )
+        (size,) = struct.unpack(">i", _recv(sock, 4))
+        frame = _recv(sock, size)
+    _, offset = parse_response_header(frame, response_header_version(API_VERSIONS, 3))
+    resp = decode_response(API_VERSIONS, 3, memoryview(frame)[offset:])
+    return any(k.api_key == END_TXN for k in resp.api_keys)
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
     return out
 
 
@@ -231,3 +288,221 @@ def test_stream_write_from_topic_to_topic(
     assert p.flush(30) == 0
     run()
     assert sorted(int(m.value) for m in read_all(bs, dst, 2)) == list(range(700))
+
+
+def test_headers_built_the_natural_way_and_java_property_names(
+    spark: SparkSession, cluster: Cluster, unique_topic: str
+) -> None:
+    bs = cluster.bootstrap_servers
+    t = unique_topic
+    create_topic(bs, t, 1, {"max.message.bytes": "4000000"})
+    # F.lit makes every field non-nullable: Spark's connector accepts that.
+    df = spark.range(3).select(
+        F.col("id").cast("string").alias("value"),
+        F.array(F.struct(F.lit("k").alias("key"), F.lit(b"v").alias("value"))).alias("headers"),
+    )
+
+    def save(frame: DataFrame, **options: str) -> None:
+        w = frame.write.format("odradek").option("kafka.bootstrap.servers", bs).option("topic", t)
+        for k, v in options.items():
+            w = w.option(k, v)
+        w.mode("append").save()
+
+    save(df)
+    assert sorted((m.value, tuple(m.headers)) for m in read_all(bs, t, 1)) == [
+        (str(i).encode(), (("k", b"v"),)) for i in range(3)
+    ]
+    # Java names from Spark jobs: max.request.size lets a 3 MB record through,
+    # buffer.memory sizes the queue, acks=1 turns the default idempotence off.
+    big = spark.sql("select repeat('x', 3000000) as value")
+    with pytest.raises(ERRORS, match=r"(?i)too large"):
+        save(big)  # librdkafka's own limit (message.max.bytes) is 1 MB
+    save(
+        big,
+        **{
+            "kafka.max.request.size": "4000000",
+            "kafka.buffer.memory": "67108864",
+            "kafka.acks": "1",
+            "kafka.max.block.ms": "1000",
+        },
+    )
+    assert max(len(m.value) for m in read_all(bs, t, 1)) == 3000000
+    with pytest.raises(ERRORS, match=r"Must set kafka\.acks to all"):
+        save(df, **{"kafka.acks": "1", "kafka.enable.idempotence": "true"})
+
+
+def test_unreachable_bootstrap_fails_the_write_fast(spark: SparkSession) -> None:
+    df = spark.sql("select 'v' as value")
+    began = time.monotonic()
+    with pytest.raises(ERRORS) as info:
+        df.write.format("odradek").option("kafka.bootstrap.servers", "127.0.0.1:1").option(
+            "topic", "t"
+        ).mode("append").save()
+    assert time.monotonic() - began < 30
+    text = str(info.value)
+    assert "kafka.bootstrap.servers=127.0.0.1:1" in text and "Connection refused" in text, text
+
+
+def test_exactly_once_needs_transactions_and_streaming(
+    spark: SparkSession, cluster: Cluster, unique_topic: str, tmp_path: Path
+) -> None:
+    bs = cluster.bootstrap_servers
+    eos = {"deliveryGuarantee": "exactly-once", "transactionalIdPrefix": unique_topic}
+    w = spark.sql("select 'v' as value").write.format("odradek")
+    for k, v in {"kafka.bootstrap.servers": bs, "topic": unique_topic, **eos}.items():
+        w = w.option(k, v)
+    with pytest.raises(ERRORS, match="applies to streaming writes"):
+        w.mode("append").save()
+    if advertises_end_txn(bs):
+        pytest.skip("the cluster serves transactions: the refusal below cannot happen")
+    create_topic(bs, unique_topic, 1)
+    sw = (
+        spark.readStream.format("rate")
+        .load()
+        .selectExpr("cast(value as string) as value")
+        .writeStream.format("odradek")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+    )
+    for k, v in {"kafka.bootstrap.servers": bs, "topic": unique_topic, **eos}.items():
+        sw = sw.option(k, v)
+    began = time.monotonic()
+    with pytest.raises(ERRORS, match="exactly-once needs Kafka transactions"):
+        sw.start().awaitTermination(120)
+    assert time.monotonic() - began < 60
+
+
+def _copy_job(
+    bs: str, src: str, dst: str, tmp: Path, log: Path, *extra: str
+) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "odradek.pipeline.jobs.copy_topic",
+                "--bootstrap-server",
+                bs,
+                "--source",
+                src,
+                "--destination",
+                dst,
+                "--checkpoint",
+                str(tmp / "ckpt"),
+                "--exactly-once",
+                "--transactional-id-prefix",
+                f"copy-{src}",
+                "--max-offsets-per-trigger",
+                "3000",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the JVM dies with it
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError("job processes survived SIGKILL")
+
+
+@pytest.mark.slow
+def test_exactly_once_sink_survives_driver_sigkill(
+    cluster: Cluster, unique_topic: str, tmp_path: Path
+) -> None:
+    """SIGKILL the driver (and its JVM) mid-stream three times, restart from the
+    checkpoint each time: read_committed, the output holds every input record once."""
+    bs = cluster.bootstrap_servers
+    if not advertises_end_txn(bs):
+        pytest.skip("the cluster does not advertise EndTxn: no transactions to test yet")
+    src, dst = f"{unique_topic}-in", f"{unique_topic}-out"
+    create_topic(bs, src, 3)
+    create_topic(bs, dst, 2)
+    total = 60_000
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 20})
+    for i in range(total):
+        while True:
+            try:
+                p.produce(src, value=f"{i}".encode(), key=f"k{i % 97}".encode(), partition=i % 3)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+    log = tmp_path / "job.log"
+
+    def committed_batches() -> int:
+        d = tmp_path / "ckpt" / "commits"
+        return len(list(d.glob("[0-9]*"))) if d.exists() else 0
+
+    for round_ in range(3):
+        job = _copy_job(bs, src, dst, tmp_path, log)
+        deadline = time.monotonic() + 240
+        start_commits = committed_batches()
+        # Kill at different points: right after a commit, and between commits.
+        while time.monotonic() < deadline and job.poll() is None:
+            if committed_batches() >= start_commits + 1 + round_:
+                time.sleep(0.3 * round_)
+                break
+            time.sleep(0.05)
+        assert job.poll() is None, log.read_text()[-3000:]
+        _kill_group(job)
+    final = _copy_job(bs, src, dst, tmp_path, log, "--trigger-available-now")
+    assert final.wait(timeout=600) == 0, log.read_text()[-3000:]
+    _kill_group(final)
+    got = [int(m.value) for m in read_all(bs, dst, 2, "read_committed")]
+    assert len(got) == total and sorted(got) == list(range(total))
+    # The transactions of the killed attempts left their rows aborted, not lost.
+    assert len(read_all(bs, dst, 2)) >= total
+    assert read_all(bs, MARKER_TOPIC, 1) == []  # markers are group offsets, not records
+
+
+def test_batch_write_without_headers_goes_out_as_record_batches(
+    spark: SparkSession, cluster: Cluster, unique_topic: str
+) -> None:
+    """No headers and default settings: tasks build the record batches from the Arrow
+    columns themselves; keys still land where the Java client puts them."""
+    bs = cluster.bootstrap_servers
+    t = unique_topic
+    create_topic(bs, t, 3)
+    rows = [
+        (
+            f"key-{i}" if i % 4 else None,
+            None if i % 50 == 7 else f"value-{i}".encode(),
+            (i % 3) if i % 5 == 0 else None,
+        )
+        for i in range(30_000)
+    ]
+    df = spark.createDataFrame(rows, "key string, value binary, partition int").repartition(4)
+    df.write.format("odradek").option("kafka.bootstrap.servers", bs).option("topic", t).mode(
+        "append"
+    ).save()
+    got = read_all(bs, t, 3)
+    assert len(got) == len(rows)
+    by_key: dict[bytes | None, list[Rec]] = {}
+    for m in got:
+        by_key.setdefault(m.key, []).append(m)
+    for key, value, partition in rows:
+        if key is None:
+            continue
+        (m,) = by_key[key.encode()]
+        assert m.value == (value or b"")
+        assert m.partition == (
+            partition if partition is not None else java_partition(key.encode(), 3)
+        )
+    nulls = [m for m in got if m.key is None]
+    assert len(nulls) == len([r for r in rows if r[0] is None])
+    # Offsets are dense per partition: every record is a record of its own batch slot.
+    for p in range(3):
+        offsets = sorted(m.offset for m in got if m.partition == p)
+        assert offsets == list(range(len(offsets)))

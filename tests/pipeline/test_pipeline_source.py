@@ -6,6 +6,8 @@ test process (``local_session``), shared by the module."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -23,8 +25,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import CapturedException
 
 from odradek.pipeline.session import local_session
+from odradek.pipeline.source_metrics import with_offsets_behind
 from odradek.pipeline.topics import metadata_client, partition_count
 from odradek.tools.launcher import Cluster
+
+ERRORS = (PySparkException, CapturedException)
 
 # Recent enough that time-based retention (7 days) keeps the records.
 BASE_MS = (int(time.time()) - 3600) * 1000
@@ -176,12 +181,82 @@ def test_batch_read_rejects_bad_requests(
         spark.read.format("odradek").schema("value string").option(
             "kafka.bootstrap.servers", bs
         ).option("subscribe", t).load().collect()
-    # A topic that does not exist reads as empty, like Spark's, and is not created.
+    # A topic that does not exist fails with its name (Spark's AdminClient-based offset
+    # reader does too), and is not created by asking.
     missing = f"missing-{uuid.uuid4().hex[:6]}"
-    assert source(spark, bs, subscribe=missing).count() == 0
+    with pytest.raises(ERRORS, match=f"Topic {missing} .option 'subscribe'. does not exist"):
+        source(spark, bs, subscribe=missing).count()
+    with pytest.raises(ERRORS, match=f"Topic {missing} .option 'assign'. does not exist"):
+        source(spark, bs, assign=json.dumps({missing: [0]})).count()
+    with pytest.raises(
+        ERRORS, match=f"Partition.s. {t}-5 .option 'assign'. do not exist: {t} has 2"
+    ):
+        source(spark, bs, assign=json.dumps({t: [0, 5]})).count()
     client = metadata_client({"bootstrap.servers": bs})
     assert partition_count(client, missing) == 0
     client.close()
+    # An ending offset past the log end is the option's mistake, not data loss.
+    produce(bs, t, numbered(2, 0, 10))
+    with pytest.raises(
+        ERRORS, match=f"endingOffsets beyond the end of the log: {t}-0 asks for 9 but ends at 5"
+    ):
+        source(spark, bs, subscribe=t, endingOffsets=json.dumps({t: {"0": 9, "1": -1}})).count()
+    # Option mistakes surface at load(), before any query runs, batch and streaming.
+    for streaming in (False, True):
+        with pytest.raises(ERRORS, match="not a valid regular expression"):
+            source(spark, bs, streaming, subscribePattern="t-([")
+        with pytest.raises(ERRORS, match="must be earliest, latest or JSON"):
+            source(spark, bs, streaming, subscribe=t, startingOffsets="{bogus")
+    with pytest.raises(ERRORS, match="must not exceed"):
+        source(spark, bs, True, subscribe=t, maxOffsetsPerTrigger="5", minOffsetsPerTrigger="9")
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [("127.0.0.1:1", "Connection refused"), ("no-such-host.invalid:9092", "cannot resolve host")],
+)
+def test_unreachable_bootstrap_fails_fast_with_address_and_reason(
+    spark: SparkSession, address: str, reason: str
+) -> None:
+    for streaming in (False, True):
+        began = time.monotonic()
+        with pytest.raises(ERRORS) as info:
+            df = source(spark, address, streaming, subscribe="t")
+            if streaming:
+                q = df.writeStream.format("noop").trigger(availableNow=True).start()
+                q.awaitTermination(120)
+            else:
+                df.count()
+        assert time.monotonic() - began < 30
+        text = str(info.value)
+        assert f"kafka.bootstrap.servers={address}" in text and reason in text, text[-2000:]
+    # fetchOffset.numRetries x fetchOffset.retryIntervalMs is the budget for a first answer.
+    began = time.monotonic()
+    with pytest.raises(ERRORS, match=reason):
+        source(
+            spark,
+            address,
+            subscribe="t",
+            **{"fetchOffset.numRetries": "3", "fetchOffset.retryIntervalMs": "2000"},
+        ).count()
+    if "refused" in reason:
+        assert time.monotonic() - began >= 8
+
+
+def test_librdkafka_log_is_quiet_on_refused_connections(tmp_path: Path) -> None:
+    """librdkafka prints every failed connection to stderr unless told otherwise."""
+    code = (
+        "from odradek.pipeline.options import parse_source_options\n"
+        "from odradek.pipeline.offset_lookup import OffsetLookup\n"
+        "opts = parse_source_options({'kafka.bootstrap.servers': '127.0.0.1:1', "
+        "'subscribe': 't'}, streaming=False)\n"
+        "try:\n    OffsetLookup(opts)\nexcept Exception as e:\n    print(type(e).__name__)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert res.stdout.strip() == "ClusterUnreachableError", res.stderr[-2000:]
+    assert "Connection refused" not in res.stderr, res.stderr[-2000:]
 
 
 def test_batch_read_across_compacted_gaps(
@@ -464,3 +539,81 @@ def test_stream_data_loss_fails_or_skips(
     after = Batches()
     run_available_now(lenient, ckpt, after)
     assert sorted(o for _, o in after.rows()) == list(range(150, 200))
+
+
+def test_stream_min_offsets_per_trigger_waits_for_data_or_delay(
+    spark: SparkSession, cluster: Cluster, unique_topic: str, tmp_path: Path
+) -> None:
+    bs = cluster.bootstrap_servers
+    t = unique_topic
+    create_topic(bs, t, 2)
+    produce(bs, t, numbered(2, 0, 40))
+    sink = Batches()
+    began = time.monotonic()
+    q = (
+        source(
+            spark,
+            bs,
+            True,
+            subscribe=t,
+            startingOffsets="earliest",
+            minOffsetsPerTrigger="100",
+            maxTriggerDelay="6s",
+        )
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not sink.rows() and time.monotonic() < deadline and q.isActive:
+            time.sleep(0.1)
+        # 40 < 100 offsets: no batch until maxTriggerDelay has passed since the start.
+        assert len(sink.rows()) == 40, q.exception()
+        assert time.monotonic() - began >= 6
+        produce(bs, t, numbered(2, 40, 160))  # 120 more: enough for a batch of its own
+        while len(sink.rows()) < 160 and time.monotonic() < deadline and q.isActive:
+            time.sleep(0.1)
+        assert sorted(sink.rows()) == sorted((i % 2, i // 2) for i in range(160))
+        sizes = [len(rows) for _, rows in sink.batches if rows]
+        assert sizes[0] == 40 and sizes[1] >= 100, sizes
+    finally:
+        q.stop()
+
+
+def test_stream_progress_reports_offsets_behind_latest(
+    spark: SparkSession, cluster: Cluster, unique_topic: str, tmp_path: Path
+) -> None:
+    bs = cluster.bootstrap_servers
+    t = unique_topic
+    create_topic(bs, t, 2)
+    produce(bs, t, numbered(2, 0, 1000))  # 500 per partition, all there before the start
+    q = (
+        source(spark, bs, True, subscribe=t, startingOffsets="earliest", maxOffsetsPerTrigger="100")
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        progress = None
+        while time.monotonic() < deadline and q.isActive:
+            progress = q.lastProgress
+            if progress and progress["sources"] and progress["sources"][0].get("endOffset"):
+                break
+            time.sleep(0.2)
+        assert progress is not None, q.exception()
+    finally:
+        q.stop()
+    src = with_offsets_behind(progress)["sources"][0]
+    consumed = json.loads(src["endOffset"])[t]
+    assert json.loads(src["latestOffset"]) == {t: {"0": 500, "1": 500}}
+    behind = [500 - consumed["0"], 500 - consumed["1"]]
+    assert src["metrics"] == {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": str(sum(behind) / 2),
+    }
+    assert max(behind) > 0  # the rate limit keeps the query behind

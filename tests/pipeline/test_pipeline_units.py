@@ -11,10 +11,17 @@ import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from hypothesis import given
+from confluent_kafka import Consumer, Producer
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2
+from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
+from odradek.pipeline.arrow_producer import murmur2_partitions
+from odradek.pipeline.batch_encoder import encode_batch
+from odradek.pipeline.kafka_properties import translate_consumer, translate_producer
 from odradek.pipeline.logformat import (
     COMBINED_REGEX,
     AccessLogEntry,
@@ -23,13 +30,6 @@ from odradek.pipeline.logformat import (
     parse_line,
     request_path,
 )
-from odradek.pipeline.offsets import (
-    OffsetRange,
-    from_json,
-    plan_ranges,
-    rate_limit,
-    to_json,
-)
 from odradek.pipeline.options import (
     Earliest,
     GlobalTimestamp,
@@ -37,12 +37,32 @@ from odradek.pipeline.options import (
     OptionError,
     SpecificOffsets,
     SpecificTimestamps,
+    parse_duration_ms,
     parse_sink_options,
     parse_source_options,
 )
 from odradek.pipeline.pyfiles import build
+from odradek.pipeline.record_columns import decode_records
+from odradek.pipeline.schema import arrow_schema, source_schema
+from odradek.pipeline.sink_columns import sink_columns
+from odradek.pipeline.source_metrics import offsets_behind, with_offsets_behind
+from odradek.pipeline.spark_offsets import (
+    OffsetRange,
+    from_json,
+    plan_ranges,
+    rate_limit,
+    to_json,
+)
 from odradek.pipeline.summaries import CountRow, build_summaries, minute_key
 from odradek.pipeline.traffic import TrafficModel
+from odradek.records import (
+    BatchBuilder,
+    Compression,
+    ControlRecordType,
+    TimestampType,
+    build_end_txn_marker_batch,
+    decode_batches,
+)
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -120,7 +140,23 @@ def test_offset_specs_and_timestamp_precedence() -> None:
         ({**BS, "subscribe": "t", "includeHeaders": "yes"}, True, "true or false"),
         ({**BS, "subscribe": "t", "startingOffsets": "{bad"}, True, "JSON"),
         ({**BS, "assign": "[0]"}, True, "assign"),
-        ({**BS, "subscribe": "t", "minOffsetsPerTrigger": "5"}, True, "not supported"),
+        ({**BS, "subscribe": "t", "maxBytesPerTrigger": "5"}, True, "not supported"),
+        ({**BS, "subscribePattern": "t-(["}, True, "not a valid regular expression"),
+        ({**BS, "subscribe": "t", "maxOffsetsPerTrigger": "5"}, False, "only valid in streaming"),
+        (
+            {**BS, "subscribe": "t", "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "6"},
+            True,
+            "must not exceed",
+        ),
+        ({**BS, "subscribe": "t", "maxTriggerDelay": "soon"}, True, "duration"),
+        ({**BS, "subscribe": "t", "fetchOffset.numRetries": "-1"}, True, "non-negative"),
+        ({**BS, "subscribe": "t", "kafka.partitioner.class": "x.Y"}, True, "Java partitioner"),
+        ({**BS, "subscribe": "t", "kafka.ssl.truststore.location": "/t.jks"}, True, "keytool"),
+        (
+            {**BS, "subscribe": "t", "kafka.sasl.jaas.config": "com.x.Custom required;"},
+            True,
+            "no librdkafka equivalent",
+        ),
     ],
 )
 def test_invalid_source_options_fail_like_spark(
@@ -132,12 +168,198 @@ def test_invalid_source_options_fail_like_spark(
 
 def test_sink_options() -> None:
     opts = parse_sink_options({**BS, "topic": " out "})
-    assert opts.topic == "out"
+    assert opts.topic == "out" and not opts.exactly_once
     assert parse_sink_options(BS).topic is None
     with pytest.raises(OptionError, match="producer"):
         parse_sink_options({"topic": "x"})
-    with pytest.raises(OptionError, match="transactional"):
+    with pytest.raises(OptionError, match="deliveryGuarantee=exactly-once"):
         parse_sink_options({**BS, "kafka.transactional.id": "x"})
+    eos = parse_sink_options(
+        {**BS, "deliveryGuarantee": "EXACTLY_ONCE", "transactionalIdPrefix": "q1"}
+    )
+    assert eos.exactly_once and eos.transactional_id_prefix == "q1"
+    with pytest.raises(OptionError, match="transactionalIdPrefix"):
+        parse_sink_options({**BS, "deliveryGuarantee": "exactly-once"})
+    with pytest.raises(OptionError, match="acks=all"):
+        parse_sink_options(
+            {
+                **BS,
+                "deliveryGuarantee": "exactly-once",
+                "transactionalIdPrefix": "q",
+                "kafka.acks": "1",
+            }
+        )
+    with pytest.raises(OptionError, match="needs deliveryGuarantee"):
+        parse_sink_options({**BS, "transactionalIdPrefix": "q"})
+    with pytest.raises(OptionError, match="at-least-once or exactly-once"):
+        parse_sink_options({**BS, "deliveryGuarantee": "twice"})
+
+
+def test_streaming_trigger_options() -> None:
+    opts = parse_source_options(
+        {
+            **BS,
+            "subscribe": "t",
+            "minOffsetsPerTrigger": "100",
+            "maxTriggerDelay": "30s",
+            "fetchOffset.numRetries": "0",
+            "fetchOffset.retryIntervalMs": "250",
+        },
+        streaming=True,
+    )
+    assert opts.min_offsets_per_trigger == 100 and opts.max_trigger_delay_ms == 30_000
+    assert opts.fetch_offset_retries == 0 and opts.fetch_offset_retry_interval_ms == 250
+    defaults = parse_source_options({**BS, "subscribe": "t"}, streaming=True)
+    assert defaults.max_trigger_delay_ms == 15 * 60_000  # Spark's default
+    assert (defaults.fetch_offset_retries, defaults.fetch_offset_retry_interval_ms) == (3, 1000)
+    assert [parse_duration_ms("d", v) for v in ("500ms", "2 minutes", "1h", "7")] == [
+        500,
+        120_000,
+        3_600_000,
+        7,
+    ]
+
+
+# -- Java client property names ---------------------------------------------------------
+
+
+def test_java_property_names_are_translated() -> None:
+    consumer = translate_consumer(
+        {
+            "bootstrap.servers": "h:1",
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                'username="alice" password="p\\"w";'
+            ),
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "fetch.max.wait.ms": "50",
+            "receive.buffer.bytes": "65536",
+            "ssl.truststore.location": "/etc/ca.pem",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.password": "ignored",
+            "ssl.keystore.location": "/etc/me.p12",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.password": "secret",
+            "ssl.endpoint.identification.algorithm": "",
+            "max.poll.records": "500",
+        }
+    )
+    assert consumer == {
+        "bootstrap.servers": "h:1",
+        "sasl.username": "alice",
+        "sasl.password": 'p"w',
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "fetch.wait.max.ms": "50",
+        "socket.receive.buffer.bytes": "65536",
+        "ssl.ca.location": "/etc/ca.pem",
+        "ssl.keystore.location": "/etc/me.p12",
+        "ssl.keystore.password": "secret",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    producer = translate_producer(
+        {
+            "bootstrap.servers": "h:1",
+            "max.request.size": "5000000",
+            "buffer.memory": "33554433",
+            "max.block.ms": "1000",
+            "acks": "1",
+        }
+    )
+    assert producer == {
+        "bootstrap.servers": "h:1",
+        "message.max.bytes": "5000000",
+        "queue.buffering.max.kbytes": "32769",
+        "acks": "1",
+        "enable.idempotence": "false",  # acks=1 turns the default idempotence off (KIP-679)
+    }
+    with pytest.raises(ValueError, match=r"Must set kafka\.acks to all"):
+        translate_producer({"acks": "1", "enable.idempotence": "true"})
+    kerberos = translate_consumer(
+        {
+            "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+            'useKeyTab=true keyTab="/k.keytab" principal="spark@EX.COM";'
+        }
+    )
+    assert kerberos == {
+        "sasl.kerberos.keytab": "/k.keytab",
+        "sasl.kerberos.principal": "spark@EX.COM",
+        "sasl.mechanisms": "GSSAPI",
+    }
+    oauth = translate_producer(
+        {
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
+            'OAuthBearerLoginModule required clientId="c" clientSecret="s" scope="kafka";',
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        }
+    )
+    assert oauth["sasl.oauthbearer.method"] == "oidc" and oauth["sasl.oauthbearer.client.id"] == "c"
+    assert oauth["sasl.oauthbearer.token.endpoint.url"] == "https://idp/token"
+    with pytest.raises(ValueError, match="PKCS12"):
+        translate_producer({"ssl.keystore.location": "/k.jks"})
+
+
+def test_translated_names_are_librdkafka_properties() -> None:
+    """librdkafka refuses unknown property names when a client is built."""
+    common = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}
+    consumer = translate_consumer(
+        {"fetch.max.wait.ms": "50", "receive.buffer.bytes": "65536", "send.buffer.bytes": "65536"}
+    )
+    Consumer({**common, **consumer, "group.id": "g"}).close()
+    producer = translate_producer(
+        {
+            "max.request.size": "5000000",
+            "buffer.memory": "33554432",
+            "acks": "1",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";',
+            "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----",
+        }
+    )
+    producer.pop("ssl.ca.pem")  # a real PEM is parsed at construction
+    Producer({**common, **producer}).flush(0)
+
+
+def test_sink_accepts_headers_of_any_nullability() -> None:
+    def headers(contains_null: bool, key_nullable: bool, value_nullable: bool) -> ArrayType:
+        return ArrayType(
+            StructType(
+                [
+                    StructField("key", StringType(), key_nullable),
+                    StructField("value", BinaryType(), value_nullable),
+                ]
+            ),
+            contains_null,
+        )
+
+    for flags in itertools.product((True, False), repeat=3):
+        schema = StructType(
+            [StructField("value", StringType()), StructField("headers", headers(*flags), False)]
+        )
+        assert sink_columns(schema, "t").headers == "headers"
+    bad = StructType(
+        [
+            StructField("value", StringType()),
+            StructField("headers", ArrayType(StructType([StructField("k", StringType())]))),
+        ]
+    )
+    with pytest.raises(OptionError, match="headers attribute type"):
+        sink_columns(bad, "t")
+
+
+def test_offsets_behind_latest_is_sparks_formula() -> None:
+    source = {
+        "endOffset": json.dumps({"t": {"0": 10, "1": 40}, "u": {"0": 5}}),
+        "latestOffset": json.dumps({"t": {"0": 25, "1": 40}, "u": {"0": 9}}),
+        "metrics": {},
+    }
+    assert offsets_behind(source) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "15",
+        "avgOffsetsBehindLatest": str(19 / 3),
+    }
+    progress = with_offsets_behind({"sources": [source, {"endOffset": None}]})
+    assert progress["sources"][0]["metrics"]["maxOffsetsBehindLatest"] == "15"
+    assert progress["sources"][1]["metrics"] == {}
 
 
 # -- offsets and planning -------------------------------------------------------------
@@ -301,12 +523,13 @@ def test_pyfiles_zip_is_importable_on_its_own(tmp_path: Path) -> None:
     assert (
         "odradek/pipeline/datasource.py" in names and "odradek/pipeline/jobs/access_log.py" in names
     )
-    assert not [
-        n for n in names if not n.startswith("odradek/pipeline/") and n != "odradek/__init__.py"
-    ]
+    shipped = ("odradek/pipeline/", "odradek/protocol/", "odradek/records/")
+    assert not [n for n in names if not n.startswith(shipped) and n != "odradek/__init__.py"]
+    assert "odradek/records/compression.py" in names and "odradek/protocol/messages.py" in names
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import odradek.pipeline.datasource as d, odradek.pipeline.jobs.access_log as j;"
+        "import odradek.pipeline.partition_fetcher;"
         "print(d.__file__); print(j.__file__); print(d.OdradekDataSource.name())"
     )
     res = subprocess.run(
@@ -315,3 +538,163 @@ def test_pyfiles_zip_is_importable_on_its_own(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     ds_file, job_file, name = res.stdout.split()
     assert ds_file.startswith(str(out)) and job_file.startswith(str(out)) and name == "odradek"
+
+
+def test_pyfiles_runs_where_an_odradek_folder_shadows_the_install(tmp_path: Path) -> None:
+    """From a directory holding a folder named ``odradek`` (a clone of the repository),
+    ``odradek`` resolves to that folder as a namespace package without ``__file__``."""
+    (tmp_path / "odradek").mkdir()
+    res = subprocess.run(
+        [sys.executable, "-m", "odradek.pipeline.pyfiles", "--output", "out.zip"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "out.zip").stat().st_size > 0 and "wrote out.zip" in res.stdout
+
+
+# -- record batches to Arrow columns ---------------------------------------------------------
+
+_record = st.tuples(
+    st.none() | st.binary(max_size=300),
+    st.none() | st.binary(max_size=3000),
+    st.lists(st.tuples(st.text(max_size=20), st.none() | st.binary(max_size=50)), max_size=4),
+    st.integers(min_value=0, max_value=10**7),
+)
+
+
+@settings(deadline=None, max_examples=60)  # numpy/Arrow start-up varies on a busy machine
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(_record, min_size=1, max_size=40),
+            st.sampled_from(list(Compression)),
+            st.booleans(),  # LogAppendTime
+            st.integers(min_value=1, max_value=3),  # offset gap before the batch (compaction)
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    cut=st.integers(min_value=0, max_value=60),
+    window=st.tuples(st.integers(0, 30), st.integers(0, 300)),
+)
+def test_record_batches_decode_column_wise_like_the_batch_decoder(
+    batches: list[
+        tuple[
+            list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+            Compression,
+            bool,
+            int,
+        ]
+    ],
+    cut: int,
+    window: tuple[int, int],
+) -> None:
+    """Decoded columns equal what Odradek's reference decoder reads from the same bytes,
+    across codecs, null keys/values, headers, LogAppendTime, control batches, offset
+    gaps and a last batch cut short (as a Fetch size limit leaves it)."""
+    schema = arrow_schema(source_schema(True))
+    wire = b""
+    offset = 5
+    for records, codec, log_append, gap in batches:
+        offset += gap
+        builder = BatchBuilder(
+            base_offset=offset,
+            compression=codec,
+            timestamp_type=TimestampType.LOG_APPEND_TIME
+            if log_append
+            else TimestampType.CREATE_TIME,
+            log_append_time=1_700_000_123_000 if log_append else None,
+        )
+        for key, value, headers, ts in records:
+            builder.append(1_700_000_000_000 + ts, key, value, headers)
+        wire += builder.build()
+        offset += len(records)
+        wire += build_end_txn_marker_batch(
+            control_type=ControlRecordType.COMMIT,
+            coordinator_epoch=0,
+            producer_id=1,
+            producer_epoch=0,
+            timestamp=1_700_000_000_000,
+            base_offset=offset,
+        )
+        offset += 1
+    cut_wire = wire[: max(0, len(wire) - cut)]
+    expected = (
+        [r for b in decode_batches(cut_wire) if not b.is_control for r in b.records]
+        if cut_wire
+        else []
+    )
+    start, end = 5 + window[0], 5 + window[0] + window[1]
+    want = [r for r in expected if start <= r.offset < end]
+    chunk = decode_records(memoryview(cut_wire), 5, start, end, "t", 3, schema, True)
+    got = chunk.batch.to_pylist() if chunk.batch is not None else []
+    assert [g["offset"] for g in got] == [r.offset for r in want]
+    for g, r in zip(got, want, strict=True):
+        assert (g["key"], g["value"], g["topic"], g["partition"]) == (r.key, r.value, "t", 3)
+        assert int(g["timestamp"].timestamp() * 1000) == r.timestamp
+        assert g["headers"] == ([{"key": k, "value": v} for k, v in r.headers] or None)
+    log_append_offsets = (
+        {r.offset for b in decode_batches(cut_wire) if b.timestamp_type == 1 for r in b.records}
+        if cut_wire
+        else set()
+    )
+    assert [g["timestampType"] for g in got] == [
+        1 if g["offset"] in log_append_offsets else 0 for g in got
+    ]
+    whole = [b for b in decode_batches(cut_wire)] if cut_wire else []
+    assert chunk.next_offset == (max((b.last_offset + 1 for b in whole), default=5))
+
+
+@settings(deadline=None, max_examples=60)  # numpy/Arrow start-up varies on a busy machine
+@given(
+    rows=st.lists(
+        st.tuples(st.none() | st.binary(max_size=200), st.none() | st.binary(max_size=2000)),
+        min_size=1,
+        max_size=300,
+    ),
+    as_text=st.booleans(),
+)
+def test_arrow_columns_encode_to_a_batch_the_reference_decoder_reads(
+    rows: list[tuple[bytes | None, bytes | None]], as_text: bool
+) -> None:
+    keys = pa.array([k for k, _ in rows], pa.binary())
+    values = pa.array([v for _, v in rows], pa.binary())
+    if as_text:  # string columns are written as their UTF-8 bytes
+        keys = pa.array([None if k is None else k.hex() for k, _ in rows], pa.string())
+        rows = [(None if k is None else k.hex().encode(), v) for k, v in rows]
+    wire = encode_batch(
+        keys,
+        values,
+        timestamp_ms=1_700_000_000_123,
+        producer_id=9,
+        producer_epoch=2,
+        base_sequence=40,
+    )
+    (batch,) = decode_batches(wire)  # verifies the CRC-32C
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (9, 2, 40)
+    assert batch.record_count == len(rows)
+    assert [(r.key, r.value) for r in batch.records] == rows
+    assert {r.timestamp for r in batch.records} == {1_700_000_000_123}
+
+
+@settings(deadline=None, max_examples=60)  # numpy/Arrow start-up varies on a busy machine
+@given(keys=st.lists(st.binary(max_size=64), min_size=1, max_size=200), n=st.integers(1, 50))
+def test_key_partitions_are_the_java_clients(keys: list[bytes], n: int) -> None:
+    got = murmur2_partitions(pa.array(keys, pa.binary()), n).tolist()
+    assert got == [(murmur2(k) & 0x7FFFFFFF) % n for k in keys]
+
+
+def test_records_of_one_size_decode_on_the_fast_path_too() -> None:
+    """60 records of one encoded size: their starts are predicted and checked at once."""
+    schema = arrow_schema(source_schema(False))
+    builder = BatchBuilder(base_offset=100)
+    for i in range(60):
+        builder.append(1_700_000_000_000, b"k%02d" % i, b"v" * 40)
+    wire = builder.build()
+    chunk = decode_records(memoryview(wire), 100, 100, 200, "t", 0, schema, False)
+    assert chunk.batch is not None and chunk.next_offset == 160
+    assert chunk.batch.column("key").to_pylist() == [b"k%02d" % i for i in range(60)]
+    assert chunk.batch.column("offset").to_pylist() == list(range(100, 160))

@@ -1,0 +1,291 @@
+"""Executor side of the at-least-once sink: produce Arrow batches as whole Kafka record
+batches, from the Arrow buffers, over the task's own connections.
+
+librdkafka takes one message per ``produce`` call, a Python call per row; here the
+rows of a Spark Arrow batch are assigned partitions column-wise (explicit
+``partition`` column, else the Java client's murmur2 of the key, else one partition
+per Arrow batch as the Java sticky partitioner does), grouped, and encoded into v2
+batches by :mod:`batch_encoder`. The producer is idempotent, as the librdkafka one
+is: one producer id per task (InitProducerId), a sequence per partition, one batch
+in flight per partition, so a resent batch is deduplicated by the broker and order is
+kept. ``acks=all``. Leadership changes and lost connections are retried with the
+same batches until ``delivery.timeout.ms`` (120 s); any other error fails the task
+with its name.
+
+It serves plaintext clusters with the sink's default producer settings and no
+``headers`` column; ``record_producer`` (librdkafka) serves everything else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict, deque
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from odradek.pipeline.batch_encoder import encode_batch
+from odradek.pipeline.wire_connection import WireConnection, any_broker, partition_leaders
+from odradek.protocol.messages import InitProducerIdRequest, ProduceRequest
+
+PRODUCE = 0
+PRODUCE_VERSION = 7
+INIT_PRODUCER_ID = 22
+INIT_PRODUCER_ID_VERSION = 2
+BATCH_BYTES = 900_000  # under the broker's default max.message.bytes (1 MiB)
+MAX_RECORD_BYTES = 1_000_000  # librdkafka's message.max.bytes default, as the fallback has
+DELIVERY_TIMEOUT_S = 120.0
+DUPLICATE_SEQUENCE_NUMBER = 46
+RETRIABLE = {3, 5, 6, 7, 13, 19, 20, 74, 75}
+ERROR_NAMES = {
+    10: "MESSAGE_TOO_LARGE: the batch is larger than the broker's message.max.bytes (too large)",
+    18: "RECORD_LIST_TOO_LARGE",
+    45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    87: "INVALID_RECORD",
+    29: "TOPIC_AUTHORIZATION_FAILED",
+}
+
+
+def murmur2_partitions(keys: pa.Array, partitions: int) -> np.ndarray:
+    """The Java client's default partition of each non-null key:
+    ``toPositive(Utils.murmur2(key)) % partitions``, for all keys at once."""
+    col = keys.cast(pa.binary()) if not pa.types.is_binary(keys.type) else keys
+    col = col.fill_null(b"")
+    n = len(col)
+    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32, count=n + 1 + col.offset)[
+        col.offset :
+    ].astype(np.int64)
+    data_buf = col.buffers()[2]
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
+    )
+    data = np.concatenate([data, np.zeros(4, dtype=np.uint8)])
+    starts, lengths = offsets[:-1], offsets[1:] - offsets[:-1]
+    m = np.uint32(0x5BD1E995)
+    h = np.uint32(0x9747B28C) ^ lengths.astype(np.uint32)
+    blocks = lengths // 4
+    with np.errstate(over="ignore"):
+        for j in range(int(blocks.max()) if n else 0):
+            live = blocks > j
+            at = np.minimum(starts + 4 * j, len(data) - 4)  # rows past their key: ignored
+            k = (
+                data[at].astype(np.uint32)
+                | (data[at + 1].astype(np.uint32) << np.uint32(8))
+                | (data[at + 2].astype(np.uint32) << np.uint32(16))
+                | (data[at + 3].astype(np.uint32) << np.uint32(24))
+            )
+            k = k * m
+            k ^= k >> np.uint32(24)
+            k = k * m
+            h = np.where(live, (h * m) ^ k, h)
+        tail = lengths % 4
+        base = np.minimum(starts + 4 * blocks, len(data) - 4)
+        t = np.zeros(n, dtype=np.uint32)
+        t ^= np.where(tail >= 3, data[base + 2].astype(np.uint32) << np.uint32(16), 0).astype(
+            np.uint32
+        )
+        t ^= np.where(tail >= 2, data[base + 1].astype(np.uint32) << np.uint32(8), 0).astype(
+            np.uint32
+        )
+        t ^= np.where(tail >= 1, data[base].astype(np.uint32), 0).astype(np.uint32)
+        h = np.where(tail > 0, (h ^ t) * m, h)
+        h ^= h >> np.uint32(13)
+        h = h * m
+        h ^= h >> np.uint32(15)
+    return ((h & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)).astype(np.int64)
+
+
+class ArrowProducer:
+    """One task's idempotent producer; ``send`` queues, ``flush`` waits for acks."""
+
+    def __init__(self, conf: Mapping[str, Any], timeout_s: float = 30.0) -> None:
+        self._conf = conf
+        self._timeout = timeout_s
+        self._conns: dict[tuple[str, int], WireConnection] = {}
+        self._leaders: dict[str, tuple[dict[int, tuple[str, int]], int]] = {}
+        self._seq: dict[tuple[str, int], int] = defaultdict(int)
+        self._queue: dict[tuple[str, int], deque[bytes]] = defaultdict(deque)
+        self._sticky = 0
+        conn = self._conn(any_broker(conf))
+        resp = conn.request(
+            INIT_PRODUCER_ID,
+            INIT_PRODUCER_ID_VERSION,
+            InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout_ms=60_000,
+                producer_id=-1,
+                producer_epoch=-1,
+            ),
+        )
+        if resp.error_code:
+            raise RuntimeError(f"InitProducerId failed: error code {resp.error_code}")
+        self._pid, self._epoch = int(resp.producer_id), int(resp.producer_epoch)
+
+    def knows(self, topic: str) -> bool:
+        """Whether ``topic`` exists (else the caller lets librdkafka create it)."""
+        if topic not in self._leaders:
+            found = partition_leaders(self._conf, topic)
+            if found is None:
+                return False
+            self._leaders[topic] = found
+        return True
+
+    def _conn(self, address: tuple[str, int]) -> WireConnection:
+        conn = self._conns.get(address)
+        if conn is None:
+            conn = WireConnection(address[0], address[1], self._timeout)
+            self._conns[address] = conn
+        return conn
+
+    def send(
+        self, topic: str, keys: pa.Array | None, values: pa.Array, partitions: pa.Array | None
+    ) -> None:
+        """Queue the rows of one topic as batches per partition (the topic must exist)."""
+        _, count = self._leaders[topic]
+        n = len(values)
+        part = np.full(n, -1, dtype=np.int64)
+        if partitions is not None:
+            given = partitions.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            bad = given[(given >= count) | (given < -1)]
+            if len(bad):
+                raise ValueError(
+                    f"Unknown partition: {topic}-{int(bad[0])} ({topic} has {count} partitions)"
+                )
+            part = given
+        if keys is not None and keys.null_count < n:
+            keyed = (part < 0) & ~pc.is_null(keys).to_numpy(zero_copy_only=False)
+            if keyed.any():
+                part = np.where(keyed, murmur2_partitions(keys, count), part)
+        if (part < 0).any():
+            part = np.where(part < 0, self._sticky % count, part)
+            self._sticky += 1
+        order = np.argsort(part, kind="stable")
+        sorted_parts = part[order]
+        sizes = (
+            pc.binary_length(values.cast(pa.binary()))
+            .fill_null(0)
+            .to_numpy(zero_copy_only=False)
+            .astype(np.int64)
+        )
+        if keys is not None:
+            sizes = sizes + pc.binary_length(keys.cast(pa.binary())).fill_null(0).to_numpy(
+                zero_copy_only=False
+            ).astype(np.int64)
+        sizes = sizes + 24  # record framing
+        if n and int(sizes.max()) > MAX_RECORD_BYTES:
+            raise ValueError(
+                f"MSG_SIZE_TOO_LARGE: a record of {int(sizes.max())} bytes is too large for "
+                f"message.max.bytes ({MAX_RECORD_BYTES}); set kafka.max.request.size"
+            )
+        bounds = np.nonzero(np.diff(sorted_parts))[0] + 1
+        now = int(time.time() * 1000)
+        for group in np.split(order, bounds):
+            p = int(part[group[0]])
+            cum = np.cumsum(sizes[group])
+            cuts = np.searchsorted(cum, np.arange(BATCH_BYTES, int(cum[-1]) + 1, BATCH_BYTES))
+            for rows in np.split(group, np.unique(cuts[(cuts > 0) & (cuts < len(group))])):
+                idx = pa.array(rows)
+                tp = (topic, p)
+                self._queue[tp].append(
+                    encode_batch(
+                        keys.take(idx) if keys is not None else None,
+                        values.take(idx),
+                        timestamp_ms=now,
+                        producer_id=self._pid,
+                        producer_epoch=self._epoch,
+                        base_sequence=self._seq[tp],
+                    )
+                )
+                self._seq[tp] += len(rows)
+        self._drain(wait_all=False)
+
+    def flush(self) -> None:
+        self._drain(wait_all=True)
+
+    def _drain(self, wait_all: bool) -> None:
+        """Send queued batches, one in flight per partition, until the queues are empty
+        (``wait_all``) or short."""
+        deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+        while any(self._queue.values()):
+            if not wait_all and sum(len(q) for q in self._queue.values()) < 8:
+                return
+            by_leader: dict[tuple[str, int], list[tuple[tuple[str, int], bytes]]] = defaultdict(
+                list
+            )
+            for tp, q in self._queue.items():
+                if q:
+                    leader = self._leaders[tp[0]][0].get(tp[1])
+                    if leader is None:
+                        self._refresh(tp[0], deadline)
+                        continue
+                    by_leader[leader].append((tp, q[0]))
+            sent: list[tuple[tuple[str, int], WireConnection, int, list[tuple[str, int]]]] = []
+            for leader, items in by_leader.items():
+                topics: dict[str, list[Any]] = defaultdict(list)
+                for (topic, p), batch in items:
+                    topics[topic].append(
+                        ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=batch)
+                    )
+                request = ProduceRequest(
+                    transactional_id=None,
+                    acks=-1,
+                    timeout_ms=int(self._timeout * 1000),
+                    topic_data=[
+                        ProduceRequest.TopicProduceData(name=t, partition_data=parts)
+                        for t, parts in topics.items()
+                    ],
+                )
+                try:
+                    conn = self._conn(leader)
+                    sent.append(
+                        (
+                            leader,
+                            conn,
+                            conn.send(PRODUCE, PRODUCE_VERSION, request),
+                            [tp for tp, _ in items],
+                        )
+                    )
+                except OSError:
+                    self._drop(leader, deadline, [tp for tp, _ in items])
+            for leader, conn, cid, tps in sent:
+                try:
+                    resp = conn.receive(PRODUCE, PRODUCE_VERSION, cid)
+                except (OSError, ConnectionError):
+                    self._drop(leader, deadline, tps)
+                    continue
+                for topic_resp in resp.responses:
+                    for pr in topic_resp.partition_responses:
+                        tp = (topic_resp.name, pr.index)
+                        err = pr.error_code
+                        if err in (0, DUPLICATE_SEQUENCE_NUMBER):
+                            self._queue[tp].popleft()
+                        elif err in RETRIABLE:
+                            self._refresh(tp[0], deadline)
+                        else:
+                            name = ERROR_NAMES.get(err, f"error code {err}")
+                            raise RuntimeError(f"delivery to {tp[0]}-{tp[1]} failed: {name}")
+
+    def _drop(self, leader: tuple[str, int], deadline: float, tps: list[tuple[str, int]]) -> None:
+        conn = self._conns.pop(leader, None)
+        if conn is not None:
+            conn.close()
+        for topic in {t for t, _ in tps}:
+            self._refresh(topic, deadline)
+
+    def _refresh(self, topic: str, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"records for {topic} not delivered within {DELIVERY_TIMEOUT_S:.0f} s"
+            )
+        time.sleep(0.2)
+        found = partition_leaders(self._conf, topic)
+        if found is not None:
+            self._leaders[topic] = found
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
