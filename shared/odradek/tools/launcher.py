@@ -297,7 +297,7 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                 data / f"gateway-{node_id}",
             )
         )
-    if opts.console:
+    if opts.console and opts.gateways:
         specs.append(console_spec(opts, data, common))
     return specs
 
