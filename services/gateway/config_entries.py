@@ -12,7 +12,7 @@ cluster. Names and values come from the two catalogs that already exist
 - a broker config set in the controller's configuration is STATIC_BROKER_CONFIG;
 - anything else is Kafka's default, DEFAULT_CONFIG.
 
-Synonyms are listed in that order of precedence (KAFKA-COMPAT item 19: clients
+Synonyms are listed in that order of precedence (docs/compatibility.md C19: clients
 expect defaults to be listed, with their source).
 
 The controller publishes ``cluster_configs`` as the effective broker values

@@ -9,7 +9,7 @@ gateways by the partition-to-gateway mapping in Metadata.
 Dispatch: one module per Kafka API under ``odradek.gateway.apis``, each written
 against :class:`~odradek.gateway.gateway_api.GatewayApi`; the versions we
 advertise are :data:`odradek.protocol.versions.SUPPORTED` limited to the APIs that
-have a handler here (KAFKA-COMPAT item 4: advertise only what is served).
+have a handler here (docs/compatibility.md C4: advertise only what is served).
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ class Gateway:
         if key == ApiKey.API_VERSIONS:
             low, high = self.advertised_versions[ApiKey.API_VERSIONS]
             if not low <= header.api_version <= high:
-                # KAFKA-COMPAT item 2: answer in v0 with our ranges; do not parse the body.
+                # docs/compatibility.md C2: answer in v0 with our ranges; do not parse the body.
                 return bytes(
                     build_api_versions_response(
                         header.api_version,

@@ -1,6 +1,6 @@
 """Topic administration through each client's admin API: create with configs, list,
 describe, describe configs (values, defaults and their sources), alter, add
-partitions, delete, and the errors each step answers when misused (KAFKA-COMPAT 19).
+partitions, delete, and the errors each step answers when misused (docs/compatibility.md C19).
 """
 
 from __future__ import annotations

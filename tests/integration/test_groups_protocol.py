@@ -181,7 +181,7 @@ def test_join_sync_heartbeat_leave_exact_versions(bootstrap: str) -> None:
         assert {m.member_id for m in ra2.members} == {ra.member_id, mid_b}
         assert rb.members == [] and rb.protocol_name == "range"
         # The follower's SyncGroup waits for the leader's; the leader assigns only
-        # itself, and the follower still gets an (empty) assignment (COMPAT 16).
+        # itself, and the follower still gets an (empty) assignment (docs/compatibility.md C16).
         sa = encode_assignment({"t": [0, 1]})
         b.send(
             SyncGroupRequest(
@@ -317,7 +317,7 @@ def test_offset_commit_fetch_round_trip(bootstrap: str) -> None:
             commit(c, other, topic, {0: (1, 0, "x")}, version=2).topics[0].partitions[0].error_code
             == 0
         )
-        # v5-7: one group; metadata string and leader epoch come back (COMPAT 18).
+        # v5-7: one group; metadata string and leader epoch come back (docs/compatibility.md C18).
         T = OffsetFetchRequest.OffsetFetchRequestTopic
         f = c.call(
             OffsetFetchRequest(

@@ -3,7 +3,7 @@
 Answered from this gateway's metadata, no round trip. TOPIC resources list every
 topic config: overrides as DYNAMIC_TOPIC_CONFIG, broker-level values as
 DYNAMIC_DEFAULT_BROKER_CONFIG or STATIC_BROKER_CONFIG, the rest with Kafka's
-default as DEFAULT_CONFIG (KAFKA-COMPAT item 19); the rules live in
+default as DEFAULT_CONFIG (docs/compatibility.md C19); the rules live in
 :mod:`odradek.gateway.config_entries`. v0 carries ``is_default`` instead of
 ``config_source``; synonyms are sent from v1 when ``include_synonyms``;
 ``config_type`` from v3 and ``documentation`` from v3 when

@@ -5,8 +5,8 @@ group's ``__consumer_offsets`` shard, which forwards the group's requests to the
 coordinator service owning the shard (any gateway would do; a fixed one keeps
 ListGroups answers disjoint). COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets``
 does not exist yet, the shard has no live coordinator, or no offset store is online;
-clients retry. v4+ batch several keys with an error per key (KAFKA-COMPAT item 18).
-Deviation: transactions and share groups are not supported (KAFKA-COMPAT item 20).
+clients retry. v4+ batch several keys with an error per key (docs/compatibility.md C18).
+Deviation: transactions and share groups are not supported (docs/compatibility.md C20).
 Key type 1 (TRANSACTION) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
 librdkafka, the Java client and kafka-python all treat as fatal, so a transactional
 producer fails at once with a clear message instead of retrying the lookup until it

@@ -3,8 +3,8 @@
 Brokers are the online gateways; every partition's leader is a gateway chosen by a
 stable hash (any gateway can serve any partition), while ``replica_nodes``/``isr_nodes``
 list the storage node ids that hold the data, so tools show the real replication
-factor and ISR. ``leader_epoch`` is the storage leader epoch (KAFKA-COMPAT item 13);
-topic ids are the controller's stable UUIDs (item 12).
+factor and ISR. ``leader_epoch`` is the storage leader epoch (docs/compatibility.md C13);
+topic ids are the controller's stable UUIDs (docs/compatibility.md C12).
 
 Auto-creation: a requested unknown topic is created when ``auto.create.topics.enable``
 is on and the request allows it (v4+ flag, always for older versions), with

@@ -343,7 +343,7 @@ def authorized_operations(operations: Collection[int] | None) -> set[int]:
 
 
 def expects_response(header: RequestHeader, request: Message) -> bool:
-    """False for Produce with acks=0: Kafka sends no response at all (KAFKA-COMPAT 6)."""
+    """False for Produce with acks=0: Kafka sends no response at all (docs/compatibility.md C6)."""
     return not (header.api_key == ApiKey.PRODUCE and request.acks == 0)
 
 
