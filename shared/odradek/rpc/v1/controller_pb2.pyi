@@ -36,10 +36,12 @@ PREFERRED: ElectionType
 UNCLEAN: ElectionType
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "incarnation")
     NODE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.Node
-    def __init__(self, node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ...) -> None: ...
+    incarnation: int
+    def __init__(self, node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "incarnation", "heartbeat_interval_ms", "session_timeout_ms", "cluster_id")
