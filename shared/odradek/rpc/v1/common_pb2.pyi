@@ -67,7 +67,7 @@ class Node(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class Partition(_message.Message):
-    __slots__ = ("partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "offline_replicas")
+    __slots__ = ("partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "offline_replicas", "adding_replicas", "removing_replicas")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,8 @@ class Partition(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     partition: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
     isr: _containers.RepeatedScalarFieldContainer[int]
@@ -82,7 +84,9 @@ class Partition(_message.Message):
     leader_epoch: int
     partition_epoch: int
     offline_replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Topic(_message.Message):
     __slots__ = ("name", "topic_id", "configs", "partitions", "internal")
