@@ -48,6 +48,8 @@ class NodeInfo:
     state: NodeState = NodeState.ONLINE
     incarnation: int = 0
     advertised_host: str = ""
+    # Gateways: storage node id -> broker port (common.proto ``Node.broker_ports``).
+    broker_ports: dict[int, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +63,7 @@ class NodeInfo:
             "state": int(self.state),
             "incarnation": self.incarnation,
             "advertised_host": self.advertised_host,
+            "broker_ports": {str(k): v for k, v in sorted(self.broker_ports.items())},
         }
 
     @classmethod
@@ -76,6 +79,7 @@ class NodeInfo:
             state=NodeState(obj.get("state", NodeState.ONLINE)),
             incarnation=int(obj.get("incarnation", 0)),
             advertised_host=obj.get("advertised_host", ""),
+            broker_ports={int(k): int(v) for k, v in (obj.get("broker_ports") or {}).items()},
         )
 
 

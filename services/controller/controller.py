@@ -570,14 +570,17 @@ class Controller:
 
     # ------------------------------------------------------------------ nodes
 
-    async def register_node(self, node: NodeInfo) -> NodeInfo:
+    async def register_node(self, node: NodeInfo, *, session: int = 0) -> NodeInfo:
+        """Register ``node``; ``session`` (its current incarnation) updates its endpoints in place."""
+
         def register(model: ClusterModel) -> NodeInfo:
-            registered = model.register_node(node)
+            registered = model.register_node(node, session=session)
             self._last_seen[node.node_id] = self.clock()
             return registered
 
         registered = await self._mutate(register)
-        await uncancellable(self._vouch(registered))
+        if not session or registered.incarnation != session:
+            await uncancellable(self._vouch(registered))
         return registered
 
     def heartbeat(self, node_id: int, incarnation: int) -> bool:

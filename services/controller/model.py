@@ -10,7 +10,8 @@ fails it throws the whole model away and reloads from the store.
 
 Logical keys: ``cluster`` (id, metadata version, last incarnation),
 ``producer_ids``, ``cluster_configs`` (dynamic overrides), ``shards``,
-``nodes/<id>``, ``topics/<name>``.
+``nodes/<id>``, ``topics/<name>``, ``broker_configs/<id>`` (per-broker dynamic
+configs of storage node ``id``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import base64
 import random
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
 
@@ -55,6 +56,7 @@ KEY_CLUSTER_CONFIGS = "cluster_configs"
 KEY_SHARDS = "shards"
 NODE_PREFIX = "nodes/"
 TOPIC_PREFIX = "topics/"
+BROKER_CONFIGS_PREFIX = "broker_configs/"
 
 DEFAULT_PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PARTITIONS_PER_REQUEST = 100_000
@@ -150,6 +152,8 @@ class ClusterModel:
     ) -> None:
         self.static_configs = {**BROKER_CONFIGS.defaults(), **dict(static_configs or {})}
         self.dynamic_configs: dict[str, str] = {}
+        # Per-broker dynamic configs by storage node id (Kafka's DYNAMIC_BROKER_CONFIG).
+        self.broker_configs: dict[int, dict[str, str]] = {}
         self.producer_id_block_size = producer_id_block_size
         self.rng = rng or random.Random()
         self.cluster_id = ""
@@ -184,6 +188,8 @@ class ClusterModel:
                 topic = TopicState.from_json(value)
                 self.topics[topic.name] = topic
                 self.topics_by_id[topic.topic_id] = topic.name
+            elif key.startswith(BROKER_CONFIGS_PREFIX) and value:
+                self.broker_configs[int(key[len(BROKER_CONFIGS_PREFIX) :])] = dict(value)
 
     def bootstrap(self) -> bool:
         """First start of a cluster: a cluster id and the coordinator shards. True if new."""
@@ -237,6 +243,9 @@ class ClusterModel:
         if key.startswith(TOPIC_PREFIX):
             topic = self.topics.get(key[len(TOPIC_PREFIX) :])
             return None if topic is None else topic.to_json()
+        if key.startswith(BROKER_CONFIGS_PREFIX):
+            configs = self.broker_configs.get(int(key[len(BROKER_CONFIGS_PREFIX) :]))
+            return dict(sorted(configs.items())) if configs else None
         raise KeyError(key)
 
     def _mark_topic(self, topic: TopicState | str) -> None:
@@ -297,8 +306,12 @@ class ClusterModel:
             )
         return node
 
-    def register_node(self, node: NodeInfo) -> NodeInfo:
-        """A node (re)starts: fence any previous session, then bring it online."""
+    def register_node(self, node: NodeInfo, *, session: int = 0) -> NodeInfo:
+        """A node (re)starts: fence any previous session, then bring it online.
+
+        With ``session`` equal to the node's live incarnation the node is not restarting
+        but announcing new endpoints (a gateway's broker ports): they change in place.
+        """
         if node.node_id < 0:
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"Invalid node id {node.node_id}")
         if node.kind not in (
@@ -310,6 +323,20 @@ class ClusterModel:
         ):
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"Node {node.node_id} has no kind")
         existing = self.nodes.get(node.node_id)
+        if (
+            session
+            and existing is not None
+            and existing.incarnation == session
+            and existing.kind == node.kind
+            and existing.state is not NodeState.OFFLINE
+        ):
+            updated = replace(
+                node, kind=existing.kind, state=existing.state, incarnation=existing.incarnation
+            )
+            if updated != existing:
+                self.nodes[node.node_id] = updated
+                self._mark_node(node.node_id)
+            return updated
         if (
             existing is not None
             and existing.kind != node.kind
@@ -335,6 +362,7 @@ class ClusterModel:
             state=NodeState.ONLINE,
             incarnation=self.last_incarnation,
             advertised_host=node.advertised_host,
+            broker_ports=dict(node.broker_ports),
         )
         self.nodes[node.node_id] = registered
         self._mark_node(node.node_id)
@@ -663,13 +691,15 @@ class ClusterModel:
                 topic.configs = validated
                 self._mark_topic(topic)
             return
+        if resource_type is ResourceType.BROKER and resource_name:
+            self._alter_broker_configs(
+                self._broker_id(resource_name),
+                changes,
+                incremental=incremental,
+                validate_only=validate_only,
+            )
+            return
         if resource_type is ResourceType.BROKER:
-            if resource_name not in ("",):
-                raise ControllerError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"Per-broker dynamic configs are not supported (broker {resource_name}); "
-                    "alter the cluster default (empty resource name)",
-                )
             current = dict(self.dynamic_configs)
             updated = self._apply_changes(
                 current,
@@ -688,6 +718,54 @@ class ClusterModel:
         raise ControllerError(
             ErrorCode.INVALID_REQUEST, f"Unsupported resource type {int(resource_type)}"
         )
+
+    def _broker_id(self, name: str) -> int:
+        """A BROKER resource name as a registered storage node id (QuorumController's checks)."""
+        try:
+            node_id = int(name)
+        except ValueError:
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST, f"Invalid broker name {name}"
+            ) from None
+        node = self.nodes.get(node_id)
+        if node is None or node.kind is not NodeKind.STORAGE:
+            raise ControllerError(
+                ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found."
+            )
+        return node_id
+
+    def broker_config(self, node_id: int, name: str) -> str | None:
+        """One broker's effective value: its own dynamic config, else the cluster's."""
+        own = self.broker_configs.get(node_id, {})
+        return own[name] if name in own else self.config(name)
+
+    def _alter_broker_configs(
+        self,
+        node_id: int,
+        changes: Sequence[ConfigChange],
+        *,
+        incremental: bool,
+        validate_only: bool,
+    ) -> None:
+        """AlterConfigs on ``BROKER <id>``: that broker's DYNAMIC_BROKER_CONFIG overrides."""
+        current = dict(self.broker_configs.get(node_id, {}))
+
+        def list_base(name: str) -> list[str]:
+            value = self.broker_config(node_id, name)
+            return value.split(",") if value else []
+
+        updated = self._apply_changes(
+            current, changes, incremental, list_base, broker_defaults.is_list
+        )
+        touched = {c.name for c in changes} | (set(current) if not incremental else set())
+        for name in touched:
+            broker_defaults.check_dynamic_update(name, updated.get(name))
+        if not validate_only and updated != current:
+            if updated:
+                self.broker_configs[node_id] = updated
+            else:
+                self.broker_configs.pop(node_id, None)
+            self._dirty.add(f"{BROKER_CONFIGS_PREFIX}{node_id}")
 
     def _topic_list_base(self, topic: TopicState, name: str) -> list[str]:
         if name not in TOPIC_CONFIGS:

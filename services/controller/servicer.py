@@ -78,9 +78,10 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             metrics_port=n.metrics_port,
             rack=n.rack,
             advertised_host=n.advertised_host,
+            broker_ports=dict(n.broker_ports),
         )
         try:
-            registered = await self.controller.register_node(node)
+            registered = await self.controller.register_node(node, session=request.incarnation)
         except ControllerError as exc:
             return controller_pb2.RegisterNodeResponse(
                 error_code=exc.code, error_message=exc.message

@@ -21,6 +21,7 @@ def node_proto(node: NodeInfo) -> common_pb2.Node:
         state=cast(common_pb2.NodeState, int(node.state)),
         incarnation=node.incarnation,
         advertised_host=node.advertised_host,
+        broker_ports=node.broker_ports,
     )
 
 
@@ -58,6 +59,12 @@ def build_metadata(
         nodes=[node_proto(model.nodes[n]) for n in sorted(model.nodes)],
         topics=[topic_proto(model.topics[t], model) for t in sorted(model.topics)],
         cluster_configs=model.effective_configs(),
+        dynamic_cluster_configs=model.dynamic_configs,
+        broker_configs={
+            node_id: common_pb2.BrokerConfigs(configs=configs)
+            for node_id, configs in model.broker_configs.items()
+            if configs
+        },
         coordinator_shards=[
             common_pb2.CoordinatorShard(
                 shard=s.shard, coordinator_id=s.coordinator_id, epoch=s.epoch

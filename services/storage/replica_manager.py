@@ -101,6 +101,9 @@ class ReplicaManager:
         self.snapshot = snapshot
         defaults = dict(self.static_broker_defaults)
         defaults.update(snapshot.raw.cluster_configs)
+        # This node's own dynamic configs (AlterConfigs on BROKER <node id>) win.
+        if self.node_id in snapshot.raw.broker_configs:
+            defaults.update(snapshot.raw.broker_configs[self.node_id].configs)
         if defaults != self.broker_defaults:
             self.broker_defaults = defaults
             self._configs.clear()
