@@ -91,9 +91,14 @@ class PartitionState:
     leader: int = NO_LEADER
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455, odradek.controller.reassignment).
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+    # Replicas whose storage node reported their log directory failed (until it restarts).
+    offline: list[int] = field(default_factory=list)
 
     def to_json(self) -> list[Any]:
-        return [
+        row: list[Any] = [
             self.partition,
             self.replicas,
             self.isr,
@@ -101,10 +106,22 @@ class PartitionState:
             self.leader_epoch,
             self.partition_epoch,
         ]
+        if self.adding_replicas or self.removing_replicas or self.offline:
+            row += [self.adding_replicas, self.removing_replicas, self.offline]
+        return row
 
     @classmethod
     def from_json(cls, row: list[Any]) -> PartitionState:
-        return cls(int(row[0]), list(row[1]), list(row[2]), int(row[3]), int(row[4]), int(row[5]))
+        extra = [list(x) for x in row[6:9]] if len(row) > 6 else [[], [], []]
+        return cls(
+            int(row[0]),
+            list(row[1]),
+            list(row[2]),
+            int(row[3]),
+            int(row[4]),
+            int(row[5]),
+            *extra,
+        )
 
     def copy(self) -> PartitionState:
         return PartitionState(
@@ -114,6 +131,9 @@ class PartitionState:
             self.leader,
             self.leader_epoch,
             self.partition_epoch,
+            list(self.adding_replicas),
+            list(self.removing_replicas),
+            list(self.offline),
         )
 
 

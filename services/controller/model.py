@@ -27,7 +27,7 @@ from typing import Any
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.definition import ConfigType, InvalidConfigError
 from odradek.config_catalog.topic import TOPIC_CONFIGS
-from odradek.controller import broker_defaults
+from odradek.controller import broker_defaults, reassignment
 from odradek.controller.assignment import (
     assign_replicas,
     check_manual_assignment,
@@ -286,6 +286,10 @@ class ClusterModel:
         node = self.nodes.get(node_id)
         return node is not None and node.kind is NodeKind.STORAGE and node.state is NodeState.ONLINE
 
+    def eligible_in(self, p: PartitionState) -> Callable[[int], bool]:
+        """Eligibility of ``p``'s replicas: an ONLINE node whose log directory for ``p`` works."""
+        return lambda r: r not in p.offline and self.eligible(r)
+
     def usable_storage_nodes(self) -> list[int]:
         return sorted(n for n in self.nodes if self.eligible(n))
 
@@ -368,6 +372,7 @@ class ClusterModel:
         self._mark_node(node.node_id)
         self._dirty.add(KEY_CLUSTER)
         if registered.kind is NodeKind.STORAGE:
+            self._clear_offline(registered.node_id)
             self._elect_leaderless(registered.node_id)
         self._rebalance_shards()
         return registered
@@ -392,7 +397,7 @@ class ClusterModel:
         for topic, p in self._partitions_of(node_id):
             if p.leader == node_id:
                 isr = [r for r in p.isr if r != node_id]
-                leader, _ = choose_leader(p.replicas, isr, self.eligible)
+                leader, _ = choose_leader(p.replicas, isr, self.eligible_in(p))
                 if leader != NO_LEADER:
                     self._change(topic, p, leader, isr)
             elif node_id in p.isr and len(p.isr) > 1:
@@ -415,7 +420,8 @@ class ClusterModel:
             return False
         for topic in self.topics.values():
             for p in topic.partitions:
-                if p.leader == node_id and any(r != node_id and self.eligible(r) for r in p.isr):
+                eligible = self.eligible_in(p)
+                if p.leader == node_id and any(r != node_id and eligible(r) for r in p.isr):
                     return False
         return True
 
@@ -432,7 +438,7 @@ class ClusterModel:
             leader = p.leader
             if leader == node_id or leader == NO_LEADER:
                 leader, isr = choose_leader(
-                    p.replicas, isr, self.eligible, unclean=self.unclean_enabled(topic)
+                    p.replicas, isr, self.eligible_in(p), unclean=self.unclean_enabled(topic)
                 )
             self._change(topic, p, leader, isr)
 
@@ -441,7 +447,7 @@ class ClusterModel:
         for topic, p in self._partitions_of(node_id):
             if p.leader == NO_LEADER:
                 leader, isr = choose_leader(
-                    p.replicas, p.isr, self.eligible, unclean=self.unclean_enabled(topic)
+                    p.replicas, p.isr, self.eligible_in(p), unclean=self.unclean_enabled(topic)
                 )
                 self._change(topic, p, leader, isr)
 
@@ -873,8 +879,9 @@ class ClusterModel:
                 ErrorCode.INVALID_REQUEST,
                 f"Invalid ISR {isr}: it must hold the leader and only distinct replicas of {p.replicas}",
             )
+        eligible = self.eligible_in(p)
         for r in isr:
-            if r not in p.isr and not self.eligible(r):
+            if r not in p.isr and not eligible(r):
                 raise ControllerError(
                     ErrorCode.INELIGIBLE_REPLICA,
                     f"Replica {r} is offline or in controlled shutdown and cannot join the ISR",
@@ -882,10 +889,11 @@ class ClusterModel:
         leader = p.leader
         leader_node = self.nodes.get(leader)
         if leader_node is not None and leader_node.state is NodeState.SHUTTING_DOWN:
-            moved, _ = choose_leader(p.replicas, isr, self.eligible, exclude=leader)
+            moved, _ = choose_leader(p.replicas, isr, eligible, exclude=leader)
             if moved != NO_LEADER:
                 leader, isr = moved, [r for r in isr if r != p.leader]
         self._change(topic, p, leader, isr)
+        self._maybe_complete_reassignment(topic, p)
         return p
 
     def _targets(self, partitions: Iterable[tuple[str, int]] | None) -> Iterator[tuple[str, int]]:
@@ -911,7 +919,7 @@ class ClusterModel:
                             ErrorCode.ELECTION_NOT_NEEDED,
                             "Leader election not needed for topic partition.",
                         )
-                    if preferred not in p.isr or not self.eligible(preferred):
+                    if preferred not in p.isr or not self.eligible_in(p)(preferred):
                         raise ControllerError(
                             ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                             f"Failed to elect leader for partition {name}-{index} under strategy PreferredReplicaPartitionLeaderElectionStrategy",
@@ -923,7 +931,9 @@ class ClusterModel:
                             ErrorCode.ELECTION_NOT_NEEDED,
                             "Leader election not needed for topic partition.",
                         )
-                    leader, isr = choose_leader(p.replicas, p.isr, self.eligible, unclean=True)
+                    leader, isr = choose_leader(
+                        p.replicas, p.isr, self.eligible_in(p), unclean=True
+                    )
                     if leader == NO_LEADER:
                         raise ControllerError(
                             ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
@@ -958,10 +968,140 @@ class ClusterModel:
             if not astray or len(astray) * 100 <= pct * len(owned):
                 continue
             for topic, p in astray:
-                if node_id in p.isr:
+                if node_id in p.isr and node_id not in p.offline:
                     self._change(topic, p, node_id, p.isr)
                     moved += 1
         return moved
+
+    # ------------------------------------------------------------------ reassignment (KIP-455)
+
+    def _reassignable(self, name: str, index: int) -> tuple[TopicState, PartitionState]:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise ControllerError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
+            )
+        if not 0 <= index < len(topic.partitions):
+            raise ControllerError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
+            )
+        return topic, topic.partitions[index]
+
+    def alter_partition_reassignment(
+        self,
+        name: str,
+        index: int,
+        target: Sequence[int] | None,
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> None:
+        """Start (or replace) a reassignment of one partition to ``target``; None cancels."""
+        topic, p = self._reassignable(name, index)
+        if target is None:
+            if not reassignment.in_progress(p):
+                raise ControllerError(
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    "No partition reassignment is in progress for this topic or partition.",
+                )
+            sets, isr, unclean = reassignment.revert(p)
+            if unclean and not self.unclean_enabled(topic):
+                raise ControllerError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {name}:{index} because it "
+                    "would require an unclean leader election.",
+                )
+            self._reassign(topic, p, sets, isr, unclean=self.unclean_enabled(topic))
+            return
+        storage = {n for n, info in self.nodes.items() if info.kind is NodeKind.STORAGE}
+        reassignment.check_target(target, storage)
+        if not allow_replication_factor_change:
+            reassignment.check_replication_factor_kept(p, target)
+        self._reassign(topic, p, reassignment.start(p.replicas, target), p.isr)
+
+    def _reassign(
+        self,
+        topic: TopicState,
+        p: PartitionState,
+        sets: reassignment.ReplicaSets,
+        isr: Sequence[int],
+        *,
+        unclean: bool = False,
+    ) -> None:
+        sets, new_isr = reassignment.complete(sets, isr)
+        leader, new_isr = reassignment.elect(
+            p, sets.replicas, new_isr, self.eligible_in(p), unclean=unclean
+        )
+        change, changed = reassignment.apply(p, sets, leader, new_isr)
+        if changed:
+            self._mark_topic(topic)
+            self.stats.leader_elections += int(change.elected)
+            self.stats.isr_shrinks += int(change.isr_shrunk)
+            self.stats.isr_expands += int(change.isr_expanded)
+
+    def _maybe_complete_reassignment(self, topic: TopicState, p: PartitionState) -> None:
+        """The ISR changed: a reassignment whose target is all in sync completes."""
+        if reassignment.in_progress(p):
+            sets = reassignment.ReplicaSets(
+                list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+            )
+            self._reassign(topic, p, sets, p.isr)
+
+    def complete_reassignments(self) -> None:
+        """Finish every reassignment the current ISRs already allow (after a controller
+        failover, so none waits for the next ISR change)."""
+        for topic in self.topics.values():
+            for p in topic.partitions:
+                self._maybe_complete_reassignment(topic, p)
+
+    def partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[tuple[str, PartitionState]]:
+        """Ongoing reassignments; unknown topics and partitions are skipped, as KRaft does."""
+        out: list[tuple[str, PartitionState]] = []
+        for name, index in self._targets(partitions):
+            topic = self.topics.get(name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                continue
+            p = topic.partitions[index]
+            if reassignment.in_progress(p):
+                out.append((name, p.copy()))
+        return out
+
+    # ------------------------------------------------------------------ failed log directories
+
+    def report_offline_replicas(
+        self, node_id: int, incarnation: int, partitions: Iterable[tuple[str, int]]
+    ) -> int:
+        """A storage node's log directory failed: its replicas there are offline until the
+        node restarts. They leave the ISR (a last member stays, as Kafka keeps it) and
+        leadership moves to another in-sync replica. Returns how many were newly offline."""
+        self.check_session(node_id, incarnation)
+        count = 0
+        for name, index in partitions:
+            topic = self.topics.get(name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                continue
+            p = topic.partitions[index]
+            if node_id not in p.replicas or node_id in p.offline:
+                continue
+            p.offline.append(node_id)
+            self._mark_topic(topic)
+            count += 1
+            isr = [r for r in p.isr if r != node_id] if len(p.isr) > 1 else list(p.isr)
+            leader = p.leader
+            if leader in (node_id, NO_LEADER):
+                leader, isr = choose_leader(
+                    p.replicas, isr, self.eligible_in(p), unclean=self.unclean_enabled(topic)
+                )
+            self._change(topic, p, leader, isr)
+        return count
+
+    def _clear_offline(self, node_id: int) -> None:
+        """A storage node (re)registered: it reports failed directories again if any."""
+        for topic, p in self._partitions_of(node_id):
+            if node_id in p.offline:
+                p.offline.remove(node_id)
+                self._mark_topic(topic)
 
     # ------------------------------------------------------------------ gauges
 
@@ -970,7 +1110,10 @@ class ClusterModel:
 
     def under_replicated_partitions(self) -> int:
         return sum(
-            1 for t in self.topics.values() for p in t.partitions if len(p.isr) < len(p.replicas)
+            1
+            for t in self.topics.values()
+            for p in t.partitions
+            if len(p.isr) < len(p.replicas) - len(p.adding_replicas)
         )
 
     def partition_count(self) -> int:

@@ -26,7 +26,7 @@ def node_proto(node: NodeInfo) -> common_pb2.Node:
 
 
 def partition_proto(p: PartitionState, model: ClusterModel | None = None) -> common_pb2.Partition:
-    offline = [r for r in p.replicas if model is not None and not model.live(r)]
+    offline = [r for r in p.replicas if r in p.offline or (model is not None and not model.live(r))]
     return common_pb2.Partition(
         partition=p.partition,
         replicas=p.replicas,
@@ -35,6 +35,8 @@ def partition_proto(p: PartitionState, model: ClusterModel | None = None) -> com
         leader_epoch=p.leader_epoch,
         partition_epoch=p.partition_epoch,
         offline_replicas=offline,
+        adding_replicas=p.adding_replicas,
+        removing_replicas=p.removing_replicas,
     )
 
 
