@@ -11,8 +11,12 @@ find (and kill, and restart) any of them. Ctrl-C or SIGTERM stops everything in
 reverse dependency order, each with a graceful SIGTERM first.
 
 Node ids: gateways 0.., storage nodes 100.., coordinators 200.., offset stores
-300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). Gateways
-are the brokers Kafka clients see.
+300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). The
+brokers Kafka clients see are the storage nodes, each advertised at a broker port of
+a gateway (docs/brokers.md): ephemeral ports by default, listed per gateway in
+``cluster.json`` (``ports``: ``broker-<storage node id>``); with
+``--set broker.port.start=N`` gateway ``i`` serves the fixed range
+``N + i * broker.port.count`` onwards, since all gateways share this host.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.process import terminate
 from odradek.tools.etcd_server import EtcdServer
 
@@ -273,21 +278,25 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     data / f"coordinator-{node_id}",
                 )
             )
+    broker_ports = int(common.get("broker.port.start") or 0)
+    broker_port_count = int(
+        common.get("broker.port.count") or GATEWAY_CONFIGS.text("broker.port.count")
+    )
     for i in range(opts.gateways):
         node_id = GATEWAY_BASE_ID + i
         port = opts.port + i if opts.port else 0
+        settings = {
+            "node.id": str(node_id),
+            "listeners": f"PLAINTEXT://{opts.host}:{port}",
+            "grpc.listener": f"{opts.host}:0",
+            **common,
+        }
+        if broker_ports:
+            # Every gateway listens for every storage node, on this one host.
+            settings["broker.port.start"] = str(broker_ports + i * broker_port_count)
         specs.append(
             ServiceSpec(
-                f"gateway-{node_id}",
-                "gateway",
-                "gateway",
-                {
-                    "node.id": str(node_id),
-                    "listeners": f"PLAINTEXT://{opts.host}:{port}",
-                    "grpc.listener": f"{opts.host}:0",
-                    **common,
-                },
-                data / f"gateway-{node_id}",
+                f"gateway-{node_id}", "gateway", "gateway", settings, data / f"gateway-{node_id}"
             )
         )
     return specs
