@@ -185,6 +185,16 @@ BROKER_CONFIGS = Catalog(
             dynamic=True,
             at_least=0,
         ),
+        _c(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            _LONG,
+            LONG_MAX,
+            "Bytes/s a storage node copies between its own log directories "
+            "(AlterReplicaLogDirs).",
+            _LOG,
+            dynamic=True,
+            at_least=1,
+        ),
         # consumer groups
         _c(
             "offsets.topic.num.partitions",
