@@ -6,9 +6,9 @@ replica into a *future* log in the destination directory (DescribeLogDirs shows 
 with ``is_future_key``), throttled by ``replica.alter.log.dirs.io.max.bytes.per.second``,
 and swaps it in once it has caught up. Per-partition errors are Kafka's:
 LOG_DIR_NOT_FOUND (the path is not one of the node's ``log.dirs``),
-KAFKA_STORAGE_ERROR (that directory failed), NOT_LEADER_OR_FOLLOWER (the node holds no
-replica of an existing partition yet; the directory is remembered for when it gets one,
-which is how kafka-reassign-partitions.sh places new replicas), and
+KAFKA_STORAGE_ERROR (that directory or the replica failed), REPLICA_NOT_AVAILABLE (the
+node holds no replica of an existing partition yet; the directory is remembered for
+when it gets one, which is how kafka-reassign-partitions.sh places new replicas), and
 UNKNOWN_TOPIC_OR_PARTITION.
 
 On the bootstrap listener (no broker named) the move is asked of every online storage
@@ -90,7 +90,7 @@ async def handle(
         if code is None:  # bootstrap listener, no online replica of it anywhere
             exists = gw.metadata.current.partition(move.topic, move.partition) is not None
             code = int(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER if exists else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                ErrorCode.REPLICA_NOT_AVAILABLE if exists else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
         topics[move.topic].append(PartitionResult(partition_index=move.partition, error_code=code))
     return AlterReplicaLogDirsResponse(
