@@ -8,7 +8,9 @@ with its own data directory and log file under ``--data-dir``. Every service rep
 its bound ports through a ready file; once all are up, ``<data-dir>/cluster.json``
 lists each service's name, pid, ports and command line, so tests and operators can
 find (and kill, and restart) any of them. Ctrl-C or SIGTERM stops everything in
-reverse dependency order, each with a graceful SIGTERM first.
+reverse dependency order, each with a graceful SIGTERM first. A running cluster can
+grow: :meth:`Cluster.add_storage_node` starts one more storage node (the next id),
+which a reassignment or ``odradek cluster rebalance`` then fills.
 
 Node ids: gateways 0.., storage nodes 100.., coordinators 200.., offset stores
 300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). The
@@ -157,6 +159,7 @@ def stop_process(svc: RunningService, grace: float) -> None:
 class ClusterOptions:
     data_dir: Path
     storage_nodes: int = 1
+    log_dirs: int = 1  # log directories per storage node (<data>/storage-<id>/d<i> when > 1)
     gateways: int = 1
     coordinators: int = 1
     offset_stores: int = 1
@@ -237,24 +240,7 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
             )
         )
     for i in range(opts.storage_nodes):
-        node_id = STORAGE_BASE_ID + i
-        name = f"storage-{node_id}"
-        placed = opts.placement.get(name)
-        specs.append(
-            ServiceSpec(
-                name,
-                "storage",
-                "storage",
-                {
-                    "node.id": str(node_id),
-                    "grpc.listener": f"{placed.host if placed else opts.host}:0",
-                    "log.dirs": str(data / name),
-                    **common,
-                },
-                data / name,
-                placed.netns if placed else None,
-            )
-        )
+        specs.append(storage_spec(opts, STORAGE_BASE_ID + i))
     if opts.with_groups:
         for i in range(opts.offset_stores):
             node_id = OFFSETS_BASE_ID + i
@@ -300,6 +286,31 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
             )
         )
     return specs
+
+
+def storage_spec(opts: ClusterOptions, node_id: int) -> ServiceSpec:
+    """Storage node ``node_id``: data under ``<data>/storage-<id>``, one directory per log dir."""
+    data = opts.data_dir.resolve()
+    name = f"storage-{node_id}"
+    placed = opts.placement.get(name)
+    dirs = (
+        [data / name]
+        if opts.log_dirs <= 1
+        else [data / name / f"d{i}" for i in range(opts.log_dirs)]
+    )
+    return ServiceSpec(
+        name,
+        "storage",
+        "storage",
+        {
+            "node.id": str(node_id),
+            "grpc.listener": f"{placed.host if placed else opts.host}:0",
+            "log.dirs": ",".join(str(d) for d in dirs),
+            **opts.settings,
+        },
+        data / name,
+        placed.netns if placed else None,
+    )
 
 
 class Cluster:
@@ -419,6 +430,17 @@ class Cluster:
                 self.write_cluster_file()
                 return new
         raise ClusterError(f"no service named {name}")
+
+    def add_storage_node(self) -> RunningService:
+        """Start one more storage node with the next free id; returns once it serves."""
+        ids = [int(s.spec.settings["node.id"]) for s in self.services if s.spec.kind == "storage"]
+        spec = storage_spec(self.opts, max(ids, default=STORAGE_BASE_ID - 1) + 1)
+        spec.settings["controller.address"] = self.controller_address
+        svc = start_process(spec, self.run_dir, self.log_dir)
+        self.services.append(svc)
+        wait_ready([svc], self.opts.start_timeout)
+        self.write_cluster_file()
+        return svc
 
     def service(self, name: str) -> RunningService:
         for svc in self.services:
