@@ -55,8 +55,8 @@ GATEWAY_CONFIGS = Catalog(
             _INT,
             16,
             "How many broker ports a gateway opens from broker.port.start (storage node ids "
-            "storage.node.id.base .. +count-1); a storage node outside the range is not "
-            "advertised. Unused when broker.port.start is 0.",
+            "storage.node.id.base .. +count-1); a storage node outside the range is "
+            "advertised at the bootstrap listener. Unused when broker.port.start is 0.",
             at_least=1,
             at_most=4096,
             kafka=False,
