@@ -19,6 +19,8 @@ COMMANDS: list[str] = [
     "odradek.tools.produce",
     "odradek.tools.consume",
     "odradek.tools.groups",
+    "odradek.tools.reassign",
+    "odradek.tools.cluster",
 ]
 
 
