@@ -279,7 +279,8 @@ class ReplicaFetcher:
                 continue
             part = state.partition
             if self._throttled(part) and quota.exceeded():
-                state.delayed_until = now + max(quota.delay(), _MIN_BACKOFF_S / 5)
+                # re-checked at least every second: the rate may be raised meanwhile
+                state.delayed_until = now + min(max(quota.delay(), _MIN_BACKOFF_S / 5), 1.0)
                 continue
             leo = part.log_end_offset
             partitions.append(

@@ -122,7 +122,7 @@ class LogDirMover:
                 await self._wakeup.wait()
                 continue
             if self.quota.exceeded():
-                await asyncio.sleep(max(self.quota.delay(), 0.005))
+                await asyncio.sleep(min(max(self.quota.delay(), 0.005), 1.0))
                 continue
             copied = 0
             for move in list(self.moves.values()):
