@@ -189,8 +189,7 @@ BROKER_CONFIGS = Catalog(
             "replica.alter.log.dirs.io.max.bytes.per.second",
             _LONG,
             LONG_MAX,
-            "Bytes/s a storage node copies between its own log directories "
-            "(AlterReplicaLogDirs).",
+            "Bytes/s a storage node copies between its own log directories (AlterReplicaLogDirs).",
             _LOG,
             dynamic=True,
             at_least=1,
