@@ -86,13 +86,15 @@ async def handle(
                 codes[key] = code
     topics: dict[str, list[PartitionResult]] = defaultdict(list)
     for move in moves:
-        code = codes.get((move.topic, move.partition))
-        if code is None:  # bootstrap listener, no online replica of it anywhere
+        answered = codes.get((move.topic, move.partition))
+        if answered is None:  # bootstrap listener, no online replica of it anywhere
             exists = gw.metadata.current.partition(move.topic, move.partition) is not None
-            code = int(
+            answered = int(
                 ErrorCode.REPLICA_NOT_AVAILABLE if exists else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
-        topics[move.topic].append(PartitionResult(partition_index=move.partition, error_code=code))
+        topics[move.topic].append(
+            PartitionResult(partition_index=move.partition, error_code=answered)
+        )
     return AlterReplicaLogDirsResponse(
         throttle_time_ms=0,
         results=[TopicResult(topic_name=name, partitions=parts) for name, parts in topics.items()],
