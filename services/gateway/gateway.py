@@ -181,8 +181,12 @@ class Gateway:
         self._announced = dict(self.broker_ports)
         self._tasks.append(watch)
         # A broker port for every storage node the cluster has, announced before we
-        # report ready, so the first Metadata a client gets has them all.
-        await self._serve_storage_nodes()
+        # report ready, so the first Metadata a client gets has them all (if the
+        # controller cannot take the announcement now, the follower task retries).
+        try:
+            await self._serve_storage_nodes()
+        except Exception as exc:
+            log.warning("cannot announce broker ports yet: %s", exc)
         self._tasks.append(asyncio.get_running_loop().create_task(self._follow_storage_nodes()))
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
