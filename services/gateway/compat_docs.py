@@ -188,9 +188,7 @@ def render(served: Sequence[ServedApi] | None = None) -> str:
         "",
         "Not served and not advertised (a request with one of these keys closes the "
         "connection, as a Kafka broker does for an API it does not serve; see "
-        "`odradek.protocol.policy`): "
-        + ", ".join(f"{k.name} ({int(k)})" for k in unserved)
-        + ".",
+        "`odradek.protocol.policy`): " + ", ".join(f"{k.name} ({int(k)})" for k in unserved) + ".",
     ]
     if standalone:
         lines += ["", *(f"- {_markdown(text)}" for text in standalone)]

@@ -50,6 +50,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # codec 0-1
     ApiKey.OFFSET_DELETE: (0, 0),  # codec 0-0
     ApiKey.DESCRIBE_CLUSTER: (0, 1),  # codec 0-2; v2 adds IncludeFencedBrokers (KIP-1073)
+    ApiKey.ELECT_LEADERS: (0, 2),  # codec 0-2
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # codec 0-1
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),  # codec 0-0
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),  # codec 0-5; v0: gone from Kafka 4; v5 IsCordoned false
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # codec 0-2; v0: gone from Kafka 4, no old struct
     # SASL_HANDSHAKE / SASL_AUTHENTICATE: not served (no authentication yet).
     # CONSUMER_GROUP_HEARTBEAT (KIP-848): not served; kafka-python ships no schema for it.
     # Transaction APIs: not advertised until transactions exist (docs/compatibility.md C20).
