@@ -15,6 +15,7 @@ class NodeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONTROLLER: _ClassVar[NodeKind]
     COORDINATOR: _ClassVar[NodeKind]
     OFFSET_STORE: _ClassVar[NodeKind]
+    TRANSACTION_COORDINATOR: _ClassVar[NodeKind]
 
 class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -28,6 +29,7 @@ STORAGE: NodeKind
 CONTROLLER: NodeKind
 COORDINATOR: NodeKind
 OFFSET_STORE: NodeKind
+TRANSACTION_COORDINATOR: NodeKind
 NODE_STATE_UNSPECIFIED: NodeState
 ONLINE: NodeState
 OFFLINE: NodeState
@@ -107,7 +109,7 @@ class CoordinatorShard(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards")
+    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "transaction_shards")
     class ClusterConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +125,7 @@ class ClusterMetadata(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_SHARDS_FIELD_NUMBER: _ClassVar[int]
     version: int
     cluster_id: str
     controller_id: int
@@ -131,7 +134,8 @@ class ClusterMetadata(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[Topic]
     cluster_configs: _containers.ScalarMap[str, str]
     coordinator_shards: _containers.RepeatedCompositeFieldContainer[CoordinatorShard]
-    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ...) -> None: ...
+    transaction_shards: _containers.RepeatedCompositeFieldContainer[CoordinatorShard]
+    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., transaction_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ...) -> None: ...
 
 class TopicPartition(_message.Message):
     __slots__ = ("topic", "partition")

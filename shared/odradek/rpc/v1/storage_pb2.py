@@ -23,73 +23,76 @@ _sym_db = _symbol_database.Default()
 
 
 from odradek.rpc.v1 import common_pb2 as odradek_dot_v1_dot_common__pb2
+from odradek.rpc.v1 import transactions_pb2 as odradek_dot_v1_dot_transactions__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18odradek/v1/storage.proto\x12\nodradek.v1\x1a\x17odradek/v1/common.proto\"E\n\x10ProducePartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"~\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12\x30\n\npartitions\x18\x03 \x03(\x0b\x32\x1c.odradek.v1.ProducePartition\x12\x18\n\x10transactional_id\x18\x04 \x01(\t\"3\n\x0bRecordError\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xfb\x01\n\x16ProducePartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x05 \x01(\x03\x12\x17\n\x0flog_append_time\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12.\n\rrecord_errors\x18\x08 \x03(\x0b\x32\x17.odradek.v1.RecordError\x12\x1c\n\x14\x63urrent_leader_epoch\x18\t \x01(\x05\"I\n\x0fProduceResponse\x12\x36\n\npartitions\x18\x01 \x03(\x0b\x32\".odradek.v1.ProducePartitionResult\"\xb9\x01\n\x0e\x46\x65tchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x04 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x05 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x07 \x01(\x05\"\xc3\x01\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x1b\n\x13replica_incarnation\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\x12.\n\npartitions\x18\x07 \x03(\x0b\x32\x1a.odradek.v1.FetchPartition\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\x96\x02\n\x14\x46\x65tchPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x0f\n\x07records\x18\x07 \x01(\x0c\x12\x33\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x1a.odradek.v1.EpochEndOffset\x12\x1c\n\x14\x63urrent_leader_epoch\x18\t \x01(\x05\x12\x16\n\x0elog_end_offset\x18\n \x01(\x03\"Y\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x34\n\npartitions\x18\x02 \x03(\x0b\x32 .odradek.v1.FetchPartitionResult\"i\n\x14ListOffsetsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\ttimestamp\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\"c\n\x12ListOffsetsRequest\x12\x17\n\x0fisolation_level\x18\x01 \x01(\x05\x12\x34\n\npartitions\x18\x02 \x03(\x0b\x32 .odradek.v1.ListOffsetsPartition\"\x8b\x01\n\x1aListOffsetsPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\"Q\n\x13ListOffsetsResponse\x12:\n\npartitions\x18\x01 \x03(\x0b\x32&.odradek.v1.ListOffsetsPartitionResult\"J\n\x16\x44\x65leteRecordsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"b\n\x14\x44\x65leteRecordsRequest\x12\x12\n\ntimeout_ms\x18\x01 \x01(\x05\x12\x36\n\npartitions\x18\x02 \x03(\x0b\x32\".odradek.v1.DeleteRecordsPartition\"k\n\x1c\x44\x65leteRecordsPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x15\n\rlow_watermark\x18\x04 \x01(\x03\"U\n\x15\x44\x65leteRecordsResponse\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.odradek.v1.DeleteRecordsPartitionResult\"u\n\x1dOffsetForLeaderEpochPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"p\n\x1bOffsetForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).odradek.v1.OffsetForLeaderEpochPartition\"\x85\x01\n#OffsetForLeaderEpochPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x12\n\nend_offset\x18\x05 \x01(\x03\"c\n\x1cOffsetForLeaderEpochResponse\x12\x43\n\npartitions\x18\x01 \x03(\x0b\x32/.odradek.v1.OffsetForLeaderEpochPartitionResult\"K\n\x19\x44\x65scribePartitionsRequest\x12.\n\npartitions\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\"\x82\x02\n\x0ePartitionState\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\tis_leader\x18\x03 \x01(\x08\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x07 \x01(\x03\x12\x12\n\nsize_bytes\x18\x08 \x01(\x03\x12\x15\n\rsegment_count\x18\t \x01(\x05\x12\x0f\n\x07log_dir\x18\n \x01(\t\x12\x0b\n\x03isr\x18\x0b \x03(\x05\x12\x12\n\nerror_code\x18\x0c \x01(\x05\"L\n\x1a\x44\x65scribePartitionsResponse\x12.\n\npartitions\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.PartitionState\"J\n\x18\x44\x65scribeProducersRequest\x12.\n\npartitions\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\"\xa8\x01\n\rProducerState\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x16\n\x0elast_timestamp\x18\x04 \x01(\x03\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12 \n\x18\x63urrent_txn_start_offset\x18\x06 \x01(\x03\"x\n\x12PartitionProducers\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12,\n\tproducers\x18\x04 \x03(\x0b\x32\x19.odradek.v1.ProducerState\"O\n\x19\x44\x65scribeProducersResponse\x12\x32\n\npartitions\x18\x01 \x03(\x0b\x32\x1e.odradek.v1.PartitionProducers2\xac\x05\n\x07Storage\x12\x42\n\x07Produce\x12\x1a.odradek.v1.ProduceRequest\x1a\x1b.odradek.v1.ProduceResponse\x12<\n\x05\x46\x65tch\x12\x18.odradek.v1.FetchRequest\x1a\x19.odradek.v1.FetchResponse\x12N\n\x0bListOffsets\x12\x1e.odradek.v1.ListOffsetsRequest\x1a\x1f.odradek.v1.ListOffsetsResponse\x12T\n\rDeleteRecords\x12 .odradek.v1.DeleteRecordsRequest\x1a!.odradek.v1.DeleteRecordsResponse\x12i\n\x14OffsetForLeaderEpoch\x12\'.odradek.v1.OffsetForLeaderEpochRequest\x1a(.odradek.v1.OffsetForLeaderEpochResponse\x12G\n\x0cReplicaFetch\x12\x18.odradek.v1.FetchRequest\x1a\x19.odradek.v1.FetchResponse(\x01\x30\x01\x12\x63\n\x12\x44\x65scribePartitions\x12%.odradek.v1.DescribePartitionsRequest\x1a&.odradek.v1.DescribePartitionsResponse\x12`\n\x11\x44\x65scribeProducers\x12$.odradek.v1.DescribeProducersRequest\x1a%.odradek.v1.DescribeProducersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18odradek/v1/storage.proto\x12\nodradek.v1\x1a\x17odradek/v1/common.proto\x1a\x1dodradek/v1/transactions.proto\"E\n\x10ProducePartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"~\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12\x30\n\npartitions\x18\x03 \x03(\x0b\x32\x1c.odradek.v1.ProducePartition\x12\x18\n\x10transactional_id\x18\x04 \x01(\t\"3\n\x0bRecordError\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xfb\x01\n\x16ProducePartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x05 \x01(\x03\x12\x17\n\x0flog_append_time\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12.\n\rrecord_errors\x18\x08 \x03(\x0b\x32\x17.odradek.v1.RecordError\x12\x1c\n\x14\x63urrent_leader_epoch\x18\t \x01(\x05\"I\n\x0fProduceResponse\x12\x36\n\npartitions\x18\x01 \x03(\x0b\x32\".odradek.v1.ProducePartitionResult\"\xb9\x01\n\x0e\x46\x65tchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x04 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x05 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x07 \x01(\x05\"\xc3\x01\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x1b\n\x13replica_incarnation\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\x12.\n\npartitions\x18\x07 \x03(\x0b\x32\x1a.odradek.v1.FetchPartition\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xd4\x02\n\x14\x46\x65tchPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x0f\n\x07records\x18\x07 \x01(\x0c\x12\x33\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x1a.odradek.v1.EpochEndOffset\x12\x1c\n\x14\x63urrent_leader_epoch\x18\t \x01(\x05\x12\x16\n\x0elog_end_offset\x18\n \x01(\x03\x12<\n\x14\x61\x62orted_transactions\x18\x0b \x03(\x0b\x32\x1e.odradek.v1.AbortedTransaction\"?\n\x12\x41\x62ortedTransaction\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x14\n\x0c\x66irst_offset\x18\x02 \x01(\x03\"Y\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x34\n\npartitions\x18\x02 \x03(\x0b\x32 .odradek.v1.FetchPartitionResult\"i\n\x14ListOffsetsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\ttimestamp\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\"c\n\x12ListOffsetsRequest\x12\x17\n\x0fisolation_level\x18\x01 \x01(\x05\x12\x34\n\npartitions\x18\x02 \x03(\x0b\x32 .odradek.v1.ListOffsetsPartition\"\x8b\x01\n\x1aListOffsetsPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\"Q\n\x13ListOffsetsResponse\x12:\n\npartitions\x18\x01 \x03(\x0b\x32&.odradek.v1.ListOffsetsPartitionResult\"J\n\x16\x44\x65leteRecordsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"b\n\x14\x44\x65leteRecordsRequest\x12\x12\n\ntimeout_ms\x18\x01 \x01(\x05\x12\x36\n\npartitions\x18\x02 \x03(\x0b\x32\".odradek.v1.DeleteRecordsPartition\"k\n\x1c\x44\x65leteRecordsPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x15\n\rlow_watermark\x18\x04 \x01(\x03\"U\n\x15\x44\x65leteRecordsResponse\x12<\n\npartitions\x18\x01 \x03(\x0b\x32(.odradek.v1.DeleteRecordsPartitionResult\"u\n\x1dOffsetForLeaderEpochPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"p\n\x1bOffsetForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).odradek.v1.OffsetForLeaderEpochPartition\"\x85\x01\n#OffsetForLeaderEpochPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x12\n\nend_offset\x18\x05 \x01(\x03\"c\n\x1cOffsetForLeaderEpochResponse\x12\x43\n\npartitions\x18\x01 \x03(\x0b\x32/.odradek.v1.OffsetForLeaderEpochPartitionResult\"K\n\x19\x44\x65scribePartitionsRequest\x12.\n\npartitions\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\"\x82\x02\n\x0ePartitionState\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\tis_leader\x18\x03 \x01(\x08\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x07 \x01(\x03\x12\x12\n\nsize_bytes\x18\x08 \x01(\x03\x12\x15\n\rsegment_count\x18\t \x01(\x05\x12\x0f\n\x07log_dir\x18\n \x01(\t\x12\x0b\n\x03isr\x18\x0b \x03(\x05\x12\x12\n\nerror_code\x18\x0c \x01(\x05\"L\n\x1a\x44\x65scribePartitionsResponse\x12.\n\npartitions\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.PartitionState\"J\n\x18\x44\x65scribeProducersRequest\x12.\n\npartitions\x18\x01 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\"\xa8\x01\n\rProducerState\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x16\n\x0elast_timestamp\x18\x04 \x01(\x03\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12 \n\x18\x63urrent_txn_start_offset\x18\x06 \x01(\x03\"x\n\x12PartitionProducers\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12,\n\tproducers\x18\x04 \x03(\x0b\x32\x19.odradek.v1.ProducerState\"O\n\x19\x44\x65scribeProducersResponse\x12\x32\n\npartitions\x18\x01 \x03(\x0b\x32\x1e.odradek.v1.PartitionProducers2\x88\x06\n\x07Storage\x12\x42\n\x07Produce\x12\x1a.odradek.v1.ProduceRequest\x1a\x1b.odradek.v1.ProduceResponse\x12<\n\x05\x46\x65tch\x12\x18.odradek.v1.FetchRequest\x1a\x19.odradek.v1.FetchResponse\x12N\n\x0bListOffsets\x12\x1e.odradek.v1.ListOffsetsRequest\x1a\x1f.odradek.v1.ListOffsetsResponse\x12T\n\rDeleteRecords\x12 .odradek.v1.DeleteRecordsRequest\x1a!.odradek.v1.DeleteRecordsResponse\x12i\n\x14OffsetForLeaderEpoch\x12\'.odradek.v1.OffsetForLeaderEpochRequest\x1a(.odradek.v1.OffsetForLeaderEpochResponse\x12G\n\x0cReplicaFetch\x12\x18.odradek.v1.FetchRequest\x1a\x19.odradek.v1.FetchResponse(\x01\x30\x01\x12\x63\n\x12\x44\x65scribePartitions\x12%.odradek.v1.DescribePartitionsRequest\x1a&.odradek.v1.DescribePartitionsResponse\x12`\n\x11\x44\x65scribeProducers\x12$.odradek.v1.DescribeProducersRequest\x1a%.odradek.v1.DescribeProducersResponse\x12Z\n\x0fWriteTxnMarkers\x12\".odradek.v1.WriteTxnMarkersRequest\x1a#.odradek.v1.WriteTxnMarkersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'odradek.v1.storage_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PRODUCEPARTITION']._serialized_start=65
-  _globals['_PRODUCEPARTITION']._serialized_end=134
-  _globals['_PRODUCEREQUEST']._serialized_start=136
-  _globals['_PRODUCEREQUEST']._serialized_end=262
-  _globals['_RECORDERROR']._serialized_start=264
-  _globals['_RECORDERROR']._serialized_end=315
-  _globals['_PRODUCEPARTITIONRESULT']._serialized_start=318
-  _globals['_PRODUCEPARTITIONRESULT']._serialized_end=569
-  _globals['_PRODUCERESPONSE']._serialized_start=571
-  _globals['_PRODUCERESPONSE']._serialized_end=644
-  _globals['_FETCHPARTITION']._serialized_start=647
-  _globals['_FETCHPARTITION']._serialized_end=832
-  _globals['_FETCHREQUEST']._serialized_start=835
-  _globals['_FETCHREQUEST']._serialized_end=1030
-  _globals['_EPOCHENDOFFSET']._serialized_start=1032
-  _globals['_EPOCHENDOFFSET']._serialized_end=1083
-  _globals['_FETCHPARTITIONRESULT']._serialized_start=1086
-  _globals['_FETCHPARTITIONRESULT']._serialized_end=1364
-  _globals['_FETCHRESPONSE']._serialized_start=1366
-  _globals['_FETCHRESPONSE']._serialized_end=1455
-  _globals['_LISTOFFSETSPARTITION']._serialized_start=1457
-  _globals['_LISTOFFSETSPARTITION']._serialized_end=1562
-  _globals['_LISTOFFSETSREQUEST']._serialized_start=1564
-  _globals['_LISTOFFSETSREQUEST']._serialized_end=1663
-  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_start=1666
-  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_end=1805
-  _globals['_LISTOFFSETSRESPONSE']._serialized_start=1807
-  _globals['_LISTOFFSETSRESPONSE']._serialized_end=1888
-  _globals['_DELETERECORDSPARTITION']._serialized_start=1890
-  _globals['_DELETERECORDSPARTITION']._serialized_end=1964
-  _globals['_DELETERECORDSREQUEST']._serialized_start=1966
-  _globals['_DELETERECORDSREQUEST']._serialized_end=2064
-  _globals['_DELETERECORDSPARTITIONRESULT']._serialized_start=2066
-  _globals['_DELETERECORDSPARTITIONRESULT']._serialized_end=2173
-  _globals['_DELETERECORDSRESPONSE']._serialized_start=2175
-  _globals['_DELETERECORDSRESPONSE']._serialized_end=2260
-  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_start=2262
-  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_end=2379
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=2381
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=2493
-  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESULT']._serialized_start=2496
-  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESULT']._serialized_end=2629
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=2631
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=2730
-  _globals['_DESCRIBEPARTITIONSREQUEST']._serialized_start=2732
-  _globals['_DESCRIBEPARTITIONSREQUEST']._serialized_end=2807
-  _globals['_PARTITIONSTATE']._serialized_start=2810
-  _globals['_PARTITIONSTATE']._serialized_end=3068
-  _globals['_DESCRIBEPARTITIONSRESPONSE']._serialized_start=3070
-  _globals['_DESCRIBEPARTITIONSRESPONSE']._serialized_end=3146
-  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_start=3148
-  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_end=3222
-  _globals['_PRODUCERSTATE']._serialized_start=3225
-  _globals['_PRODUCERSTATE']._serialized_end=3393
-  _globals['_PARTITIONPRODUCERS']._serialized_start=3395
-  _globals['_PARTITIONPRODUCERS']._serialized_end=3515
-  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_start=3517
-  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_end=3596
-  _globals['_STORAGE']._serialized_start=3599
-  _globals['_STORAGE']._serialized_end=4283
+  _globals['_PRODUCEPARTITION']._serialized_start=96
+  _globals['_PRODUCEPARTITION']._serialized_end=165
+  _globals['_PRODUCEREQUEST']._serialized_start=167
+  _globals['_PRODUCEREQUEST']._serialized_end=293
+  _globals['_RECORDERROR']._serialized_start=295
+  _globals['_RECORDERROR']._serialized_end=346
+  _globals['_PRODUCEPARTITIONRESULT']._serialized_start=349
+  _globals['_PRODUCEPARTITIONRESULT']._serialized_end=600
+  _globals['_PRODUCERESPONSE']._serialized_start=602
+  _globals['_PRODUCERESPONSE']._serialized_end=675
+  _globals['_FETCHPARTITION']._serialized_start=678
+  _globals['_FETCHPARTITION']._serialized_end=863
+  _globals['_FETCHREQUEST']._serialized_start=866
+  _globals['_FETCHREQUEST']._serialized_end=1061
+  _globals['_EPOCHENDOFFSET']._serialized_start=1063
+  _globals['_EPOCHENDOFFSET']._serialized_end=1114
+  _globals['_FETCHPARTITIONRESULT']._serialized_start=1117
+  _globals['_FETCHPARTITIONRESULT']._serialized_end=1457
+  _globals['_ABORTEDTRANSACTION']._serialized_start=1459
+  _globals['_ABORTEDTRANSACTION']._serialized_end=1522
+  _globals['_FETCHRESPONSE']._serialized_start=1524
+  _globals['_FETCHRESPONSE']._serialized_end=1613
+  _globals['_LISTOFFSETSPARTITION']._serialized_start=1615
+  _globals['_LISTOFFSETSPARTITION']._serialized_end=1720
+  _globals['_LISTOFFSETSREQUEST']._serialized_start=1722
+  _globals['_LISTOFFSETSREQUEST']._serialized_end=1821
+  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_start=1824
+  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_end=1963
+  _globals['_LISTOFFSETSRESPONSE']._serialized_start=1965
+  _globals['_LISTOFFSETSRESPONSE']._serialized_end=2046
+  _globals['_DELETERECORDSPARTITION']._serialized_start=2048
+  _globals['_DELETERECORDSPARTITION']._serialized_end=2122
+  _globals['_DELETERECORDSREQUEST']._serialized_start=2124
+  _globals['_DELETERECORDSREQUEST']._serialized_end=2222
+  _globals['_DELETERECORDSPARTITIONRESULT']._serialized_start=2224
+  _globals['_DELETERECORDSPARTITIONRESULT']._serialized_end=2331
+  _globals['_DELETERECORDSRESPONSE']._serialized_start=2333
+  _globals['_DELETERECORDSRESPONSE']._serialized_end=2418
+  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_start=2420
+  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_end=2537
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=2539
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=2651
+  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESULT']._serialized_start=2654
+  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESULT']._serialized_end=2787
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=2789
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=2888
+  _globals['_DESCRIBEPARTITIONSREQUEST']._serialized_start=2890
+  _globals['_DESCRIBEPARTITIONSREQUEST']._serialized_end=2965
+  _globals['_PARTITIONSTATE']._serialized_start=2968
+  _globals['_PARTITIONSTATE']._serialized_end=3226
+  _globals['_DESCRIBEPARTITIONSRESPONSE']._serialized_start=3228
+  _globals['_DESCRIBEPARTITIONSRESPONSE']._serialized_end=3304
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_start=3306
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_end=3380
+  _globals['_PRODUCERSTATE']._serialized_start=3383
+  _globals['_PRODUCERSTATE']._serialized_end=3551
+  _globals['_PARTITIONPRODUCERS']._serialized_start=3553
+  _globals['_PARTITIONPRODUCERS']._serialized_end=3673
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_start=3675
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_end=3754
+  _globals['_STORAGE']._serialized_start=3757
+  _globals['_STORAGE']._serialized_end=4533
 # @@protoc_insertion_point(module_scope)
