@@ -1,12 +1,20 @@
 from odradek.rpc.v1 import common_pb2 as _common_pb2
 from odradek.rpc.v1 import transactions_pb2 as _transactions_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AppendOrigin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPEND_ORIGIN_CLIENT: _ClassVar[AppendOrigin]
+    APPEND_ORIGIN_COORDINATOR: _ClassVar[AppendOrigin]
+APPEND_ORIGIN_CLIENT: AppendOrigin
+APPEND_ORIGIN_COORDINATOR: AppendOrigin
 
 class ProducePartition(_message.Message):
     __slots__ = ("topic", "partition", "records")
@@ -19,16 +27,20 @@ class ProducePartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "partitions", "transactional_id")
+    __slots__ = ("acks", "timeout_ms", "partitions", "transactional_id", "api_version", "origin")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     partitions: _containers.RepeatedCompositeFieldContainer[ProducePartition]
     transactional_id: str
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ProducePartition, _Mapping]]] = ..., transactional_id: _Optional[str] = ...) -> None: ...
+    api_version: int
+    origin: AppendOrigin
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ProducePartition, _Mapping]]] = ..., transactional_id: _Optional[str] = ..., api_version: _Optional[int] = ..., origin: _Optional[_Union[AppendOrigin, str]] = ...) -> None: ...
 
 class RecordError(_message.Message):
     __slots__ = ("batch_index", "message")
