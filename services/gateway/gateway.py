@@ -34,9 +34,9 @@ from odradek.gateway.connection import (
     KafkaListener,
 )
 from odradek.gateway.group_routing import GroupRouter
-from odradek.gateway.producer_ids import ProducerIdBlocks, from_controller
 from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
+from odradek.producer_id_blocks import ProducerIdBlocks, from_controller
 from odradek.protocol import policy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import build_api_versions_response

@@ -19,8 +19,8 @@ from typing import Protocol
 
 from odradek.controller_client import ControllerClient
 from odradek.gateway.group_routing import GroupRouter
-from odradek.gateway.producer_ids import ProducerIdBlocks
 from odradek.metadata_cache import MetadataCache
+from odradek.producer_id_blocks import ProducerIdBlocks
 from odradek.protocol.api_keys import ApiKey
 from odradek.rpc.v1 import common_pb2, storage_pb2_grpc
 

@@ -29,21 +29,33 @@ from odradek.consumer_offsets.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from odradek.group_shard import coordinator_of, offset_store_of, shard_of
-from odradek.metadata_cache import MetadataCache
-from odradek.offsets.cache import ShardCache
-from odradek.offsets.partition_log import (
+from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, offset_store_of, shard_of
+from odradek.internal_topic.partition_log import (
+    ApplyRecord,
     LoadError,
     PartitionAppender,
     Record,
-    map_append_error,
     read_partition,
 )
+from odradek.metadata_cache import MetadataCache
+from odradek.offsets.append_errors import map_append_error
+from odradek.offsets.cache import ShardCache
 from odradek.protocol.errors import ErrorCode
+from odradek.records.record import DecodedBatch, DecodedRecord
 from odradek.rpc.v1 import offsets_pb2
 from odradek.storage_client import StoragePool
 
 log = logging.getLogger("odradek.offsets.store")
+
+
+def _apply_to(cache: ShardCache) -> ApplyRecord:
+    """Replay into ``cache``: data records only (control batches carry no offsets)."""
+
+    def apply(batch: DecodedBatch, record: DecodedRecord) -> None:
+        if not batch.is_control:
+            cache.apply_record(record.key, record.value)
+
+    return apply
 
 
 class Status(Enum):
@@ -106,7 +118,9 @@ class OffsetStore:
             self._open(partition)
 
     def _open(self, partition: int) -> None:
-        appender = PartitionAppender(self.storage, partition, self.settings.commit_timeout_ms)
+        appender = PartitionAppender(
+            self.storage, OFFSETS_TOPIC, partition, self.settings.commit_timeout_ms
+        )
         appender.on_append = self.on_append
         shard = Shard(partition, appender)
         self.shards[partition] = shard
@@ -120,7 +134,9 @@ class OffsetStore:
             cache = ShardCache()
             try:
                 started = time.perf_counter()
-                n = await read_partition(self.storage, shard.partition, cache.apply_record)
+                n = await read_partition(
+                    self.storage, OFFSETS_TOPIC, shard.partition, _apply_to(cache)
+                )
             except LoadError as exc:
                 log.debug("offsets shard %d not loadable yet: %s", shard.partition, exc)
                 await asyncio.sleep(backoff)

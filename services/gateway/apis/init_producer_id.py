@@ -1,7 +1,7 @@
 """InitProducerId (key 22), versions 0-5.
 
 Idempotent producers (no ``transactional_id``) get a fresh producer id with epoch 0,
-taken from controller-issued blocks (:mod:`odradek.gateway.producer_ids`), so
+taken from controller-issued blocks (:mod:`odradek.producer_id_blocks`), so
 no id is ever handed out twice, across gateways or restarts. As in Kafka, a
 producer id and epoch sent by a non-transactional producer (v3+, KIP-360) are
 ignored and a new id is handed out. When no block can be had in time the answer is
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.producer_ids import WAIT_FOR_BLOCK_S, ProducerIdsUnavailable
+from odradek.producer_id_blocks import WAIT_FOR_BLOCK_S, ProducerIdsUnavailable
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader

@@ -1,11 +1,12 @@
-"""Reading and appending one ``__consumer_offsets`` partition through the storage nodes.
+"""Reading and appending one partition of an internal topic through the storage nodes.
 
 :func:`read_partition` replays a partition from its log start to the high watermark
-seen when the read began (the offset store is the partition's only writer, so
-nothing it must see can arrive later). :class:`PartitionAppender` is group commit for
-one partition: writes that arrive while a Produce is in flight are coalesced into the
-next record batch, so 100 groups committing at once cost a handful of appends, and
-one writer task keeps the log order equal to the order in which the cache is updated.
+seen when the read began (the owning service is the partition's only writer, so
+nothing it must see can arrive later); every record, control records included, goes
+to the caller with its batch. :class:`PartitionAppender` is group commit for one
+partition: writes that arrive while a Produce is in flight are coalesced into the next
+record batch, so 100 groups committing at once cost a handful of appends, and one
+writer task keeps the log order equal to the order in which the cache is updated.
 Every append uses ``acks=-1`` and a write counts only once the storage node answers
 without error; the cache is updated (``on_durable``) before the writer hears back.
 """
@@ -20,13 +21,12 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from odradek.group_shard import OFFSETS_TOPIC
 from odradek.protocol.errors import ErrorCode
-from odradek.records.record import BatchBuilder, decode_batches
+from odradek.records.record import BatchBuilder, DecodedBatch, DecodedRecord, decode_batches
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage_client import StoragePool, StorageUnavailable
 
-log = logging.getLogger("odradek.offsets.log")
+log = logging.getLogger("odradek.internal_topic")
 
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 BATCH_SOFT_LIMIT = 512 * 1024
@@ -39,6 +39,8 @@ _RETRY = {
 }
 
 Record = tuple[bytes, bytes | None]
+# Called for every record replayed, in log order, with the batch holding it.
+ApplyRecord = Callable[[DecodedBatch, DecodedRecord], None]
 
 
 class LoadError(Exception):
@@ -47,21 +49,21 @@ class LoadError(Exception):
     kafka_error = "COORDINATOR_LOAD_IN_PROGRESS"
 
 
-def _leader(storage: StoragePool, partition: int) -> int:
-    part = storage.metadata.current.partition(OFFSETS_TOPIC, partition)
+def _leader(storage: StoragePool, topic: str, partition: int) -> int:
+    part = storage.metadata.current.partition(topic, partition)
     if part is None or part.leader < 0:
-        raise LoadError(f"{OFFSETS_TOPIC}-{partition} has no leader")
+        raise LoadError(f"{topic}-{partition} has no leader")
     return part.leader
 
 
-async def _offsets(storage: StoragePool, partition: int) -> tuple[int, int]:
+async def _offsets(storage: StoragePool, topic: str, partition: int) -> tuple[int, int]:
     """(log start, high watermark) from the leader."""
-    stub = storage.stub(_leader(storage, partition))
+    stub = storage.stub(_leader(storage, topic, partition))
     request = storage_pb2.ListOffsetsRequest(
         isolation_level=0,
         partitions=[
             storage_pb2.ListOffsetsPartition(
-                topic=OFFSETS_TOPIC, partition=partition, timestamp=ts, current_leader_epoch=-1
+                topic=topic, partition=partition, timestamp=ts, current_leader_epoch=-1
             )
             for ts in (-2, -1)
         ],
@@ -70,37 +72,43 @@ async def _offsets(storage: StoragePool, partition: int) -> tuple[int, int]:
     start = end = -1
     for r in response.partitions:
         if r.error_code:
-            raise LoadError(f"ListOffsets on {OFFSETS_TOPIC}-{partition}: error {r.error_code}")
+            raise LoadError(f"ListOffsets on {topic}-{partition}: error {r.error_code}")
     start, end = response.partitions[0].offset, response.partitions[1].offset
     return start, end
 
 
 async def read_partition(
-    storage: StoragePool, partition: int, apply: Callable[[bytes | None, bytes | None], None]
+    storage: StoragePool,
+    topic: str,
+    partition: int,
+    apply: ApplyRecord,
+    *,
+    max_bytes: int = FETCH_MAX_BYTES,
 ) -> int:
-    """Replay every record from the log start to the current high watermark; returns
-    the number of records replayed. Raises :class:`LoadError` (retry later)."""
+    """Replay every record from the log start to the current high watermark (control
+    records included: ``batch.is_control``); returns the number of records replayed.
+    Raises :class:`LoadError` (retry later)."""
     try:
-        offset, end = await _offsets(storage, partition)
+        offset, end = await _offsets(storage, topic, partition)
     except (grpc.aio.AioRpcError, StorageUnavailable) as exc:
         raise LoadError(str(exc)) from None
     count = 0
     while offset < end:
         try:
-            stub = storage.stub(_leader(storage, partition))
+            stub = storage.stub(_leader(storage, topic, partition))
             response = await stub.Fetch(
                 storage_pb2.FetchRequest(
                     replica_id=-1,
                     max_wait_ms=0,
                     min_bytes=0,
-                    max_bytes=FETCH_MAX_BYTES,
+                    max_bytes=max_bytes,
                     isolation_level=0,
                     partitions=[
                         storage_pb2.FetchPartition(
-                            topic=OFFSETS_TOPIC,
+                            topic=topic,
                             partition=partition,
                             fetch_offset=offset,
-                            partition_max_bytes=FETCH_MAX_BYTES,
+                            partition_max_bytes=max_bytes,
                             current_leader_epoch=-1,
                             log_start_offset=-1,
                             last_fetched_epoch=-1,
@@ -115,19 +123,16 @@ async def read_partition(
             raise LoadError("empty fetch response")
         result = response.partitions[0]
         if result.error_code:
-            raise LoadError(
-                f"fetch {OFFSETS_TOPIC}-{partition}@{offset}: error {result.error_code}"
-            )
+            raise LoadError(f"fetch {topic}-{partition}@{offset}: error {result.error_code}")
         batches = decode_batches(result.records) if result.records else []
         if not batches:
-            raise LoadError(f"no progress reading {OFFSETS_TOPIC}-{partition} at {offset}")
+            raise LoadError(f"no progress reading {topic}-{partition} at {offset}")
         for batch in batches:
-            if batch.is_control or batch.next_offset <= offset:
-                offset = max(offset, batch.next_offset)
+            if batch.next_offset <= offset:
                 continue
             for record in batch.records:
                 if record.offset >= offset:
-                    apply(record.key, record.value)
+                    apply(batch, record)
                     count += 1
             offset = batch.next_offset
     return count
@@ -138,31 +143,6 @@ def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
     for key, value in records:
         builder.append(timestamp_ms, key, value)
     return builder.build()
-
-
-def map_append_error(code: int, *, for_group: bool = False) -> int:
-    """Storage errors as Kafka's group coordinator reports them to clients."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-    ):
-        return ErrorCode.NOT_COORDINATOR
-    if code == ErrorCode.REQUEST_TIMED_OUT:
-        return ErrorCode.REBALANCE_IN_PROGRESS if for_group else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.UNKNOWN_SERVER_ERROR if for_group else ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return code
 
 
 @dataclass(slots=True)
@@ -176,14 +156,15 @@ class _Pending:
 class PartitionAppender:
     """Group commit for one partition: one Produce in flight, the rest coalesced."""
 
-    def __init__(self, storage: StoragePool, partition: int, timeout_ms: int) -> None:
+    def __init__(self, storage: StoragePool, topic: str, partition: int, timeout_ms: int) -> None:
         self.storage = storage
+        self.topic = topic
         self.partition = partition
         self.timeout_ms = timeout_ms
         self._pending: list[_Pending] = []
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"offsets-append-{partition}"
+            self._run(), name=f"append-{topic}-{partition}"
         )
         self.appends = 0
         self.on_append: Callable[[int, float], None] | None = None
@@ -230,7 +211,7 @@ class PartitionAppender:
                         try:
                             p.on_durable()
                         except Exception:  # the write is durable; a cache bug must not hide it
-                            log.exception("updating the offsets cache failed")
+                            log.exception("updating the cache after an append failed")
                     if not p.future.done():
                         p.future.set_result(error)
 
@@ -241,14 +222,14 @@ class PartitionAppender:
         while True:
             error: int
             try:
-                stub = self.storage.stub(_leader(self.storage, self.partition))
+                stub = self.storage.stub(_leader(self.storage, self.topic, self.partition))
                 response = await stub.Produce(
                     storage_pb2.ProduceRequest(
                         acks=-1,
                         timeout_ms=self.timeout_ms,
                         partitions=[
                             storage_pb2.ProducePartition(
-                                topic=OFFSETS_TOPIC, partition=self.partition, records=data
+                                topic=self.topic, partition=self.partition, records=data
                             )
                         ],
                     ),
