@@ -34,6 +34,7 @@ from odradek.gateway.connection import (
     KafkaListener,
 )
 from odradek.gateway.group_routing import GroupRouter
+from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
 from odradek.producer_id_blocks import ProducerIdBlocks, from_controller
@@ -122,6 +123,9 @@ class Gateway:
         self.groups = GroupRouter(
             self.metadata, self.gateways, self.node_id, self.request_timeout_ms
         )
+        self.transactions = TxnRouter(
+            self.metadata, self.gateways, self.node_id, self.request_timeout_ms
+        )
         self.producer_ids = ProducerIdBlocks(
             from_controller(self.controller, self.node_id, self._incarnation)
         )
@@ -184,6 +188,7 @@ class Gateway:
                 await task
         await self.producer_ids.close()
         await self.groups.close()
+        await self.transactions.close()
         await self.storage.close()
         await self.controller.close()
         await self.rpc.stop(1.0)

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from odradek.controller_client import ControllerClient
 from odradek.gateway.group_routing import GroupRouter
+from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache
 from odradek.producer_id_blocks import ProducerIdBlocks
 from odradek.protocol.api_keys import ApiKey
@@ -53,6 +54,11 @@ class GatewayApi(Protocol):
     @property
     def groups(self) -> GroupRouter:
         """Where group requests go (coordinators, offset stores)."""
+        ...
+
+    @property
+    def transactions(self) -> TxnRouter:
+        """Where transaction requests go (transaction coordinators)."""
         ...
 
     @property

@@ -52,6 +52,13 @@ MODULES = [
     "offset_commit",
     "offset_fetch",
     "offset_delete",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "txn_offset_commit",
+    "end_txn",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 ]
 
 

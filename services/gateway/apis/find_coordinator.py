@@ -5,12 +5,11 @@ group's ``__consumer_offsets`` shard, which forwards the group's requests to the
 coordinator service owning the shard (any gateway would do; a fixed one keeps
 ListGroups answers disjoint). COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets``
 does not exist yet, the shard has no live coordinator, or no offset store is online;
-clients retry. v4+ batch several keys with an error per key (KAFKA-COMPAT item 18).
-Deviation: transactions and share groups are not supported (KAFKA-COMPAT item 20).
-Key type 1 (TRANSACTION) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
-librdkafka, the Java client and kafka-python all treat as fatal, so a transactional
-producer fails at once with a clear message instead of retrying the lookup until it
-times out (InitProducerId answers the same). Key type 2 (SHARE, v6) answers
+clients retry. Key type 1 (TRANSACTION) is answered the same way for the
+transactional id's ``__transaction_state`` shard (:mod:`odradek.gateway.txn_routing`):
+COORDINATOR_NOT_AVAILABLE while that topic does not exist or the shard has no online
+transaction coordinator. v4+ batch several keys with an error per key (KAFKA-COMPAT
+item 18). Deviation: share groups are not supported; key type 2 (SHARE, v6) answers
 INVALID_REQUEST.
 """
 
@@ -32,12 +31,16 @@ TRANSACTION = 1
 def _answer(gw: GatewayApi, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     if key_type == TRANSACTION:
+        txns = gw.transactions
+        if not txns.available(key):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+        node = txns.coordinator_gateway(key)
         return (
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "transactions are not supported by this cluster",
-            -1,
-            "",
-            -1,
+            ErrorCode.NONE,
+            None,
+            node.node_id,
+            node.advertised_host or node.host,
+            node.kafka_port,
         )
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not supported", -1, "", -1

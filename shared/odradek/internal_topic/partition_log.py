@@ -9,6 +9,14 @@ record batch, so 100 groups committing at once cost a handful of appends, and on
 writer task keeps the log order equal to the order in which the cache is updated.
 Every append uses ``acks=-1`` and a write counts only once the storage node answers
 without error; the cache is updated (``on_durable``) before the writer hears back.
+
+Transactions: a write may belong to a transactional producer (TxnOffsetCommit,
+:class:`TxnProducer`): it goes alone into a transactional batch of that producer,
+appended with Kafka's ``AppendOrigin.COORDINATOR`` (epoch and transaction checks, no
+sequence checks; Kafka's CoordinatorRuntime writes such batches with base sequence 0).
+Other writes to the partition (transaction markers, which travel as
+``Storage.WriteTxnMarkers``) go through :meth:`PartitionAppender.write` so they take
+their place in the same order.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ _RETRY = {
 }
 
 Record = tuple[bytes, bytes | None]
+# The Produce version a coordinator's transactional append claims: failed KIP-890
+# verifications then answer TRANSACTION_ABORTABLE (Kafka's genericError operation).
+TXN_API_VERSION = 11
 # Called for every record replayed, in log order, with the batch holding it.
 ApplyRecord = Callable[[DecodedBatch, DecodedRecord], None]
 
@@ -145,12 +156,45 @@ def build_batch(records: list[Record], timestamp_ms: int) -> bytes:
     return builder.build()
 
 
+@dataclass(frozen=True, slots=True)
+class TxnProducer:
+    """The transactional producer a write belongs to (its id, epoch and transactional
+    id, which the storage leader verifies against the transaction coordinator)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+def build_txn_batch(records: list[Record], timestamp_ms: int, producer: TxnProducer) -> bytes:
+    builder = BatchBuilder(
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    for key, value in records:
+        builder.append(timestamp_ms, key, value)
+    return builder.build()
+
+
+# A write of its own kind (a transaction marker): returns 0 or a storage error code.
+Write = Callable[[], Awaitable[int]]
+
+
 @dataclass(slots=True)
 class _Pending:
     records: list[Record]
     on_durable: Callable[[], None]
     future: asyncio.Future[int]
     size: int = field(default=0)
+    producer: TxnProducer | None = None
+    write: Write | None = None
+
+    @property
+    def alone(self) -> bool:
+        """Cannot share a record batch with other writes."""
+        return self.producer is not None or self.write is not None
 
 
 class PartitionAppender:
@@ -169,11 +213,26 @@ class PartitionAppender:
         self.appends = 0
         self.on_append: Callable[[int, float], None] | None = None
 
-    async def append(self, records: list[Record], on_durable: Callable[[], None]) -> int:
-        """0 once durable (``on_durable`` has run), else the raw storage error code."""
+    async def append(
+        self,
+        records: list[Record],
+        on_durable: Callable[[], None],
+        *,
+        producer: TxnProducer | None = None,
+    ) -> int:
+        """0 once durable (``on_durable`` has run), else the raw storage error code.
+        With ``producer``, the records go as that producer's transactional batch."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         size = sum(len(k) + (len(v) if v else 0) + 16 for k, v in records)
-        self._pending.append(_Pending(records, on_durable, future, size))
+        self._pending.append(_Pending(records, on_durable, future, size, producer))
+        self._wake.set()
+        return await future
+
+    async def write(self, write: Write, on_durable: Callable[[], None]) -> int:
+        """Run ``write`` in its turn among the appends (0 once it succeeded and
+        ``on_durable`` has run, else its error code)."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending([], on_durable, future, write=write))
         self._wake.set()
         return await future
 
@@ -195,16 +254,27 @@ class PartitionAppender:
             while self._pending:
                 take, total = 0, 0
                 for p in self._pending:
-                    if take and total + p.size > BATCH_SOFT_LIMIT:
+                    if take and (p.alone or total + p.size > BATCH_SOFT_LIMIT):
                         break
                     take += 1
                     total += p.size
+                    if p.alone:
+                        break
                 batch_items = self._pending[:take]
                 del self._pending[:take]
+                first = batch_items[0]
                 records = [r for p in batch_items for r in p.records]
                 started = time.perf_counter()
-                error = await self._produce(build_batch(records, int(time.time() * 1000)))
-                if self.on_append is not None:
+                now = int(time.time() * 1000)
+                if first.write is not None:
+                    error = await self._write(first.write)
+                elif first.producer is not None:
+                    error = await self._produce(
+                        build_txn_batch(records, now, first.producer), first.producer
+                    )
+                else:
+                    error = await self._produce(build_batch(records, now))
+                if self.on_append is not None and records:
                     self.on_append(len(records), time.perf_counter() - started)
                 for p in batch_items:
                     if not error:
@@ -215,7 +285,16 @@ class PartitionAppender:
                     if not p.future.done():
                         p.future.set_result(error)
 
-    async def _produce(self, data: bytes) -> int:
+    async def _write(self, write: Write) -> int:
+        try:
+            return await write()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("a write to %s-%d failed", self.topic, self.partition)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    async def _produce(self, data: bytes, producer: TxnProducer | None = None) -> int:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_ms / 1000.0
         backoff = 0.05
@@ -232,6 +311,13 @@ class PartitionAppender:
                                 topic=self.topic, partition=self.partition, records=data
                             )
                         ],
+                        transactional_id=producer.transactional_id if producer else "",
+                        # TxnOffsetCommit v4+ understands TRANSACTION_ABORTABLE; the
+                        # gateway maps it down for older versions.
+                        api_version=TXN_API_VERSION if producer else 0,
+                        origin=storage_pb2.APPEND_ORIGIN_COORDINATOR
+                        if producer
+                        else storage_pb2.APPEND_ORIGIN_CLIENT,
                     ),
                     timeout=self.timeout_ms / 1000.0 + 5.0,
                 )

@@ -64,6 +64,14 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
@@ -95,7 +103,18 @@ from kafka.protocol.metadata.find_coordinator import (
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
-from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
 from odradek.protocol import catalog
@@ -120,6 +139,10 @@ from odradek.protocol.versions import SUPPORTED, is_flexible, response_header_ve
 Message = ApiMessage
 
 __all__ = [
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "ApiVersionsRequest",
@@ -140,6 +163,12 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -158,6 +187,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
     "Message",
     "MetadataRequest",
     "MetadataResponse",
@@ -173,6 +204,8 @@ __all__ = [
     "ProduceResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "authorized_operations",
     "decode_request",
     "decode_request_body",
