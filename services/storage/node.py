@@ -25,6 +25,8 @@ from odradek.storage.produce import ProduceHandler
 from odradek.storage.replica_manager import ReplicaManager, monotonic_ms
 from odradek.storage.servicer import Handlers
 from odradek.storage.settings import StorageSettings
+from odradek.storage.txn_markers import TxnMarkersHandler
+from odradek.storage.txn_verification import TxnVerifier
 
 log = logging.getLogger("odradek.storage.node")
 
@@ -65,11 +67,22 @@ class StorageNode:
         )
         self.replicas.on_follow = self.fetchers.add
         self.replicas.on_unfollow = self.fetchers.remove
+        self.verifier = TxnVerifier(
+            lambda: self.snapshot,
+            num_shards=settings.transaction_state_log_num_partitions,
+            timeout_ms=settings.request_timeout_ms,
+        )
         self.handlers = Handlers(
             self.replicas,
-            ProduceHandler(self.replicas, self.metrics),
+            ProduceHandler(
+                self.replicas,
+                self.metrics,
+                self.verifier,
+                verification_enabled=settings.transaction_partition_verification_enable,
+            ),
             FetchHandler(self.replicas, self.isr, self.metrics, lambda: self.stopping),
             OffsetsHandler(self.replicas),
+            TxnMarkersHandler(self.replicas, default_timeout_ms=settings.request_timeout_ms),
         )
 
     def _leader_address(self, node_id: int) -> str | None:
@@ -95,3 +108,4 @@ class StorageNode:
         self.replicas.stop_all()
         await self.isr.stop()
         await self.fetchers.shutdown()
+        await self.verifier.close()
