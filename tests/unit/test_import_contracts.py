@@ -19,7 +19,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO / "pyproject.toml"
-SERVICES = ("gateway", "storage", "controller", "coordinator", "offsets", "pipeline")
+SERVICES = (
+    "gateway",
+    "storage",
+    "controller",
+    "coordinator",
+    "offsets",
+    "pipeline",
+    "transactions",
+)
 
 
 def lint_imports() -> str:
