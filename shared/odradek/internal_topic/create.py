@@ -28,6 +28,8 @@ from odradek.rpc.v1 import common_pb2, controller_pb2
 
 log = logging.getLogger("odradek.internal_topic.create")
 
+STORAGE_WAIT_S = 10.0
+
 
 @dataclass(frozen=True)
 class InternalTopic:
@@ -84,9 +86,14 @@ async def ensure_internal_topic(
     timeout_s: float,
 ) -> bool:
     """True once the topic exists and every partition has a leader; False on timeout.
-    ``describe()`` is asked again on every attempt (settings may arrive late)."""
+    ``describe()`` is asked again on every attempt (settings may arrive late). Fewer
+    storage nodes than the replication factor: wait up to ``STORAGE_WAIT_S`` for more,
+    then create with as many replicas as there are nodes."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    # Storage nodes of a starting cluster register one by one: give them a moment
+    # before settling for a smaller replication factor.
+    patience = loop.time() + min(STORAGE_WAIT_S, timeout_s / 2)
     name = describe().name
 
     def ready(snapshot: object) -> bool:
@@ -104,6 +111,14 @@ async def ensure_internal_topic(
             )
             continue
         spec = describe()
+        if len(storage) < spec.replication_factor and loop.time() < patience:
+            await metadata.wait_for(
+                lambda s, wanted=spec.replication_factor: (
+                    len(s.nodes_of(common_pb2.STORAGE)) >= wanted or name in s.topics
+                ),
+                max(0.0, patience - loop.time()),
+            )
+            continue
         rf = max(1, min(spec.replication_factor, len(storage)))
         try:
             response = await controller.call(

@@ -3,7 +3,8 @@
 Starts etcd when asked (``--etcd``: a local one under the data dir), then the
 controllers (one by default; several share an etcd metadata store and elect one
 active, the others stand by; every other service gets all their addresses), then
-storage nodes, offset store, coordinators and gateways, each as ``python -m odradek.<svc>``
+storage nodes, offset store, coordinators, transaction coordinators and gateways, each
+as ``python -m odradek.<svc>``
 with its own data directory and log file under ``--data-dir``. Every service reports
 its bound ports through a ready file; once all are up, ``<data-dir>/cluster.json``
 lists each service's name, pid, ports and command line, so tests and operators can
@@ -11,8 +12,10 @@ find (and kill, and restart) any of them. Ctrl-C or SIGTERM stops everything in
 reverse dependency order, each with a graceful SIGTERM first.
 
 Node ids: gateways 0.., storage nodes 100.., coordinators 200.., offset stores
-300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). Gateways
-are the brokers Kafka clients see.
+300.., transaction coordinators 400.. (named ``transactions-400``, ...), controllers
+3000.. (named ``controller``, ``controller-3001``, ...). Gateways are the brokers Kafka
+clients see. ``with_groups=False`` (``--no-groups``) leaves out every coordinator and
+the offset store: a bare produce/fetch cluster.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ GATEWAY_BASE_ID = 0
 STORAGE_BASE_ID = 100
 COORDINATOR_BASE_ID = 200
 OFFSETS_BASE_ID = 300
+TRANSACTIONS_BASE_ID = 400
 CONTROLLER_ID = 3000
 
-STOP_ORDER = ("gateway", "coordinator", "offsets", "storage", "controller")
+STOP_ORDER = ("gateway", "transactions", "coordinator", "offsets", "storage", "controller")
 
 
 def controller_name(index: int) -> str:
@@ -155,6 +159,7 @@ class ClusterOptions:
     gateways: int = 1
     coordinators: int = 1
     offset_stores: int = 1
+    transaction_coordinators: int = 1
     port: int = 9092
     host: str = "127.0.0.1"
     replication_factor: int = 1
@@ -222,6 +227,7 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     "metadata.store": metadata_store,
                     "default.replication.factor": str(opts.replication_factor),
                     "offsets.topic.replication.factor": str(rf_offsets),
+                    "transaction.state.log.replication.factor": str(rf_offsets),
                     "min.insync.replicas": common.get(
                         "min.insync.replicas", BROKER_CONFIGS.text("min.insync.replicas")
                     ),
@@ -271,6 +277,17 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     "coordinator",
                     {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
                     data / f"coordinator-{node_id}",
+                )
+            )
+        for i in range(opts.transaction_coordinators):
+            node_id = TRANSACTIONS_BASE_ID + i
+            specs.append(
+                ServiceSpec(
+                    f"transactions-{node_id}",
+                    "transactions",
+                    "transactions",
+                    {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
+                    data / f"transactions-{node_id}",
                 )
             )
     for i in range(opts.gateways):
