@@ -1,0 +1,115 @@
+"""Exactly once through kill -9 (issue 13): a consume-transform-produce loop
+(``send_offsets_to_transaction``, tests/integration/txn_loop.py) copies a numbered
+input topic to an output topic while something dies with SIGKILL: the loop process
+itself, a storage node, or the transaction coordinator holding the loop's
+transaction. Afterwards the committed output is exactly the input, transformed:
+nothing lost, nothing twice, nothing of an aborted transaction.
+
+Three storage nodes, replication factor 3, ``min.insync.replicas`` 2; each scenario
+runs in its own cluster (slow suite), bounded by the loop's progress deadlines.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from fault_tools import cluster_metadata, create_topic, partition_state, wait_full_isr
+from txn_tools import (
+    Loop,
+    differences,
+    expected_output,
+    kill9_service,
+    read_committed,
+    transaction_coordinator_name,
+    write_input,
+)
+
+from odradek.tools.launcher import Cluster
+
+PARTITIONS = 3
+PER_PARTITION = 1500
+SETTINGS = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "3000"}
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return cluster_factory(storage_nodes=3, replication_factor=3, settings=SETTINGS)
+
+
+def run_loop_through(
+    cluster: Cluster, tmp_path: Path, disaster: Callable[[Loop, str], None]
+) -> None:
+    bootstrap = cluster.bootstrap_servers
+    tag = uuid.uuid4().hex[:6]
+    source, sink = f"in-{tag}", f"out-{tag}"
+    for t in (source, sink):
+        create_topic(bootstrap, t, PARTITIONS, 3)
+        wait_full_isr(cluster, t, PARTITIONS)
+    write_input(bootstrap, source, PARTITIONS, PER_PARTITION)
+    total = PARTITIONS * PER_PARTITION
+    transactional_id = f"loop-{tag}"
+    loop = Loop(bootstrap, source, sink, f"loop-group-{tag}", transactional_id, tmp_path)
+    try:
+        loop.start().wait_committed(total // 10)
+        disaster(loop, transactional_id)
+        got = read_committed(bootstrap, sink, PARTITIONS, total, timeout=180)
+    finally:
+        loop.stop()
+    problems = differences(expected_output(PARTITIONS, PER_PARTITION), got)
+    log = [line for run in range(1, loop.runs + 1) for line in _tail(tmp_path / f"loop-{run}.out")]
+    assert not problems, (problems, log)
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        return [f"{path.name}: {line}" for line in path.read_text().splitlines()[-5:]]
+    except OSError:
+        return []
+
+
+@pytest.mark.slow
+def test_exactly_once_when_the_loop_is_killed(cluster: Cluster, tmp_path: Path) -> None:
+    def disaster(loop: Loop, transactional_id: str) -> None:
+        for _ in range(2):  # twice, mid-transaction (the loop is always inside one)
+            loop.kill9()
+            loop.start().wait_committed(200)
+
+    run_loop_through(cluster, tmp_path, disaster)
+
+
+@pytest.mark.slow
+def test_exactly_once_when_a_storage_node_is_killed(cluster: Cluster, tmp_path: Path) -> None:
+    def disaster(loop: Loop, transactional_id: str) -> None:
+        # The node leading the output's partition 0, with the loop writing to it.
+        leader = partition_state(cluster, _sink_of(loop), 0).leader
+        name = f"storage-{leader}"
+        before = loop.committed()
+        kill9_service(cluster, name)
+        time.sleep(3.0)
+        cluster.restart(name)
+        loop.wait_committed(before + 200, timeout=120)
+
+    run_loop_through(cluster, tmp_path, disaster)
+
+
+@pytest.mark.slow
+def test_exactly_once_when_the_transaction_coordinator_is_killed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    def disaster(loop: Loop, transactional_id: str) -> None:
+        name = transaction_coordinator_name(cluster_metadata(cluster), transactional_id)
+        before = loop.committed()
+        kill9_service(cluster, name)
+        time.sleep(2.0)
+        cluster.restart(name)
+        loop.wait_committed(before + 200, timeout=120)
+
+    run_loop_through(cluster, tmp_path, disaster)
+
+
+def _sink_of(loop: Loop) -> str:
+    return loop.args[2]
