@@ -53,8 +53,8 @@ class TxnMarkersHandler:
             results.append(marker_result)
             for topic in marker.topics:
                 for index in topic.partitions:
-                    answer = transactions_pb2.TxnPartitionError(topic=topic.topic, partition=index)
-                    marker_result.partitions.append(answer)
+                    # add() returns the stored message (append would store a copy).
+                    answer = marker_result.partitions.add(topic=topic.topic, partition=index)
                     part = self.replicas.get(topic.topic, index)
                     if part is None:
                         answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
