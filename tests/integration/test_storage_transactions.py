@@ -253,7 +253,7 @@ def committed_values(records: bytes, aborted: list[tuple[int, int]]) -> list[byt
     its ABORT marker, and every control batch."""
     pending = sorted(aborted, key=lambda a: a[1])
     skipping: set[int] = set()
-    out = []
+    out: list[bytes] = []
     for b in decode_batches(records):
         while pending and pending[0][1] <= b.last_offset:
             skipping.add(pending.pop(0)[0])
