@@ -111,6 +111,7 @@ def _confluent(
             if txn.commit:
                 producer.commit_transaction(60)
             else:
+                producer.flush(60)  # into the log first, so the abort has data to hide
                 producer.abort_transaction(60)
     except confluent_kafka.KafkaException as exc:
         error = exc.args[0]
@@ -147,6 +148,7 @@ def _kafka_python(
             if txn.commit:
                 producer.commit_transaction()
             else:
+                producer.flush(timeout=60)  # into the log first, so the abort has data to hide
                 producer.abort_transaction()
     except kafka.errors.KafkaError as exc:
         raise ClientError(client.name, type(exc).__name__, str(exc)) from exc

@@ -184,6 +184,7 @@ public final class CompatClient {
                     if (line.equals("COMMIT")) {
                         producer.commitTransaction();
                     } else {
+                        producer.flush(); // into the log first: the abort has data to hide
                         producer.abortTransaction();
                     }
                     System.out.println("TXN\t" + line + "\t" + count);
