@@ -387,3 +387,39 @@ def test_marker_batches_are_kafkas_control_layout(tmp_path: Path) -> None:
     assert record.key == b"\x00\x00\x00\x01"  # version 0, COMMIT
     assert record.value == b"\x00\x00\x00\x00\x00\x03"  # version 0, coordinator epoch 3
     log.close()
+
+
+def test_txnindex_of_an_interrupted_cleaner_swap_is_kept(tmp_path: Path) -> None:
+    """The cleaner renames .txnindex with its segment (.cleaned -> .swap -> final); the
+    index cannot be rebuilt after a clean shutdown, so recovery finishes the rename."""
+    log = open_log(tmp_path / "t-0")
+    a = Producer(log, A)
+    a.send()
+    a.end(committed=False)
+    entries = aborted_entries(log)
+    log.close()
+    d = tmp_path / "t-0"
+    base = f"{0:020d}"
+    good = (d / f"{base}.txnindex").read_bytes()
+    # Stopped after the .log reached its final name, before the index did.
+    (d / f"{base}.txnindex").rename(d / f"{base}.txnindex.swap")
+    log = open_log(d, clean_shutdown=True, high_watermark=0)
+    assert (d / f"{base}.txnindex").read_bytes() == good
+    assert not (d / f"{base}.txnindex.swap").exists()
+    assert aborted_entries(log) == entries
+    log.close()
+    # A whole swap (log and index) replaces the segment, index included.
+    (d / f"{base}.log").rename(d / f"{base}.log.swap")
+    (d / f"{base}.txnindex").rename(d / f"{base}.txnindex.swap")
+    log = open_log(d, clean_shutdown=True, high_watermark=0)
+    assert (d / f"{base}.txnindex").read_bytes() == good
+    assert aborted_entries(log) == entries
+    log.close()
+    # A swap whose compaction had not finished (.cleaned left) is dropped with its index.
+    (d / f"{base}.txnindex").rename(d / f"{base}.txnindex.swap")
+    (d / f"{base}.log").rename(d / f"{base}.log.swap")
+    (d / f"{base}.index.cleaned").write_bytes(b"")
+    log = open_log(d, clean_shutdown=True, high_watermark=0)
+    assert not [p.name for p in d.iterdir() if p.name.endswith((".swap", ".cleaned"))]
+    assert log.log_end_offset == 0  # the only segment was the unfinished swap
+    log.close()
