@@ -25,6 +25,7 @@ from txn_tools import (
     kill9_service,
     read_committed,
     transaction_coordinator_name,
+    wait_storage_online,
     write_input,
 )
 
@@ -44,6 +45,7 @@ def run_loop_through(
     cluster: Cluster, tmp_path: Path, disaster: Callable[[Loop, str], None]
 ) -> None:
     bootstrap = cluster.bootstrap_servers
+    wait_storage_online(cluster, 3)
     tag = uuid.uuid4().hex[:6]
     source, sink = f"in-{tag}", f"out-{tag}"
     for t in (source, sink):
