@@ -199,12 +199,14 @@ def create_topic(
     storage_nodes = sum(1 for s in cluster.services if s.spec.kind == "storage")
     wait_for(
         "every storage node online",
-        lambda: sum(
-            1
-            for n in metadata(cluster).nodes
-            if n.kind == common_pb2.STORAGE and n.state == common_pb2.ONLINE
-        )
-        == storage_nodes,
+        lambda: (
+            sum(
+                1
+                for n in metadata(cluster).nodes
+                if n.kind == common_pb2.STORAGE and n.state == common_pb2.ONLINE
+            )
+            == storage_nodes
+        ),
     )
     with grpc.insecure_channel(cluster.controller_address.split(",")[0]) as channel:
         stub = controller_pb2_grpc.ControllerStub(channel)
