@@ -28,7 +28,9 @@ from txn_tools import (
     wait_storage_online,
     write_input,
 )
+from txn_wire import READ_COMMITTED, TxnSession, list_offset, until
 
+from odradek.protocol.errors import ErrorCode as E
 from odradek.tools.launcher import Cluster
 
 PARTITIONS = 3
@@ -115,3 +117,41 @@ def test_exactly_once_when_the_transaction_coordinator_is_killed(
 
 def _sink_of(loop: Loop) -> str:
     return loop.args[2]
+
+
+@pytest.mark.slow
+def test_no_torn_transaction_when_the_coordinator_dies_after_end_txn(cluster: Cluster) -> None:
+    """EndTxn answers once PrepareCommit is durable; the markers follow. Killing the
+    coordinator right after the answer leaves some partitions without their marker:
+    the restarted coordinator finishes the commit, so every partition shows the
+    transaction, none is left holding the last stable offset (Jepsen's torn
+    transactions)."""
+    bootstrap = cluster.bootstrap_servers
+    wait_storage_online(cluster, 3)
+    topic = f"torn-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, PARTITIONS, 3)
+    wait_full_isr(cluster, topic, PARTITIONS)
+    transactional_id = f"torn-{uuid.uuid4().hex[:6]}"
+    for round_ in range(3):
+        with TxnSession(bootstrap, transactional_id) as s:
+            assert s.init().error_code == E.NONE
+            parts = list(range(PARTITIONS))
+            assert set(s.add_partitions(topic, parts).values()) == {E.NONE}
+            for p in parts:
+                assert s.produce(topic, p, [f"r{round_}-p{p}".encode()])[0] == E.NONE
+            name = transaction_coordinator_name(cluster_metadata(cluster), transactional_id)
+            assert s.end(commit=True) == E.NONE
+        kill9_service(cluster, name)
+        cluster.restart(name)
+        for p in parts:
+            until(
+                lambda p=p: (
+                    list_offset(bootstrap, topic, p, isolation=READ_COMMITTED)
+                    == list_offset(bootstrap, topic, p, isolation=0)
+                ),
+                timeout=60,
+                what=f"the commit marker on partition {p}",
+            )
+    got = read_committed(bootstrap, topic, PARTITIONS, 3 * PARTITIONS, timeout=60)
+    for p in range(PARTITIONS):
+        assert got[p] == [f"r{r}-p{p}".encode() for r in range(3)], got
