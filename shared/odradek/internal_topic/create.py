@@ -16,13 +16,14 @@ factor``, ``segment.bytes`` = ``offsets.topic.segment.bytes``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.controller_client import ControllerClient
-from odradek.metadata_cache import MetadataCache
+from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2, controller_pb2
 
@@ -40,6 +41,10 @@ class InternalTopic:
     num_partitions: int
     replication_factor: int
     configs: Callable[[int], dict[str, str]] = field(default=lambda rf: {})
+
+
+def _enough_storage(name: str, wanted: int, snapshot: Snapshot) -> bool:
+    return len(snapshot.nodes_of(common_pb2.STORAGE)) >= wanted or name in snapshot.topics
 
 
 def broker_setting(metadata: MetadataCache, own: Mapping[str, str], name: str) -> int:
@@ -113,9 +118,7 @@ async def ensure_internal_topic(
         spec = describe()
         if len(storage) < spec.replication_factor and loop.time() < patience:
             await metadata.wait_for(
-                lambda s, wanted=spec.replication_factor: (
-                    len(s.nodes_of(common_pb2.STORAGE)) >= wanted or name in s.topics
-                ),
+                functools.partial(_enough_storage, name, spec.replication_factor),
                 max(0.0, patience - loop.time()),
             )
             continue
