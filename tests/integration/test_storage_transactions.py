@@ -11,9 +11,11 @@ by the test as the coordinator would send them.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import itertools
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
@@ -293,6 +295,11 @@ async def list_offset_committed(client: Client, node: int, topic: str) -> int:
     return result.offset
 
 
+async def scrape(cluster: Cluster, node: int) -> str:
+    url = f"http://127.0.0.1:{cluster.nodes[node].ports['metrics']}/metrics"
+    return await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+
+
 def plain_batch(values: list[bytes]) -> bytes:
     builder = BatchBuilder()
     now = int(time.time() * 1000)
@@ -343,6 +350,8 @@ async def test_markers_bound_read_committed_fetch_and_list_offsets(
     assert committed_values(fetched.records, aborted) == [b"plain-0"] and aborted == []
     assert (await client.list_offset(100, "tx", -1)).offset == 6
     assert await list_offset_committed(client, 100, "tx") == a_first
+    lag = 'odradek_partition_last_stable_offset_lag{partition="0",topic="tx"}'
+    assert f"{lag} {6.0 - a_first}" in await scrape(cluster, 100)
 
     assert await write_marker(client, 100, "tx", a, 0, committed=False, coordinator_epoch=3) == 0
     fetched, aborted = await read_committed(client, 100, "tx")
@@ -353,6 +362,7 @@ async def test_markers_bound_read_committed_fetch_and_list_offsets(
     assert aborted == [(a, a_first)]
     assert committed_values(fetched.records, aborted) == [b"plain-0", b"b-0", b"plain-1"]
     assert await list_offset_committed(client, 100, "tx") == 8
+    assert f"{lag} 0.0" in await scrape(cluster, 100)
     # read_uncommitted: everything, no aborted list.
     uncommitted = await client.fetch(100, "tx", 0)
     assert not uncommitted.aborted_transactions
