@@ -94,6 +94,15 @@ def _marker_at(records: Buffer, position: int) -> EndTransactionMarker | None:
         raise InvalidRecordError(f"unreadable control record: {exc}") from exc
 
 
+def _replicated_marker_at(records: Buffer, position: int) -> EndTransactionMarker | None:
+    """A replicated control batch is applied as the leader wrote it: one whose record
+    cannot be read counts as empty (Kafka's replication origin does not validate)."""
+    try:
+        return read_end_txn_marker(records, position)
+    except RecordsError:
+        return None
+
+
 def _markers(
     records: Buffer, positions: Sequence[int], headers: Sequence[BatchHeader]
 ) -> dict[int, EndTransactionMarker | None]:
@@ -456,6 +465,12 @@ class PartitionLog:
             )
         rr = analyze_replicated_records(buf, self.config, self.name)
         first, next_offset = rr.first_offset, rr.next_offset
+        markers: dict[int, EndTransactionMarker | None] = {}
+        pos = 0
+        for i, h in enumerate(rr.headers):
+            if h.is_control and h.producer_id >= 0:
+                markers[i] = _replicated_marker_at(buf, pos)
+            pos += h.size
         with self.lock:
             self._check_open()
             if first < self._log_end_offset:
@@ -474,15 +489,10 @@ class PartitionLog:
             segment.append(buf, rr.headers)
             self._log_end_offset = next_offset
             ps = self.producer_state
-            pos = 0
-            for h in rr.headers:
-                marker = None
-                if h.is_control and h.producer_id >= 0:
-                    marker = _marker_at(buf, pos)
-                done = ps.replay(h, marker)
+            for i, h in enumerate(rr.headers):
+                done = ps.replay(h, markers.get(i))
                 if done is not None:
                     self._complete_txn(segment, done)
-                pos += h.size
             ps.map_end_offset = next_offset
         self._maybe_flush_on_messages()
         return AppendResult(
