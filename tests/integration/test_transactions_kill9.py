@@ -28,7 +28,7 @@ from txn_tools import (
     wait_storage_online,
     write_input,
 )
-from txn_wire import READ_COMMITTED, TxnSession, list_offset, until
+from txn_wire import READ_COMMITTED, TxnSession, list_offset, offset_fetch, until
 
 from odradek.protocol.errors import ErrorCode as E
 from odradek.tools.launcher import Cluster
@@ -155,3 +155,39 @@ def test_no_torn_transaction_when_the_coordinator_dies_after_end_txn(cluster: Cl
     got = read_committed(bootstrap, topic, PARTITIONS, 3 * PARTITIONS, timeout=60)
     for p in range(PARTITIONS):
         assert got[p] == [f"r{r}-p{p}".encode() for r in range(3)], got
+
+
+@pytest.mark.slow
+def test_transactional_offsets_across_an_offset_store_kill(cluster: Cluster) -> None:
+    """The offset store replays __consumer_offsets after kill -9: a committed
+    transaction's offsets are back, an aborted one's stay gone, an open one's are
+    pending again and land with the commit marker the coordinator delivers once the
+    store has loaded."""
+    bootstrap = cluster.bootstrap_servers
+    wait_storage_online(cluster, 3)
+    topic, group = f"offs-{uuid.uuid4().hex[:6]}", f"offs-g-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, 1, 3)
+
+    def stable() -> tuple[int, int]:
+        return offset_fetch(bootstrap, group, topic, [0], stable=True)[0]
+
+    with TxnSession(bootstrap, f"offs-{uuid.uuid4().hex[:6]}") as s:
+        assert s.init().error_code == E.NONE
+        for offset, commit in ((5, True), (10, False)):
+            assert s.add_offsets(group) == E.NONE
+            assert s.txn_offset_commit(group, {(topic, 0): offset}) == {(topic, 0): E.NONE}
+            assert s.end(commit=commit) == E.NONE
+            until(lambda: stable() == (5, E.NONE), what="the marker")
+        assert s.add_offsets(group) == E.NONE
+        assert s.txn_offset_commit(group, {(topic, 0): 20}) == {(topic, 0): E.NONE}
+        name = next(svc.spec.name for svc in cluster.services if svc.spec.kind == "offsets")
+        kill9_service(cluster, name)
+        cluster.restart(name)
+        until(
+            lambda: offset_fetch(bootstrap, group, topic, [0], stable=False)[0] == (5, E.NONE),
+            timeout=60,
+            what="the reloaded shard",
+        )
+        assert stable() == (-1, E.UNSTABLE_OFFSET_COMMIT)
+        assert s.end(commit=True) == E.NONE
+        until(lambda: stable() == (20, E.NONE), timeout=60, what="the commit marker")
