@@ -101,7 +101,7 @@ class MarkerSender:
         task.add_done_callback(tasks.discard)
 
     async def cancel_shard(self, shard: int) -> None:
-        tasks = self._jobs.pop(shard, set())
+        tasks = list(self._jobs.pop(shard, ()))
         for task in tasks:
             task.cancel()
         for task in tasks:
