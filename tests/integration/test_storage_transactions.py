@@ -518,6 +518,47 @@ async def test_verification_keeps_late_produces_out(
     assert committed_values(fetched.records, aborted) == []
 
 
+async def test_ongoing_transaction_survives_restarts_of_its_leader(
+    cluster: Cluster, client: Client, coordinator: FakeTransactionCoordinator
+) -> None:
+    await client.create_topic("txr", rf=1, assignment=[[101]])
+    a, b = 9001, 9002
+    coordinator.transactions["ra"] = TxnState(a, 0, {("txr", 0)})
+    coordinator.transactions["rb"] = TxnState(b, 0, {("txr", 0)})
+    rb = await produce(client, 101, "txr", txn_batch(b, 0, [b"b0"]), txn_id="rb")
+    assert rb.error_code == 0
+    assert await write_marker(client, 101, "txr", b, 0, committed=False, coordinator_epoch=2) == 0
+    ra = await produce(client, 101, "txr", txn_batch(a, 0, [b"a0"]), txn_id="ra")
+    assert ra.error_code == 0 and ra.base_offset == 2
+    assert (await produce(client, 101, "txr", plain_batch([b"p"]))).error_code == 0
+    expected = ([(b, rb.base_offset)], [])  # aborted list, committed values below the LSO
+
+    async def state() -> tuple[list[tuple[int, int]], list[bytes]]:
+        fetched, aborted = await retry(lambda: read_committed(client, 101, "txr"), timeout=30)
+        assert fetched.last_stable_offset == ra.base_offset
+        return aborted, committed_values(fetched.records, aborted)
+
+    assert await state() == expected
+    cluster.nodes[101].terminate()  # clean: producer snapshot at the log end
+    cluster.nodes[101].start()
+    cluster.nodes[101].wait_ready()
+    await client.wait_hosted(101, "txr", 0, leader=True, timeout=30)
+    assert await state() == expected
+    cluster.restart(101)  # kill -9: recovery rebuilds producer state and .txnindex
+    await client.wait_hosted(101, "txr", 0, leader=True, timeout=30)
+    assert await state() == expected
+    # A's transaction is still open: its marker ends it; the old coordinator epoch of B's
+    # abort stays fenced.
+    assert (
+        await write_marker(client, 101, "txr", b, 0, committed=True, coordinator_epoch=1)
+        == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    )
+    assert await write_marker(client, 101, "txr", a, 0, committed=True, coordinator_epoch=2) == 0
+    fetched, aborted = await read_committed(client, 101, "txr")
+    assert fetched.last_stable_offset == fetched.high_watermark
+    assert committed_values(fetched.records, aborted) == [b"a0", b"p"]
+
+
 async def test_follower_taking_over_keeps_lso_and_aborted_list(
     cluster: Cluster, client: Client, coordinator: FakeTransactionCoordinator
 ) -> None:
