@@ -128,6 +128,16 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": INT_MAX,
+    # TransactionLogConfig, TransactionStateManagerConfig
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.state.log.load.buffer.size": "5242880",
+    "transaction.max.timeout.ms": "900000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # SocketServerConfigs, ServerConfigs
     "listeners": "PLAINTEXT://:9092",
     "advertised.listeners": None,
@@ -199,7 +209,14 @@ def test_every_setting_is_documented_and_has_readers() -> None:
     for catalog in CATALOGS:
         for d in catalog.values():
             assert d.doc and d.readers, d.name
-            assert set(d.readers) <= {"gateway", "storage", "controller", "coordinator", "offsets"}
+            assert set(d.readers) <= {
+                "gateway",
+                "storage",
+                "controller",
+                "coordinator",
+                "offsets",
+                "transactions",
+            }
             if d.default is not None:
                 assert d.parse(d.default_text) == d.default, d.name  # the default is valid
 

@@ -2,7 +2,7 @@
 
 Each service catalog includes these with the service's own node id and listener
 defaults (``odradek up`` numbers gateways 0.., storage nodes 100.., coordinators 200..,
-offset stores 300.., controllers 3000..).
+offset stores 300.., transaction coordinators 400.., controllers 3000..).
 """
 
 from __future__ import annotations

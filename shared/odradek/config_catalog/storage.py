@@ -124,6 +124,21 @@ STORAGE_CONFIGS = Catalog(
             "Memory of the cleaner's key-to-offset map.",
         ),
         ConfigDef(
+            "transaction.partition.verification.enable",
+            _BOOL,
+            True,
+            "Before a transactional produce opens a transaction on a partition, the leader "
+            "asks the transaction coordinator whether the partition was added to it (KIP-890).",
+        ),
+        ConfigDef(
+            "request.timeout.ms",
+            _INT,
+            30_000,
+            "Upper bound of the leader's calls to other services (transaction verification) "
+            "and of a WriteTxnMarkers request that names no timeout.",
+            at_least=0,
+        ),
+        ConfigDef(
             "producer.id.expiration.ms",
             _INT,
             86_400_000,
