@@ -135,6 +135,7 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "transaction.state.log.segment.bytes": "104857600",
     "transaction.state.log.load.buffer.size": "5242880",
     "transaction.max.timeout.ms": "900000",
+    "transaction.partition.verification.enable": "true",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
@@ -192,13 +193,19 @@ def test_every_listed_deviation_still_deviates_somewhere() -> None:
 
 def test_a_setting_is_defined_in_one_catalog() -> None:
     seen: dict[str, str] = {}
-    per_process = {"node.id", "grpc.listener", "metrics.port", "controller.address"}
+    per_process = {
+        "node.id",
+        "grpc.listener",
+        "metrics.port",
+        "controller.address",
+        "request.timeout.ms",
+    }
     # Kafka names some broker configs like the topic config they set (min.insync.replicas).
     same_named = {s.name for t in TOPIC_CONFIGS.values() for s in t.synonyms if s.name == t.name}
     for catalog in CATALOGS:
         for name in catalog:
             if name in per_process:
-                continue  # one definition (odradek.config_catalog.process), per-service default
+                continue  # one definition (odradek.config_catalog.process)
             if catalog is BROKER_CONFIGS and name in same_named:
                 continue
             assert name not in seen, f"{name} in {seen.get(name)} and {catalog.title}"

@@ -15,6 +15,18 @@ CONTROLLER_LISTENER = "127.0.0.1:9093"
 EPHEMERAL_LISTENER = "127.0.0.1:0"
 
 
+# Shared by the gateway and the storage node (Kafka's request.timeout.ms, which bounds a
+# broker's calls to other brokers and controllers).
+REQUEST_TIMEOUT_MS = ConfigDef(
+    "request.timeout.ms",
+    ConfigType.INT,
+    30_000,
+    "Upper bound of a call to another service: on a client's behalf (gateway), a storage "
+    "leader's transaction verification, a WriteTxnMarkers request that names no timeout.",
+    at_least=0,
+)
+
+
 def process_settings(
     node_id: int | None,
     *,

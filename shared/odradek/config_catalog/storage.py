@@ -9,7 +9,7 @@ by the controller's cluster-wide broker configs.
 from __future__ import annotations
 
 from odradek.config_catalog.definition import Catalog, ConfigDef, ConfigType
-from odradek.config_catalog.process import process_settings
+from odradek.config_catalog.process import REQUEST_TIMEOUT_MS, process_settings
 from odradek.config_catalog.topic import TOPIC_CONFIGS
 
 _INT, _LONG, _BOOL, _STRING, _LIST = (
@@ -130,14 +130,7 @@ STORAGE_CONFIGS = Catalog(
             "Before a transactional produce opens a transaction on a partition, the leader "
             "asks the transaction coordinator whether the partition was added to it (KIP-890).",
         ),
-        ConfigDef(
-            "request.timeout.ms",
-            _INT,
-            30_000,
-            "Upper bound of the leader's calls to other services (transaction verification) "
-            "and of a WriteTxnMarkers request that names no timeout.",
-            at_least=0,
-        ),
+        REQUEST_TIMEOUT_MS,
         ConfigDef(
             "producer.id.expiration.ms",
             _INT,
