@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from helpers.waiting import wait_until
 from helpers.wire import call, connect
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -59,15 +60,31 @@ def _produce(cluster: Cluster, topic: str, records: bytes) -> object:
             P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])
         ],
     )
-    with connect(cluster) as s:
-        response = call(s, 0, 9, request)
-    return response.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+    retriable = (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    )
+
+    def answer() -> object | None:
+        with connect(cluster) as s:
+            response = call(s, 0, 9, request)
+        r = response.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+        return None if r.error_code in retriable else r  # a new topic's leader is on its way
+
+    return wait_until(answer, f"produce to {topic}", timeout=60)
 
 
 def _end_offset(cluster: Cluster, topic: str) -> int:
     c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "hostile-probe"})
     try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+        marks = wait_until(
+            lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10),
+            f"end offset of {topic}",
+            timeout=60,
+            ignoring=(KafkaException,),
+        )
+        return int(marks[1])
     finally:
         c.close()
 
@@ -82,7 +99,7 @@ def test_hostile_batches_are_refused_and_never_stored(cluster: Cluster, unique_t
         ]
     )
     for f in futures.values():
-        f.result(30)
+        f.result(90)
     one = bytes(_batch([b"k"])[HEADER_STRUCT.size :])
     cases = {
         "count 5, one record": _forge(one, 5, 4),
