@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-slow test-all bench lint proto docs clean deploy-check compose-e2e
+.PHONY: install up test test-slow test-all bench fuzz lint proto docs clean deploy-check compose-e2e
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ test-all: test test-slow
 
 bench: install
 	$(PY) -m bench $(ARGS)
+
+## The frame fuzzer against a fresh cluster, a real client producing throughout
+## (bench/fuzz.py; default 100000 frames, e.g. ARGS="--frames 1000000").
+fuzz: install
+	$(PY) -m bench.fuzz $(ARGS)
 
 ## mypy and lint-imports cannot follow setuptools' package-dir mapping, so they check a
 ## copy of the tree shaped like the installed package: odradek/ = shared/odradek/* +
