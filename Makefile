@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-slow test-all bench fuzz lint proto docs clean deploy-check compose-e2e
+.PHONY: install up test test-slow test-all test-chaos bench fuzz lint proto docs clean deploy-check compose-e2e
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ test: install
 ## Long suites: fault injection schedules, large runs.
 test-slow: install
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+## The fault campaign: CHAOS_SCHEDULES seeded kill -9 / SIGSTOP schedules (default 10) on
+## 3 storage nodes RF 3, printing the checker's table (tests/integration/test_chaos_campaign.py).
+CHAOS_SCHEDULES ?= 10
+test-chaos: install
+	CHAOS_SCHEDULES=$(CHAOS_SCHEDULES) $(PY) -m pytest -m chaos -s -q tests/integration/test_chaos_campaign.py $(PYTEST_ARGS)
 
 test-all: test test-slow
 
