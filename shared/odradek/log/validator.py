@@ -307,7 +307,7 @@ def _scan_records(
             ts = base_timestamp + ts_delta
             if ts > max_ts:
                 max_ts, max_index = ts, i
-            if check_ts and ts >= 0 and (ts < low or ts > high):
+            if check_ts and ts != -1 and (ts < low or ts > high):  # -1: NO_TIMESTAMP
                 problems.append(
                     (
                         i,
