@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from helpers.waiting import wait_until
 from helpers.wire import call, connect
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import ProduceRequest
+from odradek.protocol.messages import ListOffsetsRequest, ProduceRequest
 from odradek.records.batch import BatchView
 from odradek.records.header import HEADER_STRUCT, LOG_OVERHEAD
 from odradek.tools.launcher import Cluster
@@ -76,22 +75,35 @@ def _produce(cluster: Cluster, topic: str, records: bytes) -> object:
 
 
 def _end_offset(cluster: Cluster, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "hostile-probe"})
-    try:
-        marks = wait_until(
-            lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10),
-            f"end offset of {topic}",
-            timeout=60,
-            ignoring=(KafkaException,),
-        )
-        return int(marks[1])
-    finally:
-        c.close()
+    """The partition's log end offset (ListOffsets v5, latest) once its leader answers."""
+    T = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            T(
+                name=topic,
+                partitions=[
+                    T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)
+                ],
+            )
+        ],
+    )
+
+    def answer() -> int | None:
+        with connect(cluster) as s:
+            r = call(s, 2, 5, request)
+        (p,) = r.topics[0].partitions  # type: ignore[attr-defined]
+        return None if p.error_code else int(p.offset) + 1  # +1: 0 is a valid answer
+
+    return wait_until(answer, f"end offset of {topic}", timeout=60) - 1
 
 
 def test_hostile_batches_are_refused_and_never_stored(cluster: Cluster, unique_topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     compacted = unique_topic + "-c"
+    # The session cluster may be this module's first user: wait for its broker.
+    wait_until(lambda: admin.list_topics(timeout=10).brokers, "a registered broker", timeout=90)
     futures = admin.create_topics(
         [
             NewTopic(unique_topic, 1, 1),
