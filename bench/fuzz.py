@@ -47,9 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster.start()
         try:
             bootstrap = cluster.bootstrap_servers
-            AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-                [NewTopic("fuzz-client", 1, 1)]
-            )["fuzz-client"].result(60)
+            admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until done
+            deadline = time.monotonic() + 60
+            while not admin.list_topics(timeout=10).brokers and time.monotonic() < deadline:
+                time.sleep(0.5)
+            admin.create_topics([NewTopic("fuzz-client", 1, 1)])["fuzz-client"].result(60)
             gateway = next(s for s in cluster.services if s.spec.kind == "gateway")
             rss_before = _rss_mib(gateway.process.pid)
             stop = threading.Event()
