@@ -5,6 +5,8 @@ Clients pick the highest version both sides support, so every (API, version) lis
 here must be fully served: decoded, handled and answered in that version's encoding
 (docs/compatibility.md C4). Other modules narrow the table by editing it here; nothing else
 in Odradek keeps its own list. Every entry is within what kafka-python 3.0.12's codec
+(or, for the KIP-848 APIs, our own definitions in
+:mod:`odradek.protocol.consumer_group_messages`)
 encodes and decodes; versions below the Kafka 4 JSON minimum (Produce 0-2, Fetch 0-3,
 ListOffsets 0, OffsetCommit 0-1, OffsetFetch 0, CreateTopics 0-1, DeleteTopics 0,
 OffsetForLeaderEpoch 0-1, DescribeConfigs 0) were checked byte for byte against the
