@@ -521,7 +521,8 @@ class ConsumerGroups:
         )
 
     def _expire(self, group: ConsumerGroup, member_id: str, why: str) -> None:
-        if self.groups.get(group.group_id) is not group:
+        live = self.groups.get(group.group_id)
+        if live is None or live.deleted or id(live) != id(group):
             return
         member = group.members.get(member_id)
         if member is None:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from enum import Enum
 from typing import Any, TypeVar
 
+from odradek.coordinator.consumer_groups import TopicView
 from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
 from odradek.protocol.errors import ErrorCode
 
@@ -99,6 +100,7 @@ class ShardRuntime:
         config: GroupConfig,
         store: StoreGroups,
         on_rebalance: Callable[[int], None] | None = None,
+        topics: TopicView = dict,
     ) -> None:
         self.shard_id = shard
         self.epoch = epoch
@@ -107,7 +109,7 @@ class ShardRuntime:
         self.scheduler = AsyncScheduler(self._enqueue_nowait)
         self._writes: list[StoreWrite] = []
         self._write_ready = asyncio.Event()
-        self.shard = GroupShard(shard, config, self.scheduler, self._on_write)
+        self.shard = GroupShard(shard, config, self.scheduler, self._on_write, topics)
         self._store = store
         self._on_rebalance = on_rebalance
         self._rebalances_seen = 0
@@ -185,6 +187,15 @@ class ShardRuntime:
 
         await self._queue.put(op)
         return await future
+
+    def submit(self, fn: Callable[[GroupShard], None]) -> None:
+        """Run ``fn(shard)`` on the shard's task when it is active; nobody waits."""
+
+        def op() -> None:
+            if self.status is ShardStatus.ACTIVE:
+                fn(self.shard)
+
+        self._enqueue_nowait(op)
 
     def _not_ready_error(self) -> int:
         if self.status is ShardStatus.LOADING:

@@ -19,6 +19,7 @@ deviations are noted where they are made.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable
@@ -936,7 +937,7 @@ class GroupShard:
         for group_id in consumer_doomed:
             del self.consumer.groups[group_id]
             # The offset store tombstones the group's records and offsets.
-            self.on_write(StoreWrite(group_id, None, lambda e, g=group_id: consumer_done(g, e)))
+            self.on_write(StoreWrite(group_id, None, functools.partial(consumer_done, group_id)))
 
         def one_done(group: ClassicGroup, error: int) -> None:
             results[group.group_id] = error

@@ -57,6 +57,8 @@ MODULES = [
     "list_partition_reassignments",
     "describe_log_dirs",
     "alter_replica_log_dirs",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 ]
 
 

@@ -58,7 +58,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),  # codec 0-5; v0: gone from Kafka 4; v5 IsCordoned false
     ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # codec 0-2; v0: gone from Kafka 4, no old struct
     # SASL_HANDSHAKE / SASL_AUTHENTICATE: not served (no authentication yet).
-    # CONSUMER_GROUP_HEARTBEAT (KIP-848): not served; kafka-python ships no schema for it.
+    # KIP-848, Kafka 4's versions (odradek.protocol.consumer_group_messages):
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 adds SubscribedTopicRegex
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),  # v1 adds MemberType (KIP-1099)
     # Transaction APIs: not advertised until transactions exist (docs/compatibility.md C20).
 }
 

@@ -80,6 +80,16 @@ class GroupCoordinatorStub:
                 request_serializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsResponse.FromString,
                 _registered_method=True)
+        self.ConsumerGroupHeartbeat = channel.unary_unary(
+                '/odradek.v1.GroupCoordinator/ConsumerGroupHeartbeat',
+                request_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.ConsumerGroupDescribe = channel.unary_unary(
+                '/odradek.v1.GroupCoordinator/ConsumerGroupDescribe',
+                request_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -142,6 +152,20 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsumerGroupHeartbeat(self, request, context):
+        """KIP-848: the consumer group protocol (odradek.coordinator.consumer_groups). The
+        answer comes once the records the heartbeat produced are durable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerGroupDescribe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +213,16 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteOffsets,
                     request_deserializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsResponse.SerializeToString,
+            ),
+            'ConsumerGroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupHeartbeat,
+                    request_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.SerializeToString,
+            ),
+            'ConsumerGroupDescribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupDescribe,
+                    request_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +468,60 @@ class GroupCoordinator:
             '/odradek.v1.GroupCoordinator/DeleteOffsets',
             odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsRequest.SerializeToString,
             odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.GroupCoordinator/ConsumerGroupHeartbeat',
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupDescribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.GroupCoordinator/ConsumerGroupDescribe',
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
             options,
             channel_credentials,
             insecure,
