@@ -1,0 +1,321 @@
+"""KIP-848 consumer groups with librdkafka 2.16 (confluent-kafka,
+``group.protocol=consumer``) against a real cluster: server-side assignment,
+incremental reassignment as members come and go (never a partition owned by two
+members at once), static members restarting without a rebalance, regex subscription
+picking up a new topic, a member killed with -9 fenced after the session timeout,
+committed offsets with member epochs, and ConsumerGroupDescribe through the admin
+client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from compat_wire import WireClient
+from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from odradek.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    OffsetCommitRequest,
+)
+from odradek.tools.launcher import Cluster
+
+pytestmark = pytest.mark.compat
+
+PARTITIONS = 6
+HEARTBEAT_MS = 300
+SESSION_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
+    return module_cluster_factory(
+        settings={
+            "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
+            "group.consumer.session.timeout.ms": str(SESSION_MS),
+        }
+    ).bootstrap_servers
+
+
+def make_topic(bootstrap: str, records: int = 60, prefix: str = "kip848") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(records):
+        producer.produce(name, f"v{i}".encode(), partition=i % PARTITIONS)
+    producer.flush(30)
+    return name
+
+
+def consumer(bootstrap: str, group: str, **extra: Any) -> Any:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+            **extra,
+        }
+    )
+
+
+def owned(c: Any) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in c.assignment()}
+
+
+class Watch:
+    """Polls consumers and checks, at every step, that no partition is owned by two
+    of them at once."""
+
+    def __init__(self, consumers: list[Any]) -> None:
+        self.consumers = consumers
+
+    def until(
+        self, done: Callable[[list[set[tuple[str, int]]]], bool], timeout: float = 30.0
+    ) -> list[set[tuple[str, int]]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for c in self.consumers:
+                c.poll(0.02)
+            assignments = [owned(c) for c in self.consumers]
+            flat = [p for a in assignments for p in a]
+            assert len(flat) == len(set(flat)), f"a partition owned twice: {assignments}"
+            if done(assignments):
+                return assignments
+            assert time.monotonic() < deadline, f"assignments never settled: {assignments}"
+
+
+def covers(
+    topic: str, n: int, partitions: int = PARTITIONS
+) -> Callable[[list[set[tuple[str, int]]]], bool]:
+    def check(assignments: list[set[tuple[str, int]]]) -> bool:
+        flat = sorted(p for a in assignments for p in a)
+        return (
+            len(assignments) == n
+            and flat == [(topic, p) for p in range(partitions)]
+            and all(assignments)
+        )
+
+    return check
+
+
+def test_join_then_members_come_and_go(bootstrap: str) -> None:
+    topic = make_topic(bootstrap)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    members = [consumer(bootstrap, group)]
+    members[0].subscribe([topic])
+    try:
+        watch = Watch(members)
+        assert watch.until(covers(topic, 1)) == [{(topic, p) for p in range(PARTITIONS)}]
+        for _ in range(2):
+            c = consumer(bootstrap, group)
+            c.subscribe([topic])
+            members.append(c)
+        assignments = watch.until(covers(topic, 3))
+        assert sorted(len(a) for a in assignments) == [2, 2, 2]
+        leaving = members.pop()
+        leaving.close()
+        assignments = watch.until(covers(topic, 2))
+        assert sorted(len(a) for a in assignments) == [3, 3]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert described.state == ConsumerGroupState.STABLE
+        assert len(described.members) == 2
+        assigned = sorted(
+            tp.partition for m in described.members for tp in m.assignment.topic_partitions
+        )
+        assert assigned == list(range(PARTITIONS))
+    finally:
+        for c in members:
+            c.close()
+
+
+def test_records_consumed_once_and_offsets_committed_with_member_epochs(bootstrap: str) -> None:
+    topic = make_topic(bootstrap, records=60)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    c = consumer(bootstrap, group, **{"enable.auto.commit": False})
+    c.subscribe([topic])
+    seen: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(seen) < 60 and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+        assert sorted(seen) == sorted(f"v{i}".encode() for i in range(60))
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        assert [tp.offset for tp in committed] == [10] * PARTITIONS
+    finally:
+        c.close()
+    # A new member of the group starts from the committed offsets: nothing left.
+    c = consumer(bootstrap, group)
+    c.subscribe([topic])
+    try:
+        Watch([c]).until(covers(topic, 1))
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            assert msg is None or msg.error() is not None, msg.value()
+    finally:
+        c.close()
+
+
+def test_static_member_restart_keeps_its_partitions(bootstrap: str) -> None:
+    topic = make_topic(bootstrap)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    a = consumer(bootstrap, group, **{"group.instance.id": "a"})
+    b = consumer(bootstrap, group, **{"group.instance.id": "b"})
+    for c in (a, b):
+        c.subscribe([topic])
+    try:
+        before = Watch([a, b]).until(covers(topic, 2))
+        epoch_before = _group_epoch(bootstrap, group)
+        b.close()
+        b = consumer(bootstrap, group, **{"group.instance.id": "b"})
+        b.subscribe([topic])
+        after = Watch([a, b]).until(covers(topic, 2))
+        assert after == before
+        assert _group_epoch(bootstrap, group) == epoch_before
+    finally:
+        a.close()
+        b.close()
+
+
+def _group_epoch(bootstrap: str, group: str) -> int:
+    """The group epoch through ConsumerGroupDescribe on the wire (confluent-kafka's
+    admin client does not show epochs)."""
+    with WireClient(bootstrap) as wire:
+        r = wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group]))
+    described = r.groups[0]
+    assert described.error_code == 0 and described.group_state == "Stable"
+    assert all(m.member_type == 1 for m in described.members)
+    return int(described.group_epoch)
+
+
+def test_bad_heartbeats_get_kafkas_errors(bootstrap: str) -> None:
+    topic = make_topic(bootstrap)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+
+    def heartbeat(version: int = 1, **fields: Any) -> Any:
+        base: dict[str, Any] = {
+            "group_id": group,
+            "member_id": "m1",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 30_000,
+            "subscribed_topic_names": [topic],
+        }
+        base.update(fields)
+        with WireClient(bootstrap) as wire:
+            return wire.request(68, version, ConsumerGroupHeartbeatRequest(**base))
+
+    joined = heartbeat()
+    assert joined.error_code == 0 and joined.member_epoch == 1
+    assert joined.heartbeat_interval_ms == HEARTBEAT_MS
+    assert sorted(joined.assignment.topic_partitions[0].partitions) == list(range(PARTITIONS))
+    assert heartbeat(member_epoch=7, subscribed_topic_names=None).error_code == 110
+    assert heartbeat(member_id="ghost", member_epoch=1).error_code == 25
+    bad_regex = heartbeat(member_id="m2", subscribed_topic_regex="([")
+    assert bad_regex.error_code == 128 and bad_regex.error_message
+    assert heartbeat(member_id="m2", server_assignor="sticky").error_code == 112
+    # v0 has no regex field: a v0 join without topics is an invalid request.
+    assert heartbeat(0, member_id="m3", subscribed_topic_names=None).error_code == 42
+    # Offset commits carry member epochs (OffsetCommit v9).
+    with WireClient(bootstrap) as wire:
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        P = T.OffsetCommitRequestPartition
+
+        def commit(epoch: int) -> int:
+            r = wire.request(
+                8,
+                9,
+                OffsetCommitRequest(
+                    group_id=group,
+                    generation_id_or_member_epoch=epoch,
+                    member_id="m1",
+                    topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=3)])],
+                ),
+            )
+            return int(r.topics[0].partitions[0].error_code)
+
+        assert commit(1) == 0
+        assert commit(0) == 113  # STALE_MEMBER_EPOCH
+        assert commit(2) == 110  # FENCED_MEMBER_EPOCH
+    left = heartbeat(member_epoch=-1, subscribed_topic_names=None)
+    assert left.error_code == 0 and left.member_epoch == -1
+
+
+def test_regex_subscription_picks_up_a_new_topic(bootstrap: str) -> None:
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    first = make_topic(bootstrap, prefix=prefix)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    c = consumer(bootstrap, group)
+    c.subscribe([f"^{prefix}-.*"])
+    try:
+        watch = Watch([c])
+        watch.until(covers(first, 1))
+        second = make_topic(bootstrap, prefix=prefix)
+        watch.until(lambda a: {t for t, _ in a[0]} == {first, second} and len(a[0]) == 12)
+        # Partition growth reaches the member too.
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_partitions([NewPartitions(first, PARTITIONS + 2)]).values():
+            future.result(30)
+        watch.until(lambda a: len(a[0]) == 14, timeout=30)
+    finally:
+        c.close()
+
+
+KILLABLE = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    c.subscribe([sys.argv[3]])
+    while True:
+        c.poll(0.1)
+        if c.assignment():
+            print("assigned", flush=True)
+            break
+    while True:
+        c.poll(0.1)
+    """
+)
+
+
+def test_member_killed_is_fenced_after_the_session_timeout(bootstrap: str) -> None:
+    topic = make_topic(bootstrap)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", KILLABLE, bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    survivor = consumer(bootstrap, group)
+    try:
+        assert victim.stdout is not None
+        assert victim.stdout.readline().strip() == "assigned"
+        survivor.subscribe([topic])
+        watch = Watch([survivor])
+        watch.until(lambda a: 0 < len(a[0]) < PARTITIONS)
+        victim.kill()
+        victim.wait(10)
+        started = time.monotonic()
+        watch.until(covers(topic, 1), timeout=SESSION_MS / 1000 + 20)
+        assert time.monotonic() - started >= SESSION_MS / 1000 * 0.5
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+        survivor.close()
