@@ -726,6 +726,19 @@ class ConsumerGroups:
         self._schedule_session(group, member)
         return ErrorCode.NONE
 
+    def validate_offset_fetch(self, group_id: str, member_id: str, member_epoch: int) -> int:
+        """Kafka's ``ConsumerGroup.validateOffsetFetch`` (OffsetFetch v9+): checked only
+        for consumer groups and only when the request names a member."""
+        group = self.groups.get(group_id)
+        if group is None or (member_epoch < 0 and not member_id):
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     def deletable(self, group_id: str) -> int:
         group = self.groups.get(group_id)
         if group is None:

@@ -451,3 +451,18 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
 
         groups = await asyncio.gather(*(one(g) for g in request.group_ids))
         return coordinator_pb2.ConsumerGroupDescribeResponse(groups=groups)
+
+    async def ValidateOffsetFetch(
+        self,
+        request: coordinator_pb2.ValidateOffsetFetchRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> coordinator_pb2.ValidateOffsetFetchResponse:
+        runtime, error = self._runtime(request.group_id)
+        if runtime is not None:
+            error = await runtime.call(
+                lambda s: s.consumer.validate_offset_fetch(
+                    request.group_id, request.member_id, request.member_epoch
+                ),
+                lambda e: e,
+            )
+        return coordinator_pb2.ValidateOffsetFetchResponse(error_code=int(error))

@@ -25,6 +25,7 @@ from odradek.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     OffsetCommitRequest,
+    OffsetFetchRequest,
 )
 from odradek.tools.launcher import Cluster
 
@@ -252,6 +253,21 @@ def test_bad_heartbeats_get_kafkas_errors(bootstrap: str) -> None:
         assert commit(1) == 0
         assert commit(0) == 113  # STALE_MEMBER_EPOCH
         assert commit(2) == 110  # FENCED_MEMBER_EPOCH
+        G = OffsetFetchRequest.OffsetFetchRequestGroup
+
+        def fetch(member: str, epoch: int) -> Any:
+            request = OffsetFetchRequest(
+                groups=[G(group_id=group, member_id=member, member_epoch=epoch, topics=None)],
+                require_stable=False,
+            )
+            return wire.request(9, 9, request).groups[0]
+
+        current = fetch("m1", 1)
+        assert current.error_code == 0
+        assert current.topics[0].partitions[0].committed_offset == 3
+        assert fetch("m1", 0).error_code == 113  # STALE_MEMBER_EPOCH
+        assert fetch("ghost", 1).error_code == 25  # UNKNOWN_MEMBER_ID
+        assert fetch("", -1).error_code == 0  # an admin read
     left = heartbeat(member_epoch=-1, subscribed_topic_names=None)
     assert left.error_code == 0 and left.member_epoch == -1
 

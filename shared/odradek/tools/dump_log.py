@@ -14,6 +14,8 @@ or on the data of a dead node. Every file kind of a partition directory is handl
   offset from the 20-digit file name; the preallocated zero tail ends the listing.
   Offset index entries are checked against the ``.log`` beside them as Kafka does
   (``Mismatches in :<file>`` on stderr).
+- ``--offsets-decoder`` prints ``__consumer_offsets`` records decoded
+  (:mod:`odradek.tools.offsets_decoder`), as Kafka's flag of that name does.
 - ``.snapshot`` (producer state), ``.txnindex`` (aborted transactions), and the text
   checkpoints (``leader-epoch-checkpoint``, ``*-offset-checkpoint``).
 
@@ -53,6 +55,7 @@ from odradek.records.legacy import (
     record_overhead,
 )
 from odradek.records.record import DecodedRecord, decode_batch
+from odradek.tools import offsets_decoder as offsets_decoder_module
 
 _LEGACY_CODEC_NAMES = {
     0: "NoCompressionCodec",
@@ -121,7 +124,13 @@ def _v2_batch_line(h: BatchHeader, position: int, valid: bool) -> str:
     )
 
 
-def _v2_record_line(record: DecodedRecord, ts_name: str, is_control: bool, print_data: bool) -> str:
+def _v2_record_line(
+    record: DecodedRecord,
+    ts_name: str,
+    is_control: bool,
+    print_data: bool,
+    offsets_decoder: bool = False,
+) -> str:
     parts = [
         f"| offset: {record.offset} {ts_name}: {record.timestamp} "
         f"keysize: {-1 if record.key is None else len(record.key)} "
@@ -131,6 +140,9 @@ def _v2_record_line(record: DecodedRecord, ts_name: str, is_control: bool, print
     ]
     if is_control:
         parts.append(_control_description(record))
+    elif offsets_decoder:
+        key, payload = offsets_decoder_module.decode(record.key, record.value)
+        parts.append(f" key: {key} payload: {payload}")
     elif print_data:
         if record.key is not None:
             parts.append(f" key: {_text(record.key)}")
@@ -158,7 +170,12 @@ def _control_description(record: DecodedRecord) -> str:
 
 
 def _dump_v2(
-    data: bytes | mmap.mmap, pos: int, size: int, deep: bool, print_data: bool
+    data: bytes | mmap.mmap,
+    pos: int,
+    size: int,
+    deep: bool,
+    print_data: bool,
+    offsets_decoder: bool = False,
 ) -> list[str]:
     raw = data[pos : pos + size]
     valid = BatchView(raw).is_valid()
@@ -171,7 +188,8 @@ def _dump_v2(
         else:
             ts_name = _TIMESTAMP_NAMES[batch.timestamp_type]
             lines.extend(
-                _v2_record_line(r, ts_name, batch.is_control, print_data) for r in batch.records
+                _v2_record_line(r, ts_name, batch.is_control, print_data, offsets_decoder)
+                for r in batch.records
             )
     return lines
 
@@ -229,7 +247,9 @@ def _min_length(magic: int) -> int | None:
     return None
 
 
-def dump_log(path: str, deep: bool, print_data: bool, out: TextIO) -> None:
+def dump_log(
+    path: str, deep: bool, print_data: bool, out: TextIO, offsets_decoder: bool = False
+) -> None:
     out.write(f"Starting offset: {_base_offset(path)}\n")
     with _mapped(path) as data:
         end = len(data)
@@ -242,7 +262,7 @@ def dump_log(path: str, deep: bool, print_data: bool, out: TextIO) -> None:
                 break
             size = entry.size
             if magic == 2:
-                lines = _dump_v2(data, pos, size, deep, print_data)
+                lines = _dump_v2(data, pos, size, deep, print_data, offsets_decoder)
             else:
                 lines = _dump_legacy(data, pos, size, deep, print_data)
             out.write("\n".join(lines))
@@ -403,13 +423,14 @@ def dump_files(
     *,
     deep_iteration: bool = False,
     err: TextIO | None = None,
+    offsets_decoder: bool = False,
 ) -> int:
     """Dump each file; 0 when all could be read, 1 if any was missing or of unknown kind.
 
     Corrupt content is reported in the output, not by the exit code, as Kafka does.
     """
     err = sys.stderr if err is None else err
-    deep = deep_iteration or print_data_log
+    deep = deep_iteration or print_data_log or offsets_decoder
     status = 0
     for path in paths:
         out.write(f"Dumping {path}\n")
@@ -419,7 +440,7 @@ def dump_files(
                 out.write(f"File {path} does not exist or is not a regular file\n")
                 status = 1
             elif kind == ".log":
-                dump_log(path, deep, print_data_log, out)
+                dump_log(path, deep, print_data_log, out, offsets_decoder)
             elif kind == ".index":
                 dump_index(path, out, err)
             elif kind == ".timeindex":
@@ -448,7 +469,13 @@ def _run(args: argparse.Namespace) -> int:
     if not paths:
         print("odradek dump-log: --files needs at least one file", file=sys.stderr)
         return 2
-    return dump_files(paths, args.print_data_log, sys.stdout, deep_iteration=args.deep_iteration)
+    return dump_files(
+        paths,
+        args.print_data_log,
+        sys.stdout,
+        deep_iteration=args.deep_iteration,
+        offsets_decoder=args.offsets_decoder,
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -474,5 +501,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--deep-iteration",
         action="store_true",
         help="print every record, not only batch headers",
+    )
+    p.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode records as __consumer_offsets keys and values (offset commits, "
+        "classic group metadata, KIP-848 consumer group records); implies --deep-iteration",
     )
     p.set_defaults(func=_run)

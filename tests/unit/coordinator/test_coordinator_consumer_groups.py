@@ -109,6 +109,12 @@ def test_fencing_and_validation_errors() -> None:
     assert h.shard.validate_offset_commit("g", "a", None, 2) == E.FENCED_MEMBER_EPOCH
     assert h.shard.validate_offset_commit("g", "zz", None, 1) == E.UNKNOWN_MEMBER_ID
     assert h.shard.validate_offset_commit("g", "", None, -1) == E.NONE
+    consumer = h.shard.consumer
+    assert consumer.validate_offset_fetch("g", "a", 1) == E.NONE
+    assert consumer.validate_offset_fetch("g", "a", 0) == E.STALE_MEMBER_EPOCH
+    assert consumer.validate_offset_fetch("g", "zz", 1) == E.UNKNOWN_MEMBER_ID
+    assert consumer.validate_offset_fetch("g", "", -1) == E.NONE
+    assert consumer.validate_offset_fetch("classic", "x", 3) == E.NONE
 
 
 def test_leave_and_session_timeout_bump_the_epoch() -> None:

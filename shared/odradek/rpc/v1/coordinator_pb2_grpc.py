@@ -90,6 +90,11 @@ class GroupCoordinatorStub:
                 request_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
                 _registered_method=True)
+        self.ValidateOffsetFetch = channel.unary_unary(
+                '/odradek.v1.GroupCoordinator/ValidateOffsetFetch',
+                request_serializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -166,6 +171,14 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ValidateOffsetFetch(self, request, context):
+        """OffsetFetch v9+ from a consumer group member: its id and epoch must be current
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); classic groups are not checked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -223,6 +236,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.ConsumerGroupDescribe,
                     request_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.SerializeToString,
+            ),
+            'ValidateOffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ValidateOffsetFetch,
+                    request_deserializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -522,6 +540,33 @@ class GroupCoordinator:
             '/odradek.v1.GroupCoordinator/ConsumerGroupDescribe',
             odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
             odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ValidateOffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.GroupCoordinator/ValidateOffsetFetch',
+            odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchRequest.SerializeToString,
+            odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchResponse.FromString,
             options,
             channel_credentials,
             insecure,
