@@ -335,3 +335,75 @@ def test_member_killed_is_fenced_after_the_session_timeout(bootstrap: str) -> No
             victim.kill()
             victim.wait(10)
         survivor.close()
+
+
+def _describe(bootstrap: str, group: str) -> Any:
+    with WireClient(bootstrap) as wire:
+        return wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+
+
+def test_coordinator_killed_rebuilds_the_group_from_its_records(
+    cluster_factory: Callable[..., Cluster],
+) -> None:
+    """kill -9 of the coordinator owning the group's shard, then a restart: the shard
+    reloads from __consumer_offsets with the same group epoch, members, epochs and
+    assignments, and the members carry on without a rebalance."""
+    cluster = cluster_factory(
+        settings={
+            "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
+            "group.consumer.session.timeout.ms": "20000",
+        }
+    )
+    bootstrap = cluster.bootstrap_servers
+    topic = make_topic(bootstrap)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    members = [consumer(bootstrap, group), consumer(bootstrap, group)]
+    for c in members:
+        c.subscribe([topic])
+    try:
+        watch = Watch(members)
+        before = watch.until(covers(topic, 2))
+        described = _describe(bootstrap, group)
+        assert described.group_state == "Stable"
+        name = next(s.spec.name for s in cluster.services if s.spec.kind == "coordinator")
+        victim = cluster.service(name)
+        victim.process.kill()
+        victim.process.wait(10)
+        cluster.restart(name)
+
+        def reloaded() -> Any:
+            try:
+                d = _describe(bootstrap, group)
+            except OSError:
+                return None
+            return d if d.error_code == 0 else None
+
+        deadline = time.monotonic() + 30
+        while (after := reloaded()) is None:
+            for c in members:
+                c.poll(0.05)
+            assert time.monotonic() < deadline, "the group never came back"
+        assert after.group_epoch == described.group_epoch
+        assert after.assignment_epoch == described.assignment_epoch
+
+        def by_member(d: Any) -> dict[str, tuple[int, list[int]]]:
+            return {
+                m.member_id: (
+                    m.member_epoch,
+                    sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions),
+                )
+                for m in d.members
+            }
+
+        assert by_member(after) == by_member(described)
+        # The members keep heartbeating with their epochs: no fencing, no rebalance.
+        end = time.monotonic() + 3 * HEARTBEAT_MS / 1000 + 2
+        while time.monotonic() < end:
+            for c in members:
+                c.poll(0.05)
+        assert [owned(c) for c in members] == before
+        final = _describe(bootstrap, group)
+        assert final.group_state == "Stable" and final.group_epoch == described.group_epoch
+    finally:
+        for c in members:
+            c.close()
