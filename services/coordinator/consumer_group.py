@@ -106,6 +106,7 @@ class ConsumerGroup:
         # Subscribed topics as last seen: name -> (topic id, partition count); a
         # change bumps the group epoch (topic created, deleted, grown).
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        self.topics_seen: object = None  # the topic view it was computed from
         self.assignor_name = ""
         self.deleted = False
 

@@ -245,11 +245,15 @@ class ConsumerGroups:
             if bump:
                 records.append(self._member_record(group, member))
         # Subscribed topics' metadata: a topic created, deleted or grown bumps the epoch.
-        metadata = self._subscription_metadata(group, topics)
-        if bump or metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
-            group.group_epoch += 1
-            records.append(self._epoch_record(group))
+        # Recomputed only when the subscriptions or the topic view changed (the view
+        # is one object per metadata snapshot).
+        if bump or group.topics_seen is not topics:
+            metadata = self._subscription_metadata(group, topics)
+            group.topics_seen = topics
+            if bump or metadata != group.subscription_metadata:
+                group.subscription_metadata = metadata
+                group.group_epoch += 1
+                records.append(self._epoch_record(group))
         if group.assignment_epoch < group.group_epoch:
             self._compute_target(group, records)
         before = (member.member_epoch, member.assigned)
@@ -392,7 +396,9 @@ class ConsumerGroups:
         self.scheduler.cancel(self._session_key(group, member.member_id))
         self.scheduler.cancel(self._revoke_key(group, member.member_id))
         records.extend(self._member_tombstones(group, member.member_id))
-        group.subscription_metadata = self._subscription_metadata(group, self.topics())
+        topics = self.topics()
+        group.subscription_metadata = self._subscription_metadata(group, topics)
+        group.topics_seen = topics
         group.group_epoch += 1
         records.append(self._epoch_record(group))
         if group.members:
@@ -465,6 +471,12 @@ class ConsumerGroups:
         reported: Assignment | None,
         records: list[Record],
     ) -> None:
+        if (
+            member.state is MemberState.STABLE
+            and member.member_epoch == group.assignment_epoch
+            and not member.pending_revocation
+        ):
+            return  # nothing to move (the common heartbeat)
         owned_by_others = set(group.owner_map(excluding=member.member_id))
         current = MemberAssignment(
             member.member_epoch,
@@ -551,6 +563,7 @@ class ConsumerGroups:
                 continue
             records: list[Record] = []
             group.subscription_metadata = metadata
+            group.topics_seen = topics
             group.group_epoch += 1
             records.append(self._epoch_record(group))
             self._compute_target(group, records)

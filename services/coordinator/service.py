@@ -86,6 +86,7 @@ class CoordinatorService:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._reconcile_lock = asyncio.Lock()
+        self._topic_view: tuple[Snapshot | None, dict[str, tuple[uuid.UUID, int]]] = (None, {})
         coordinator_pb2_grpc.add_GroupCoordinatorServicer_to_server(
             CoordinatorServicer(self), self.rpc.server
         )
@@ -166,12 +167,17 @@ class CoordinatorService:
         return runtime
 
     def topic_view(self) -> dict[str, tuple[uuid.UUID, int]]:
-        """Topics consumer groups may subscribe to: name -> (topic id, partitions)."""
-        return {
-            t.name: (uuid.UUID(bytes=bytes(t.topic_id)), len(t.partitions))
-            for t in self.metadata.current.raw.topics
-            if not t.internal and not t.name.startswith("__")
-        }
+        """Topics consumer groups may subscribe to: name -> (topic id, partitions); one
+        object per metadata snapshot, so groups notice a change by identity."""
+        snapshot = self.metadata.current
+        if self._topic_view[0] is not snapshot:
+            view = {
+                t.name: (uuid.UUID(bytes=bytes(t.topic_id)), len(t.partitions))
+                for t in snapshot.raw.topics
+                if not t.internal and not t.name.startswith("__")
+            }
+            self._topic_view = (snapshot, view)
+        return self._topic_view[1]
 
     def _on_metadata(self, previous: Snapshot, current: Snapshot) -> None:
         if self._stop.is_set():

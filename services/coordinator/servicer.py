@@ -241,8 +241,13 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
                 if listed == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                     out.error_code = listed
                 continue
-            for group_id, protocol_type, state in listed:
-                out.groups.add(group_id=group_id, protocol_type=protocol_type, state=state)
+            for group_id, protocol_type, state, group_type in listed:
+                out.groups.add(
+                    group_id=group_id,
+                    protocol_type=protocol_type,
+                    state=state,
+                    group_type=group_type,
+                )
         return out
 
     async def DeleteGroups(

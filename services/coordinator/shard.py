@@ -860,8 +860,9 @@ class GroupShard:
     def describe(self, group_id: str) -> GroupDescription:
         group = self.groups.get(group_id)
         if group is None and group_id in self.consumer.groups:
-            # Kafka: "Group ... is not a classic group."
-            return GroupDescription(group_id, ErrorCode.GROUP_ID_NOT_FOUND, "", "", "", [])
+            # Not a classic group: DescribeGroups below v6 says Dead, as Kafka's
+            # describeGroups does (v6 would answer GROUP_ID_NOT_FOUND).
+            return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "", [])
         if group is None:
             return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "", [])
         stable = group.is_(GroupState.STABLE)
@@ -885,17 +886,17 @@ class GroupShard:
             members,
         )
 
-    def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of every live group, optionally filtered by
-        state (case-insensitive, as Kafka's ListGroups v4 filter)."""
+    def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of every live group, optionally
+        filtered by state (case-insensitive, as Kafka's ListGroups v4 filter)."""
         wanted = {s.lower() for s in states}
         classic = [
-            (g.group_id, g.protocol_type or "", g.state.value)
+            (g.group_id, g.protocol_type or "", g.state.value, "classic")
             for g in self.groups.values()
             if not g.is_(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
         ]
         consumer = [
-            (g.group_id, g.protocol_type, g.state())
+            (g.group_id, g.protocol_type, g.state(), "consumer")
             for g in self.consumer.groups.values()
             if not wanted or g.state().lower() in wanted
         ]

@@ -11,14 +11,22 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from compat_clients import JavaClient
 from compat_wire import WireClient
-from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from odradek.protocol.messages import (
@@ -137,6 +145,32 @@ def test_join_then_members_come_and_go(bootstrap: str) -> None:
             tp.partition for m in described.members for tp in m.assignment.topic_partitions
         )
         assert assigned == list(range(PARTITIONS))
+        # ListGroups v5 reports the group's type; the types filter selects it.
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
+        mine = [g for g in listed.valid if g.group_id == group]
+        assert len(mine) == 1 and mine[0].type == ConsumerGroupType.CONSUMER
+        classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
+        assert group not in {g.group_id for g in classic.valid}
+        # odradek groups describe shows epochs and assignments.
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "odradek",
+                "groups",
+                "describe",
+                group,
+                "--bootstrap-server",
+                bootstrap,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert f"GROUP {group}  type consumer  state Stable" in cli.stdout
+        assert cli.stdout.count(f"{topic}:") == 4  # two members: assignment and target
     finally:
         for c in members:
             c.close()
@@ -407,3 +441,60 @@ def test_coordinator_killed_rebuilds_the_group_from_its_records(
     finally:
         for c in members:
             c.close()
+
+
+@pytest.mark.slow  # two JVMs in turn: minutes on a loaded machine
+def test_java_client_consumer_protocol(bootstrap: str, java_classpath: str) -> None:
+    """kafka-clients 4.3.0 with group.protocol=consumer: two members share the topic
+    (disjoint, covering, 3 and 3), and when one leaves the other gets everything."""
+    topic = make_topic(bootstrap)
+    group = f"cg-java-{uuid.uuid4().hex[:6]}"
+    java = JavaClient(bootstrap, java_classpath)
+    rows: dict[str, list[list[str]]] = {}
+
+    def run(name: str, **stop: int) -> None:
+        rows[name] = java.run(
+            "group-consume",
+            {
+                "topic": topic,
+                "duration.ms": 90_000,
+                **{k.replace("_", "."): v for k, v in stop.items()},
+                "consumer.group.id": group,
+                "consumer.group.protocol": "consumer",
+                "consumer.auto.offset.reset": "earliest",
+            },
+            timeout=150,
+        )
+
+    # a runs until it owns all partitions again after sharing them; b until its share
+    # has been stable for 3 s, then leaves.
+    first = threading.Thread(target=run, args=("a",), kwargs={"regain_size": PARTITIONS})
+    first.start()
+    deadline = time.monotonic() + 60
+
+    def a_owns_partitions() -> bool:
+        d = _describe(bootstrap, group)
+        return d.error_code == 0 and any(m.assignment.topic_partitions for m in d.members)
+
+    while not a_owns_partitions():  # its JVM starts and joins
+        assert time.monotonic() < deadline, "the first Java member never got partitions"
+        time.sleep(0.5)
+    run("b", stable_ms=3000)
+    first.join()
+
+    def timeline(name: str) -> list[tuple[int, set[int]]]:
+        return [
+            (int(r[1]), {int(p) for p in r[2].split(",")} if len(r) > 2 and r[2] else set())
+            for r in rows[name]
+            if r[0] == "ASSIGNMENT"
+        ]
+
+    a, b = timeline("a"), timeline("b")
+    b_end_time, b_final = b[-1]
+    a_then = [s for t, s in a if t <= b_end_time][-1]
+    assert b_final and a_then and not (a_then & b_final), (a, b)
+    assert a_then | b_final == set(range(PARTITIONS))
+    assert sorted([len(a_then), len(b_final)]) == [3, 3]
+    assert a[-1][1] == set(range(PARTITIONS)), (a, b)  # b left: a owns everything again
+    counts = {name: int(next(r[1] for r in rows[name] if r[0] == "COUNT")) for name in rows}
+    assert counts["a"] + counts["b"] >= 60

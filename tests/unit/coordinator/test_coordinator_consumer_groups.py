@@ -29,7 +29,7 @@ class Harness:
         self.log: dict[bytes, bytes] = {}  # what compaction keeps
         self.topics = topics if topics is not None else {"t1": (T1, 6)}
         self.shard = GroupShard(
-            0, GroupConfig(**config), self.clock, self.writes.append, lambda: self.topics
+            0, GroupConfig(**config), self.clock, self.writes.append, lambda: dict(self.topics)
         )
 
     def flush(self) -> None:
@@ -186,8 +186,9 @@ def test_shard_rebuilt_from_records() -> None:
 def test_classic_and_consumer_groups_keep_their_ids() -> None:
     h = Harness()
     h.hb("a", 0)
-    assert ("g", "consumer", "Stable") in h.shard.list_groups()
-    assert h.shard.describe("g").error == E.GROUP_ID_NOT_FOUND
+    assert ("g", "consumer", "Stable", "consumer") in h.shard.list_groups()
+    described = h.shard.describe("g")
+    assert (described.error, described.state) == (E.NONE, "Dead")
 
 
 @pytest.mark.parametrize("assignor", [uniform, range_])

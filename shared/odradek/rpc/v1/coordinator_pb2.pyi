@@ -348,14 +348,16 @@ class ListGroupsRequest(_message.Message):
     def __init__(self, states_filter: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListedGroup(_message.Message):
-    __slots__ = ("group_id", "protocol_type", "state")
+    __slots__ = ("group_id", "protocol_type", "state", "group_type")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_TYPE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     protocol_type: str
     state: str
-    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+    group_type: str
+    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ..., group_type: _Optional[str] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
     __slots__ = ("error_code", "groups")
