@@ -59,6 +59,13 @@ MODULES = [
     "alter_replica_log_dirs",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "txn_offset_commit",
+    "end_txn",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 ]
 
 

@@ -29,7 +29,6 @@ from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 
-# Nested message classes (the codec builds them; no stubs describe them).
 Group: Any = ConsumerGroupDescribeResponse.DescribedGroup
 Member: Any = Group.Member
 MEMBER_TYPE_CONSUMER = 1

@@ -31,7 +31,6 @@ from odradek.rpc.v1 import coordinator_pb2
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
-# Nested message classes (the codec builds them; no stubs describe them).
 Assignment: Any = ConsumerGroupHeartbeatResponse.Assignment
 
 

@@ -15,7 +15,7 @@ All four messages are flexible from v0 (compact strings/arrays, tagged fields).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from kafka.protocol.api_message import ApiMessage, ApiMessageData
 from kafka.protocol.data_container import SlotsBuilder
@@ -213,12 +213,14 @@ class _SpecMessageData(ApiMessageData):
 
 class ConsumerGroupHeartbeatRequest(ApiMessage, metaclass=_SpecMessageData, spec=HEARTBEAT_REQUEST):
     __slots__ = ()
+    TopicPartitions: ClassVar[Any]  # nested struct class, set by the codec
 
 
 class ConsumerGroupHeartbeatResponse(
     ApiMessage, metaclass=_SpecMessageData, spec=HEARTBEAT_RESPONSE
 ):
     __slots__ = ()
+    Assignment: ClassVar[Any]  # nested struct class, set by the codec
 
 
 class ConsumerGroupDescribeRequest(ApiMessage, metaclass=_SpecMessageData, spec=DESCRIBE_REQUEST):
@@ -227,6 +229,7 @@ class ConsumerGroupDescribeRequest(ApiMessage, metaclass=_SpecMessageData, spec=
 
 class ConsumerGroupDescribeResponse(ApiMessage, metaclass=_SpecMessageData, spec=DESCRIBE_RESPONSE):
     __slots__ = ()
+    DescribedGroup: ClassVar[Any]  # nested struct class, set by the codec
 
 
 __all__ = [

@@ -61,7 +61,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     # KIP-848, Kafka 4's versions (odradek.protocol.consumer_group_messages):
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 adds SubscribedTopicRegex
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),  # v1 adds MemberType (KIP-1099)
-    # Transaction APIs: not advertised until transactions exist (docs/compatibility.md C20).
+    # Transactions (KIP-98/447/664/890 part 1; docs/transactions-design.md):
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # codec 0-5; v4+ batched/verify-only (brokers)
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),  # codec 0-4
+    ApiKey.END_TXN: (0, 4),  # codec 0-5; v5 is transactions v2 (KIP-890 part 2)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # codec 0-5; v5 is transactions v2 (KIP-890 part 2)
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # codec 0-0
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # codec 0-0
+    ApiKey.LIST_TRANSACTIONS: (0, 1),  # codec 0-2; v2 adds a transactional id pattern (KIP-1152)
 }
 
 

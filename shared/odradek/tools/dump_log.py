@@ -5,7 +5,11 @@ or on the data of a dead node. Every file kind of a partition directory is handl
 
 - ``.log``: ``Starting offset: <base>``, one line per batch (v2, seed 004's field order)
   or per legacy message (magic 0/1, seed 004's 0.8 style), and with
-  ``--deep-iteration``/``--print-data-log`` one ``| offset: ...`` line per record.
+  ``--deep-iteration``/``--print-data-log`` one ``| offset: ...`` line per record;
+  ``--transaction-log-decoder`` prints ``__transaction_state`` records as transaction
+  metadata (Kafka's ``TransactionLog.formatRecordKeyAndValue``), ``--offsets-decoder``
+  ``__consumer_offsets`` records (offset commits, group metadata, KIP-848 consumer
+  group records; :mod:`odradek.tools.offsets_decoder`).
   A batch whose CRC does not match prints ``isvalid: false`` and the walk goes on
   while sizes stay plausible; bytes that cannot form a batch end it with
   ``Found N invalid bytes at the end of <file>``.
@@ -14,8 +18,6 @@ or on the data of a dead node. Every file kind of a partition directory is handl
   offset from the 20-digit file name; the preallocated zero tail ends the listing.
   Offset index entries are checked against the ``.log`` beside them as Kafka does
   (``Mismatches in :<file>`` on stderr).
-- ``--offsets-decoder`` prints ``__consumer_offsets`` records decoded
-  (:mod:`odradek.tools.offsets_decoder`), as Kafka's flag of that name does.
 - ``.snapshot`` (producer state), ``.txnindex`` (aborted transactions), and the text
   checkpoints (``leader-epoch-checkpoint``, ``*-offset-checkpoint``).
 
@@ -29,7 +31,7 @@ import mmap
 import os
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -55,7 +57,11 @@ from odradek.records.legacy import (
     record_overhead,
 )
 from odradek.records.record import DecodedRecord, decode_batch
-from odradek.tools import offsets_decoder as offsets_decoder_module
+from odradek.tools import offsets_decoder
+from odradek.transaction_log.records import format_record as format_transaction_log_record
+
+# Turns a data record into the `` key: ... payload: ...`` text of a decoder option.
+RecordParser = Callable[[DecodedRecord], str]
 
 _LEGACY_CODEC_NAMES = {
     0: "NoCompressionCodec",
@@ -124,12 +130,26 @@ def _v2_batch_line(h: BatchHeader, position: int, valid: bool) -> str:
     )
 
 
+def transaction_log_parser(record: DecodedRecord) -> str:
+    """``--transaction-log-decoder``: a ``__transaction_state`` record as Kafka prints it."""
+    key, payload = format_transaction_log_record(record.key, record.value)
+    return (f" key: {key}" if key is not None else "") + (
+        f" payload: {payload}" if payload is not None else ""
+    )
+
+
+def offsets_parser(record: DecodedRecord) -> str:
+    """``--offsets-decoder``: a ``__consumer_offsets`` record as Kafka prints it."""
+    key, payload = offsets_decoder.decode(record.key, record.value)
+    return f" key: {key} payload: {payload}"
+
+
 def _v2_record_line(
     record: DecodedRecord,
     ts_name: str,
     is_control: bool,
     print_data: bool,
-    offsets_decoder: bool = False,
+    parser: RecordParser | None = None,
 ) -> str:
     parts = [
         f"| offset: {record.offset} {ts_name}: {record.timestamp} "
@@ -140,9 +160,8 @@ def _v2_record_line(
     ]
     if is_control:
         parts.append(_control_description(record))
-    elif offsets_decoder:
-        key, payload = offsets_decoder_module.decode(record.key, record.value)
-        parts.append(f" key: {key} payload: {payload}")
+    elif parser is not None:
+        parts.append(parser(record))
     elif print_data:
         if record.key is not None:
             parts.append(f" key: {_text(record.key)}")
@@ -175,7 +194,7 @@ def _dump_v2(
     size: int,
     deep: bool,
     print_data: bool,
-    offsets_decoder: bool = False,
+    parser: RecordParser | None = None,
 ) -> list[str]:
     raw = data[pos : pos + size]
     valid = BatchView(raw).is_valid()
@@ -188,7 +207,7 @@ def _dump_v2(
         else:
             ts_name = _TIMESTAMP_NAMES[batch.timestamp_type]
             lines.extend(
-                _v2_record_line(r, ts_name, batch.is_control, print_data, offsets_decoder)
+                _v2_record_line(r, ts_name, batch.is_control, print_data, parser)
                 for r in batch.records
             )
     return lines
@@ -248,7 +267,7 @@ def _min_length(magic: int) -> int | None:
 
 
 def dump_log(
-    path: str, deep: bool, print_data: bool, out: TextIO, offsets_decoder: bool = False
+    path: str, deep: bool, print_data: bool, out: TextIO, parser: RecordParser | None = None
 ) -> None:
     out.write(f"Starting offset: {_base_offset(path)}\n")
     with _mapped(path) as data:
@@ -262,7 +281,7 @@ def dump_log(
                 break
             size = entry.size
             if magic == 2:
-                lines = _dump_v2(data, pos, size, deep, print_data, offsets_decoder)
+                lines = _dump_v2(data, pos, size, deep, print_data, parser)
             else:
                 lines = _dump_legacy(data, pos, size, deep, print_data)
             out.write("\n".join(lines))
@@ -423,14 +442,23 @@ def dump_files(
     *,
     deep_iteration: bool = False,
     err: TextIO | None = None,
+    transaction_log_decoder: bool = False,
     offsets_decoder: bool = False,
 ) -> int:
     """Dump each file; 0 when all could be read, 1 if any was missing or of unknown kind.
 
     Corrupt content is reported in the output, not by the exit code, as Kafka does.
+    ``transaction_log_decoder`` prints records as ``__transaction_state`` metadata,
+    ``offsets_decoder`` as ``__consumer_offsets`` records (both imply printing data, as
+    in Kafka).
     """
     err = sys.stderr if err is None else err
-    deep = deep_iteration or print_data_log or offsets_decoder
+    parser: RecordParser | None = None
+    if transaction_log_decoder:
+        parser = transaction_log_parser
+    elif offsets_decoder:
+        parser = offsets_parser
+    deep = deep_iteration or print_data_log or parser is not None
     status = 0
     for path in paths:
         out.write(f"Dumping {path}\n")
@@ -440,7 +468,7 @@ def dump_files(
                 out.write(f"File {path} does not exist or is not a regular file\n")
                 status = 1
             elif kind == ".log":
-                dump_log(path, deep, print_data_log, out, offsets_decoder)
+                dump_log(path, deep, print_data_log, out, parser)
             elif kind == ".index":
                 dump_index(path, out, err)
             elif kind == ".timeindex":
@@ -474,6 +502,7 @@ def _run(args: argparse.Namespace) -> int:
         args.print_data_log,
         sys.stdout,
         deep_iteration=args.deep_iteration,
+        transaction_log_decoder=args.transaction_log_decoder,
         offsets_decoder=args.offsets_decoder,
     )
 
@@ -503,9 +532,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="print every record, not only batch headers",
     )
     p.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="parse records as transaction metadata from the __transaction_state topic "
+        "(implies --print-data-log)",
+    )
+    p.add_argument(
         "--offsets-decoder",
         action="store_true",
-        help="decode records as __consumer_offsets keys and values (offset commits, "
-        "classic group metadata, KIP-848 consumer group records); implies --deep-iteration",
+        help="parse records as offset commits and group metadata from the "
+        "__consumer_offsets topic, KIP-848 consumer group records included "
+        "(implies --print-data-log)",
     )
     p.set_defaults(func=_run)

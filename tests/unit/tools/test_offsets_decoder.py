@@ -18,7 +18,7 @@ from odradek.consumer_offsets.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from odradek.offsets.partition_log import build_batch
+from odradek.internal_topic.partition_log import build_batch
 from odradek.tools.dump_log import dump_files
 
 TOPIC = uuid.UUID(int=7)
