@@ -24,6 +24,8 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
     ConsumerGroupType,
+    KafkaError,
+    KafkaException,
     Producer,
     TopicPartition,
 )
@@ -57,8 +59,19 @@ def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
 def make_topic(bootstrap: str, records: int = 60, prefix: str = "kip848") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
-        future.result(30)
+    for attempt in range(3):
+        # librdkafka gives up waiting for the controller of a cluster that has just
+        # started on a busy machine ("Failed while waiting for controller"): ask again.
+        future = admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name]
+        try:
+            future.result(90)
+            break
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                break
+            if error.code() != KafkaError._TIMED_OUT or attempt == 2:
+                raise
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(records):
         producer.produce(name, f"v{i}".encode(), partition=i % PARTITIONS)
@@ -320,7 +333,7 @@ def test_regex_subscription_picks_up_a_new_topic(bootstrap: str) -> None:
         # Partition growth reaches the member too.
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_partitions([NewPartitions(first, PARTITIONS + 2)]).values():
-            future.result(30)
+            future.result(90)  # generous: a cluster just started on a busy machine
         watch.until(lambda a: len(a[0]) == 14, timeout=30)
     finally:
         c.close()
