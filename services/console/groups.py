@@ -19,7 +19,7 @@ import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from odradek.console.kafka_client import (
+from odradek.kafka_client import (
     Broker,
     KafkaClient,
     KafkaClientError,

@@ -18,7 +18,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from odradek.console.kafka_client import KafkaClient, KafkaClientError, check
+from odradek.kafka_client import KafkaClient, KafkaClientError, check
 from odradek.console.offsets import EARLIEST, LATEST, list_offsets
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -29,7 +29,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from odradek.console.groups import describe_groups, list_group_ids
-from odradek.console.kafka_client import KafkaClient, KafkaClientError
+from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.console.log_sizes import LogSizeReader, LogSizes
 from odradek.console.offsets import LATEST, list_offsets, partitions_of
 from odradek.metadata_cache import NodeKind, Snapshot

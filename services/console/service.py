@@ -25,7 +25,7 @@ import logging
 from aiohttp import web
 
 from odradek.config import Config, ConfigError
-from odradek.console.kafka_client import ClientConfig, KafkaClient
+from odradek.kafka_client import ClientConfig, KafkaClient
 from odradek.console.sampler import Sampler
 from odradek.console.sessions import ClientPool
 from odradek.console.web import build_app

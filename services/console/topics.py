@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from odradek.console.kafka_client import KafkaClient, KafkaClientError, Message, check
+from odradek.kafka_client import KafkaClient, KafkaClientError, Message, check
 from odradek.console.offsets import EARLIEST, LATEST, list_offsets
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
