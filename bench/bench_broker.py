@@ -9,7 +9,7 @@ and consumes them back (kcat to /dev/null), with acks=1 and acks=all, against:
   with its in-memory storage engine.
 
 Debian's kcat links librdkafka 2.0.2, which Tansu's ApiVersions answer breaks ("Read
-underflow", KAFKA-COMPAT 22), so kcat runs with the librdkafka bundled in the
+underflow", docs/compatibility.md C22), so kcat runs with the librdkafka bundled in the
 confluent-kafka wheel, put first on LD_LIBRARY_PATH through a ``librdkafka.so.1``
 symlink in a temp dir. Rates count message payload bytes (MB = 10^6 bytes); each
 phase is the wall time of one kcat process, best of --rounds (each on a fresh topic);

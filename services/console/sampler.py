@@ -283,9 +283,9 @@ class Sampler:
 
     async def sample_cluster(self) -> None:
         """The slower samples: message rates, group lag, log sizes."""
-        client = self._client()
         now = time.time()
         try:
+            client = self._client()
             metadata = await client.metadata()
             tps = partitions_of(metadata)
             ends = await list_offsets(client, dict.fromkeys(tps, LATEST), metadata)

@@ -25,7 +25,7 @@ import logging
 from aiohttp import web
 
 from odradek.config import Config, ConfigError
-from odradek.kafka_client import ClientConfig, KafkaClient
+from odradek.kafka_client import ClientConfig, KafkaClient, KafkaClientError
 from odradek.console.sampler import Sampler
 from odradek.console.sessions import ClientPool
 from odradek.console.web import build_app
@@ -125,7 +125,7 @@ class ConsoleService:
         if self.pool is None:
             servers = self.bootstrap_servers()
             if not servers:
-                raise ConfigError("no gateway is registered yet")
+                raise KafkaClientError("no gateway is registered yet")
             self.pool = ClientPool(
                 dataclasses.replace(self.client_defaults, bootstrap_servers=servers)
             )
@@ -142,11 +142,8 @@ class ConsoleService:
             self._watch = asyncio.get_running_loop().create_task(
                 self.controller.watch(self.metadata.update, self._stop), name="metadata-watch"
             )
-            if not self.static_bootstrap:
-                await self.metadata.wait_for(
-                    lambda s: any(n.kafka_port for n in s.nodes_of(NodeKind.GATEWAY)), 60.0
-                )
-        self.client_pool()
+        # No wait for a gateway: the console serves its pages (with "no gateway is
+        # registered yet") from the start, and builds its client pool on first use.
         app = build_app(self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -85,7 +85,7 @@ class Pages:
         started = request.get("started", time.perf_counter())
         html = self.env.get_template(template).render(
             path=request.path,
-            security=self.service.client_pool().security_enabled,
+            security=bool(self.service.client_defaults.sasl_mechanism),
             **context,
         )
         response = web.Response(text=html, status=status, content_type="text/html")

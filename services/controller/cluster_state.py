@@ -48,6 +48,8 @@ class NodeInfo:
     state: NodeState = NodeState.ONLINE
     incarnation: int = 0
     advertised_host: str = ""
+    # Gateways: storage node id -> broker port (common.proto ``Node.broker_ports``).
+    broker_ports: dict[int, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +63,7 @@ class NodeInfo:
             "state": int(self.state),
             "incarnation": self.incarnation,
             "advertised_host": self.advertised_host,
+            "broker_ports": {str(k): v for k, v in sorted(self.broker_ports.items())},
         }
 
     @classmethod
@@ -76,6 +79,7 @@ class NodeInfo:
             state=NodeState(obj.get("state", NodeState.ONLINE)),
             incarnation=int(obj.get("incarnation", 0)),
             advertised_host=obj.get("advertised_host", ""),
+            broker_ports={int(k): int(v) for k, v in (obj.get("broker_ports") or {}).items()},
         )
 
 
@@ -87,9 +91,14 @@ class PartitionState:
     leader: int = NO_LEADER
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455, odradek.controller.reassignment).
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+    # Replicas whose storage node reported their log directory failed (until it restarts).
+    offline: list[int] = field(default_factory=list)
 
     def to_json(self) -> list[Any]:
-        return [
+        row: list[Any] = [
             self.partition,
             self.replicas,
             self.isr,
@@ -97,10 +106,22 @@ class PartitionState:
             self.leader_epoch,
             self.partition_epoch,
         ]
+        if self.adding_replicas or self.removing_replicas or self.offline:
+            row += [self.adding_replicas, self.removing_replicas, self.offline]
+        return row
 
     @classmethod
     def from_json(cls, row: list[Any]) -> PartitionState:
-        return cls(int(row[0]), list(row[1]), list(row[2]), int(row[3]), int(row[4]), int(row[5]))
+        extra = [list(x) for x in row[6:9]] if len(row) > 6 else [[], [], []]
+        return cls(
+            int(row[0]),
+            list(row[1]),
+            list(row[2]),
+            int(row[3]),
+            int(row[4]),
+            int(row[5]),
+            *extra,
+        )
 
     def copy(self) -> PartitionState:
         return PartitionState(
@@ -110,6 +131,9 @@ class PartitionState:
             self.leader,
             self.leader_epoch,
             self.partition_epoch,
+            list(self.adding_replicas),
+            list(self.removing_replicas),
+            list(self.offline),
         )
 
 

@@ -279,6 +279,7 @@ class Controller:
                 model.load(records)
                 if model.bootstrap():
                     log.info("new cluster %s", model.cluster_id)
+                model.complete_reassignments()
                 model.touch()  # the new controller epoch is a new version
                 now = self.clock()
                 self._last_seen = {n: now for n in model.nodes}  # one session of grace
@@ -570,14 +571,17 @@ class Controller:
 
     # ------------------------------------------------------------------ nodes
 
-    async def register_node(self, node: NodeInfo) -> NodeInfo:
+    async def register_node(self, node: NodeInfo, *, session: int = 0) -> NodeInfo:
+        """Register ``node``; ``session`` (its current incarnation) updates its endpoints in place."""
+
         def register(model: ClusterModel) -> NodeInfo:
-            registered = model.register_node(node)
+            registered = model.register_node(node, session=session)
             self._last_seen[node.node_id] = self.clock()
             return registered
 
         registered = await self._mutate(register)
-        await uncancellable(self._vouch(registered))
+        if not session or registered.incarnation != session:
+            await uncancellable(self._vouch(registered))
         return registered
 
     def heartbeat(self, node_id: int, incarnation: int) -> bool:
@@ -753,3 +757,45 @@ class Controller:
         self, election: ElectionType, partitions: Sequence[tuple[str, int]] | None
     ) -> list[ElectionResult]:
         return await self._mutate(lambda m: m.elect_leaders(election, partitions))
+
+    # ------------------------------------------------------------------ reassignments, log dirs
+
+    async def alter_partition_reassignments(
+        self,
+        requests: Sequence[tuple[str, int, list[int] | None]],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> list[tuple[int, str]]:
+        """(error code, message) per requested (topic, partition, target or None to cancel)."""
+
+        def alter(model: ClusterModel) -> list[tuple[int, str]]:
+            results: list[tuple[int, str]] = []
+            for topic, partition, target in requests:
+                try:
+                    model.alter_partition_reassignment(
+                        topic,
+                        partition,
+                        target,
+                        allow_replication_factor_change=allow_replication_factor_change,
+                    )
+                    results.append((0, ""))
+                except ControllerError as exc:
+                    results.append((int(exc.code), exc.message))
+            return results
+
+        results = await self._mutate(alter)
+        done = sum(1 for code, _ in results if not code)
+        log.info("altered %d of %d partition reassignment(s)", done, len(results))
+        return results
+
+    def partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[tuple[str, PartitionState]]:
+        return self._require().partition_reassignments(partitions)
+
+    async def report_offline_replicas(
+        self, node_id: int, incarnation: int, partitions: Sequence[tuple[str, int]]
+    ) -> int:
+        return await self._mutate(
+            lambda m: m.report_offline_replicas(node_id, incarnation, partitions)
+        )

@@ -10,7 +10,8 @@ fails it throws the whole model away and reloads from the store.
 
 Logical keys: ``cluster`` (id, metadata version, last incarnation),
 ``producer_ids``, ``cluster_configs`` (dynamic overrides), ``shards``,
-``nodes/<id>``, ``topics/<name>``.
+``nodes/<id>``, ``topics/<name>``, ``broker_configs/<id>`` (per-broker dynamic
+configs of storage node ``id``).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ import base64
 import random
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.definition import ConfigType, InvalidConfigError
 from odradek.config_catalog.topic import TOPIC_CONFIGS
-from odradek.controller import broker_defaults
+from odradek.controller import broker_defaults, reassignment
 from odradek.controller.assignment import (
     assign_replicas,
     check_manual_assignment,
@@ -55,6 +56,7 @@ KEY_CLUSTER_CONFIGS = "cluster_configs"
 KEY_SHARDS = "shards"
 NODE_PREFIX = "nodes/"
 TOPIC_PREFIX = "topics/"
+BROKER_CONFIGS_PREFIX = "broker_configs/"
 
 DEFAULT_PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PARTITIONS_PER_REQUEST = 100_000
@@ -150,6 +152,8 @@ class ClusterModel:
     ) -> None:
         self.static_configs = {**BROKER_CONFIGS.defaults(), **dict(static_configs or {})}
         self.dynamic_configs: dict[str, str] = {}
+        # Per-broker dynamic configs by storage node id (Kafka's DYNAMIC_BROKER_CONFIG).
+        self.broker_configs: dict[int, dict[str, str]] = {}
         self.producer_id_block_size = producer_id_block_size
         self.rng = rng or random.Random()
         self.cluster_id = ""
@@ -184,6 +188,8 @@ class ClusterModel:
                 topic = TopicState.from_json(value)
                 self.topics[topic.name] = topic
                 self.topics_by_id[topic.topic_id] = topic.name
+            elif key.startswith(BROKER_CONFIGS_PREFIX) and value:
+                self.broker_configs[int(key[len(BROKER_CONFIGS_PREFIX) :])] = dict(value)
 
     def bootstrap(self) -> bool:
         """First start of a cluster: a cluster id and the coordinator shards. True if new."""
@@ -237,6 +243,9 @@ class ClusterModel:
         if key.startswith(TOPIC_PREFIX):
             topic = self.topics.get(key[len(TOPIC_PREFIX) :])
             return None if topic is None else topic.to_json()
+        if key.startswith(BROKER_CONFIGS_PREFIX):
+            configs = self.broker_configs.get(int(key[len(BROKER_CONFIGS_PREFIX) :]))
+            return dict(sorted(configs.items())) if configs else None
         raise KeyError(key)
 
     def _mark_topic(self, topic: TopicState | str) -> None:
@@ -277,6 +286,10 @@ class ClusterModel:
         node = self.nodes.get(node_id)
         return node is not None and node.kind is NodeKind.STORAGE and node.state is NodeState.ONLINE
 
+    def eligible_in(self, p: PartitionState) -> Callable[[int], bool]:
+        """Eligibility of ``p``'s replicas: an ONLINE node whose log directory for ``p`` works."""
+        return lambda r: r not in p.offline and self.eligible(r)
+
     def usable_storage_nodes(self) -> list[int]:
         return sorted(n for n in self.nodes if self.eligible(n))
 
@@ -297,8 +310,12 @@ class ClusterModel:
             )
         return node
 
-    def register_node(self, node: NodeInfo) -> NodeInfo:
-        """A node (re)starts: fence any previous session, then bring it online."""
+    def register_node(self, node: NodeInfo, *, session: int = 0) -> NodeInfo:
+        """A node (re)starts: fence any previous session, then bring it online.
+
+        With ``session`` equal to the node's live incarnation the node is not restarting
+        but announcing new endpoints (a gateway's broker ports): they change in place.
+        """
         if node.node_id < 0:
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"Invalid node id {node.node_id}")
         if node.kind not in (
@@ -310,6 +327,20 @@ class ClusterModel:
         ):
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"Node {node.node_id} has no kind")
         existing = self.nodes.get(node.node_id)
+        if (
+            session
+            and existing is not None
+            and existing.incarnation == session
+            and existing.kind == node.kind
+            and existing.state is not NodeState.OFFLINE
+        ):
+            updated = replace(
+                node, kind=existing.kind, state=existing.state, incarnation=existing.incarnation
+            )
+            if updated != existing:
+                self.nodes[node.node_id] = updated
+                self._mark_node(node.node_id)
+            return updated
         if (
             existing is not None
             and existing.kind != node.kind
@@ -335,11 +366,13 @@ class ClusterModel:
             state=NodeState.ONLINE,
             incarnation=self.last_incarnation,
             advertised_host=node.advertised_host,
+            broker_ports=dict(node.broker_ports),
         )
         self.nodes[node.node_id] = registered
         self._mark_node(node.node_id)
         self._dirty.add(KEY_CLUSTER)
         if registered.kind is NodeKind.STORAGE:
+            self._clear_offline(registered.node_id)
             self._elect_leaderless(registered.node_id)
         self._rebalance_shards()
         return registered
@@ -364,7 +397,7 @@ class ClusterModel:
         for topic, p in self._partitions_of(node_id):
             if p.leader == node_id:
                 isr = [r for r in p.isr if r != node_id]
-                leader, _ = choose_leader(p.replicas, isr, self.eligible)
+                leader, _ = choose_leader(p.replicas, isr, self.eligible_in(p))
                 if leader != NO_LEADER:
                     self._change(topic, p, leader, isr)
             elif node_id in p.isr and len(p.isr) > 1:
@@ -387,7 +420,8 @@ class ClusterModel:
             return False
         for topic in self.topics.values():
             for p in topic.partitions:
-                if p.leader == node_id and any(r != node_id and self.eligible(r) for r in p.isr):
+                eligible = self.eligible_in(p)
+                if p.leader == node_id and any(r != node_id and eligible(r) for r in p.isr):
                     return False
         return True
 
@@ -404,7 +438,7 @@ class ClusterModel:
             leader = p.leader
             if leader == node_id or leader == NO_LEADER:
                 leader, isr = choose_leader(
-                    p.replicas, isr, self.eligible, unclean=self.unclean_enabled(topic)
+                    p.replicas, isr, self.eligible_in(p), unclean=self.unclean_enabled(topic)
                 )
             self._change(topic, p, leader, isr)
 
@@ -413,7 +447,7 @@ class ClusterModel:
         for topic, p in self._partitions_of(node_id):
             if p.leader == NO_LEADER:
                 leader, isr = choose_leader(
-                    p.replicas, p.isr, self.eligible, unclean=self.unclean_enabled(topic)
+                    p.replicas, p.isr, self.eligible_in(p), unclean=self.unclean_enabled(topic)
                 )
                 self._change(topic, p, leader, isr)
 
@@ -663,13 +697,15 @@ class ClusterModel:
                 topic.configs = validated
                 self._mark_topic(topic)
             return
+        if resource_type is ResourceType.BROKER and resource_name:
+            self._alter_broker_configs(
+                self._broker_id(resource_name),
+                changes,
+                incremental=incremental,
+                validate_only=validate_only,
+            )
+            return
         if resource_type is ResourceType.BROKER:
-            if resource_name not in ("",):
-                raise ControllerError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"Per-broker dynamic configs are not supported (broker {resource_name}); "
-                    "alter the cluster default (empty resource name)",
-                )
             current = dict(self.dynamic_configs)
             updated = self._apply_changes(
                 current,
@@ -688,6 +724,54 @@ class ClusterModel:
         raise ControllerError(
             ErrorCode.INVALID_REQUEST, f"Unsupported resource type {int(resource_type)}"
         )
+
+    def _broker_id(self, name: str) -> int:
+        """A BROKER resource name as a registered storage node id (QuorumController's checks)."""
+        try:
+            node_id = int(name)
+        except ValueError:
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST, f"Invalid broker name {name}"
+            ) from None
+        node = self.nodes.get(node_id)
+        if node is None or node.kind is not NodeKind.STORAGE:
+            raise ControllerError(
+                ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found."
+            )
+        return node_id
+
+    def broker_config(self, node_id: int, name: str) -> str | None:
+        """One broker's effective value: its own dynamic config, else the cluster's."""
+        own = self.broker_configs.get(node_id, {})
+        return own[name] if name in own else self.config(name)
+
+    def _alter_broker_configs(
+        self,
+        node_id: int,
+        changes: Sequence[ConfigChange],
+        *,
+        incremental: bool,
+        validate_only: bool,
+    ) -> None:
+        """AlterConfigs on ``BROKER <id>``: that broker's DYNAMIC_BROKER_CONFIG overrides."""
+        current = dict(self.broker_configs.get(node_id, {}))
+
+        def list_base(name: str) -> list[str]:
+            value = self.broker_config(node_id, name)
+            return value.split(",") if value else []
+
+        updated = self._apply_changes(
+            current, changes, incremental, list_base, broker_defaults.is_list
+        )
+        touched = {c.name for c in changes} | (set(current) if not incremental else set())
+        for name in touched:
+            broker_defaults.check_dynamic_update(name, updated.get(name))
+        if not validate_only and updated != current:
+            if updated:
+                self.broker_configs[node_id] = updated
+            else:
+                self.broker_configs.pop(node_id, None)
+            self._dirty.add(f"{BROKER_CONFIGS_PREFIX}{node_id}")
 
     def _topic_list_base(self, topic: TopicState, name: str) -> list[str]:
         if name not in TOPIC_CONFIGS:
@@ -795,8 +879,9 @@ class ClusterModel:
                 ErrorCode.INVALID_REQUEST,
                 f"Invalid ISR {isr}: it must hold the leader and only distinct replicas of {p.replicas}",
             )
+        eligible = self.eligible_in(p)
         for r in isr:
-            if r not in p.isr and not self.eligible(r):
+            if r not in p.isr and not eligible(r):
                 raise ControllerError(
                     ErrorCode.INELIGIBLE_REPLICA,
                     f"Replica {r} is offline or in controlled shutdown and cannot join the ISR",
@@ -804,10 +889,11 @@ class ClusterModel:
         leader = p.leader
         leader_node = self.nodes.get(leader)
         if leader_node is not None and leader_node.state is NodeState.SHUTTING_DOWN:
-            moved, _ = choose_leader(p.replicas, isr, self.eligible, exclude=leader)
+            moved, _ = choose_leader(p.replicas, isr, eligible, exclude=leader)
             if moved != NO_LEADER:
                 leader, isr = moved, [r for r in isr if r != p.leader]
         self._change(topic, p, leader, isr)
+        self._maybe_complete_reassignment(topic, p)
         return p
 
     def _targets(self, partitions: Iterable[tuple[str, int]] | None) -> Iterator[tuple[str, int]]:
@@ -833,7 +919,7 @@ class ClusterModel:
                             ErrorCode.ELECTION_NOT_NEEDED,
                             "Leader election not needed for topic partition.",
                         )
-                    if preferred not in p.isr or not self.eligible(preferred):
+                    if preferred not in p.isr or not self.eligible_in(p)(preferred):
                         raise ControllerError(
                             ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                             f"Failed to elect leader for partition {name}-{index} under strategy PreferredReplicaPartitionLeaderElectionStrategy",
@@ -845,7 +931,9 @@ class ClusterModel:
                             ErrorCode.ELECTION_NOT_NEEDED,
                             "Leader election not needed for topic partition.",
                         )
-                    leader, isr = choose_leader(p.replicas, p.isr, self.eligible, unclean=True)
+                    leader, isr = choose_leader(
+                        p.replicas, p.isr, self.eligible_in(p), unclean=True
+                    )
                     if leader == NO_LEADER:
                         raise ControllerError(
                             ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
@@ -880,10 +968,140 @@ class ClusterModel:
             if not astray or len(astray) * 100 <= pct * len(owned):
                 continue
             for topic, p in astray:
-                if node_id in p.isr:
+                if node_id in p.isr and node_id not in p.offline:
                     self._change(topic, p, node_id, p.isr)
                     moved += 1
         return moved
+
+    # ------------------------------------------------------------------ reassignment (KIP-455)
+
+    def _reassignable(self, name: str, index: int) -> tuple[TopicState, PartitionState]:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise ControllerError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
+            )
+        if not 0 <= index < len(topic.partitions):
+            raise ControllerError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
+            )
+        return topic, topic.partitions[index]
+
+    def alter_partition_reassignment(
+        self,
+        name: str,
+        index: int,
+        target: Sequence[int] | None,
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> None:
+        """Start (or replace) a reassignment of one partition to ``target``; None cancels."""
+        topic, p = self._reassignable(name, index)
+        if target is None:
+            if not reassignment.in_progress(p):
+                raise ControllerError(
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    "No partition reassignment is in progress for this topic or partition.",
+                )
+            sets, isr, unclean = reassignment.revert(p)
+            if unclean and not self.unclean_enabled(topic):
+                raise ControllerError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {name}:{index} because it "
+                    "would require an unclean leader election.",
+                )
+            self._reassign(topic, p, sets, isr, unclean=self.unclean_enabled(topic))
+            return
+        storage = {n for n, info in self.nodes.items() if info.kind is NodeKind.STORAGE}
+        reassignment.check_target(target, storage)
+        if not allow_replication_factor_change:
+            reassignment.check_replication_factor_kept(p, target)
+        self._reassign(topic, p, reassignment.start(p.replicas, target), p.isr)
+
+    def _reassign(
+        self,
+        topic: TopicState,
+        p: PartitionState,
+        sets: reassignment.ReplicaSets,
+        isr: Sequence[int],
+        *,
+        unclean: bool = False,
+    ) -> None:
+        sets, new_isr = reassignment.complete(sets, isr)
+        leader, new_isr = reassignment.elect(
+            p, sets.replicas, new_isr, self.eligible_in(p), unclean=unclean
+        )
+        change, changed = reassignment.apply(p, sets, leader, new_isr)
+        if changed:
+            self._mark_topic(topic)
+            self.stats.leader_elections += int(change.elected)
+            self.stats.isr_shrinks += int(change.isr_shrunk)
+            self.stats.isr_expands += int(change.isr_expanded)
+
+    def _maybe_complete_reassignment(self, topic: TopicState, p: PartitionState) -> None:
+        """The ISR changed: a reassignment whose target is all in sync completes."""
+        if reassignment.in_progress(p):
+            sets = reassignment.ReplicaSets(
+                list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+            )
+            self._reassign(topic, p, sets, p.isr)
+
+    def complete_reassignments(self) -> None:
+        """Finish every reassignment the current ISRs already allow (after a controller
+        failover, so none waits for the next ISR change)."""
+        for topic in self.topics.values():
+            for p in topic.partitions:
+                self._maybe_complete_reassignment(topic, p)
+
+    def partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[tuple[str, PartitionState]]:
+        """Ongoing reassignments; unknown topics and partitions are skipped, as KRaft does."""
+        out: list[tuple[str, PartitionState]] = []
+        for name, index in self._targets(partitions):
+            topic = self.topics.get(name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                continue
+            p = topic.partitions[index]
+            if reassignment.in_progress(p):
+                out.append((name, p.copy()))
+        return out
+
+    # ------------------------------------------------------------------ failed log directories
+
+    def report_offline_replicas(
+        self, node_id: int, incarnation: int, partitions: Iterable[tuple[str, int]]
+    ) -> int:
+        """A storage node's log directory failed: its replicas there are offline until the
+        node restarts. They leave the ISR (a last member stays, as Kafka keeps it) and
+        leadership moves to another in-sync replica. Returns how many were newly offline."""
+        self.check_session(node_id, incarnation)
+        count = 0
+        for name, index in partitions:
+            topic = self.topics.get(name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                continue
+            p = topic.partitions[index]
+            if node_id not in p.replicas or node_id in p.offline:
+                continue
+            p.offline.append(node_id)
+            self._mark_topic(topic)
+            count += 1
+            isr = [r for r in p.isr if r != node_id] if len(p.isr) > 1 else list(p.isr)
+            leader = p.leader
+            if leader in (node_id, NO_LEADER):
+                leader, isr = choose_leader(
+                    p.replicas, isr, self.eligible_in(p), unclean=self.unclean_enabled(topic)
+                )
+            self._change(topic, p, leader, isr)
+        return count
+
+    def _clear_offline(self, node_id: int) -> None:
+        """A storage node (re)registered: it reports failed directories again if any."""
+        for topic, p in self._partitions_of(node_id):
+            if node_id in p.offline:
+                p.offline.remove(node_id)
+                self._mark_topic(topic)
 
     # ------------------------------------------------------------------ gauges
 
@@ -892,7 +1110,10 @@ class ClusterModel:
 
     def under_replicated_partitions(self) -> int:
         return sum(
-            1 for t in self.topics.values() for p in t.partitions if len(p.isr) < len(p.replicas)
+            1
+            for t in self.topics.values()
+            for p in t.partitions
+            if len(p.isr) < len(p.replicas) - len(p.adding_replicas)
         )
 
     def partition_count(self) -> int:

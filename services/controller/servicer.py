@@ -78,9 +78,10 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             metrics_port=n.metrics_port,
             rack=n.rack,
             advertised_host=n.advertised_host,
+            broker_ports=dict(n.broker_ports),
         )
         try:
-            registered = await self.controller.register_node(node)
+            registered = await self.controller.register_node(node, session=request.incarnation)
         except ControllerError as exc:
             return controller_pb2.RegisterNodeResponse(
                 error_code=exc.code, error_message=exc.message
@@ -302,3 +303,79 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 for r in results
             ]
         )
+
+    # ------------------------------------------------------------------ reassignments, log dirs
+
+    async def AlterPartitionReassignments(
+        self,
+        request: controller_pb2.AlterPartitionReassignmentsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> controller_pb2.AlterPartitionReassignmentsResponse:
+        wanted = [
+            (r.topic, r.partition, None if r.cancel else list(r.replicas))
+            for r in request.partitions
+        ]
+        try:
+            results = await self.controller.alter_partition_reassignments(
+                wanted,
+                allow_replication_factor_change=request.allow_replication_factor_change,
+            )
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        return controller_pb2.AlterPartitionReassignmentsResponse(
+            results=[
+                controller_pb2.ReassignmentResult(
+                    partition=common_pb2.TopicPartition(topic=r.topic, partition=r.partition),
+                    error_code=code,
+                    error_message=message,
+                )
+                for r, (code, message) in zip(request.partitions, results, strict=True)
+            ]
+        )
+
+    async def ListPartitionReassignments(
+        self,
+        request: controller_pb2.ListPartitionReassignmentsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> controller_pb2.ListPartitionReassignmentsResponse:
+        partitions = (
+            None if request.all else [(tp.topic, tp.partition) for tp in request.partitions]
+        )
+        try:
+            ongoing = self.controller.partition_reassignments(partitions)
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        return controller_pb2.ListPartitionReassignmentsResponse(
+            reassignments=[
+                controller_pb2.OngoingReassignment(
+                    partition=common_pb2.TopicPartition(topic=topic, partition=p.partition),
+                    replicas=p.replicas,
+                    adding_replicas=p.adding_replicas,
+                    removing_replicas=p.removing_replicas,
+                )
+                for topic, p in ongoing
+            ]
+        )
+
+    async def ReportOfflineReplicas(
+        self,
+        request: controller_pb2.ReportOfflineReplicasRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> controller_pb2.ReportOfflineReplicasResponse:
+        try:
+            count = await self.controller.report_offline_replicas(
+                request.node_id,
+                request.incarnation,
+                [(tp.topic, tp.partition) for tp in request.partitions],
+            )
+        except ControllerError as exc:
+            return controller_pb2.ReportOfflineReplicasResponse(error_code=exc.code)
+        log.warning(
+            "storage node %d: log dir(s) %s failed; %d replica(s) offline",
+            request.node_id,
+            ", ".join(request.offline_log_dirs) or "?",
+            count,
+        )
+        return controller_pb2.ReportOfflineReplicasResponse()

@@ -21,11 +21,12 @@ def node_proto(node: NodeInfo) -> common_pb2.Node:
         state=cast(common_pb2.NodeState, int(node.state)),
         incarnation=node.incarnation,
         advertised_host=node.advertised_host,
+        broker_ports=node.broker_ports,
     )
 
 
 def partition_proto(p: PartitionState, model: ClusterModel | None = None) -> common_pb2.Partition:
-    offline = [r for r in p.replicas if model is not None and not model.live(r)]
+    offline = [r for r in p.replicas if r in p.offline or (model is not None and not model.live(r))]
     return common_pb2.Partition(
         partition=p.partition,
         replicas=p.replicas,
@@ -34,6 +35,8 @@ def partition_proto(p: PartitionState, model: ClusterModel | None = None) -> com
         leader_epoch=p.leader_epoch,
         partition_epoch=p.partition_epoch,
         offline_replicas=offline,
+        adding_replicas=p.adding_replicas,
+        removing_replicas=p.removing_replicas,
     )
 
 
@@ -58,6 +61,12 @@ def build_metadata(
         nodes=[node_proto(model.nodes[n]) for n in sorted(model.nodes)],
         topics=[topic_proto(model.topics[t], model) for t in sorted(model.topics)],
         cluster_configs=model.effective_configs(),
+        dynamic_cluster_configs=model.dynamic_configs,
+        broker_configs={
+            node_id: common_pb2.BrokerConfigs(configs=configs)
+            for node_id, configs in model.broker_configs.items()
+            if configs
+        },
         coordinator_shards=[
             common_pb2.CoordinatorShard(
                 shard=s.shard, coordinator_id=s.coordinator_id, epoch=s.epoch

@@ -69,7 +69,7 @@ class GroupConfig:
     # Odradek's own: how long a member that got MEMBER_ID_REQUIRED may take to rejoin
     # before the group stops waiting for it (capped by its session timeout). Kafka waits
     # a whole session timeout, which stalls a group when a client joins twice
-    # (KAFKA-COMPAT item 15).
+    # (docs/compatibility.md C15).
     pending_member_timeout_ms: int = COORDINATOR_CONFIGS.int("group.pending.member.timeout.ms")
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     offset_metadata_max_bytes: int = COORDINATOR_CONFIGS.int("offset.metadata.max.bytes")
@@ -677,7 +677,7 @@ class GroupShard:
 
     def _complete_leader_sync(self, group: ClassicGroup, assignments: dict[str, bytes]) -> None:
         # Every member gets an assignment, empty when the leader gave it none
-        # (KAFKA-COMPAT item 16); entries for non-members are ignored.
+        # (docs/compatibility.md C16); entries for non-members are ignored.
         full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
         generation = group.generation_id
 

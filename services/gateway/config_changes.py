@@ -2,7 +2,8 @@
 
 The API modules turn their request into :class:`ResourceChange` rows; this module
 refuses what never reaches the controller (unknown or unsupported resource types,
-a resource named twice, a broker name that is no gateway), forwards the rest in one
+a resource named twice, a broker id other than the broker addressed, as Kafka's
+``ConfigAdminManager`` does), forwards the rest in one
 ``AlterConfigs`` call and, once anything changed, waits (bounded) until this
 gateway's metadata has caught up with the controller, so a DescribeConfigs right
 after the change sees it.
@@ -10,7 +11,8 @@ after the change sees it.
 The controller validates names and values with the topic and broker catalogs and
 answers Kafka's codes and messages (INVALID_CONFIG "Invalid value x for
 configuration y: ...", UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST for duplicate
-keys or null values).
+keys or null values, BROKER_ID_NOT_REGISTERED for a broker id that is no storage
+node).
 """
 
 from __future__ import annotations
@@ -51,11 +53,10 @@ class ResourceChange:
 
 
 def _refuse_early(
-    gw: GatewayApi, rows: list[ResourceChange], api_name: str
+    rows: list[ResourceChange], api_name: str, addressed: int | None
 ) -> list[ResourceChange]:
     """Rows the gateway answers itself; returns the rows to forward."""
     counts = Counter((r.resource_type, r.resource_name) for r in rows)
-    gateway_ids = [n.node_id for n in gw.gateways()]
     forward = []
     for row in rows:
         rtype = row.resource_type
@@ -71,11 +72,9 @@ def _refuse_early(
         elif counts[(rtype, row.resource_name)] > 1:
             row.fail(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
         elif rtype == ResourceType.BROKER and (
-            problem := broker_name_problem(
-                row.resource_name, gw.node_id, gateway_ids, empty_allowed=True
-            )
+            problem := broker_name_problem(row.resource_name, addressed, None, alter=True)
         ):
-            row.fail(ErrorCode.INVALID_REQUEST, problem)
+            row.fail(*problem)
         else:
             forward.append(row)
     return forward
@@ -88,9 +87,13 @@ async def alter(
     incremental: bool,
     validate_only: bool,
     api_name: str,
+    addressed: int | None,
 ) -> None:
-    """Apply ``rows`` through the controller, filling in each row's outcome."""
-    forward = _refuse_early(gw, rows, api_name)
+    """Apply ``rows`` through the controller, filling in each row's outcome.
+
+    ``addressed``: the broker whose port the request came in on (None: bootstrap).
+    """
+    forward = _refuse_early(rows, api_name, addressed)
     if not forward:
         return
     deadline = AdminDeadline(gw, 0)

@@ -7,30 +7,38 @@ cluster. Names and values come from the two catalogs that already exist
 *where each value comes from*, the way Kafka's ``ConfigHelper`` does:
 
 - a topic override is DYNAMIC_TOPIC_CONFIG;
+- a broker config set through AlterConfigs on one broker (``BROKER <storage node
+  id>``) is DYNAMIC_BROKER_CONFIG, for that broker only;
 - a broker config set through AlterConfigs on the cluster default resource
   (``""``) is DYNAMIC_DEFAULT_BROKER_CONFIG;
 - a broker config set in the controller's configuration is STATIC_BROKER_CONFIG;
 - anything else is Kafka's default, DEFAULT_CONFIG.
 
-Synonyms are listed in that order of precedence (KAFKA-COMPAT item 19: clients
+Synonyms are listed in that order of precedence (docs/compatibility.md C19: clients
 expect defaults to be listed, with their source).
 
 The controller publishes ``cluster_configs`` as the effective broker values
-(Kafka's defaults, static settings and dynamic overrides merged). A value equal to
-Kafka's default is reported as DEFAULT_CONFIG; the others are dynamic when the
-snapshot says so (``dynamic_cluster_configs``, when the controller publishes it)
-and static otherwise.
+(Kafka's defaults, static settings and dynamic overrides merged), what was set
+dynamically on the default resource (``dynamic_cluster_configs``) and per broker
+(``broker_configs``). A value equal to Kafka's default is reported as DEFAULT_CONFIG;
+the others are dynamic when the snapshot says so and static otherwise (a static
+value a dynamic default hides is not published, so it is not listed as a synonym).
+
+BROKER resource names follow Kafka's checks on the broker a request reaches
+(:func:`broker_name_problem`); the gateway's bootstrap listener, which is no one
+broker, accepts any registered storage node id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.definition import ConfigType
 from odradek.config_catalog.topic import TOPIC_CONFIGS
+from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2
 from odradek.topic_config import ConfigSource, ConfigSynonym, DescribedConfig, describe
 
@@ -80,6 +88,8 @@ class BrokerSetting:
 
     value: str
     source: ConfigSource
+    # The lower-precedence layers this value hides (listed as synonyms).
+    hidden: tuple[ConfigSynonym, ...] = field(default=(), compare=False)
 
 
 def _kafka_default(name: str) -> str | None:
@@ -88,51 +98,79 @@ def _kafka_default(name: str) -> str | None:
 
 
 def broker_settings(
-    cluster_configs: Mapping[str, str], dynamic: Mapping[str, str] | None = None
+    cluster_configs: Mapping[str, str],
+    dynamic: Mapping[str, str] | None = None,
+    per_broker: Mapping[str, str] | None = None,
 ) -> dict[str, BrokerSetting]:
     """The broker configs that differ from Kafka's defaults, with their source.
 
     ``dynamic`` holds the overrides set through AlterConfigs on the cluster default
-    resource; None when the metadata does not tell them apart from static settings.
+    resource; ``per_broker`` those set on the one broker described (DYNAMIC_BROKER_CONFIG).
     """
     dynamic = dynamic or {}
+    per_broker = per_broker or {}
     out: dict[str, BrokerSetting] = {}
-    for name, value in cluster_configs.items():
+    for name in sorted({*cluster_configs, *dynamic, *per_broker}):
+        layers: list[ConfigSynonym] = []
+        if name in per_broker:
+            layers.append(ConfigSynonym(name, per_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
         if name in dynamic:
-            out[name] = BrokerSetting(dynamic[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
-        elif value != _kafka_default(name):
-            out[name] = BrokerSetting(value, ConfigSource.STATIC_BROKER_CONFIG)
-    for name, value in dynamic.items():
-        if name not in out:
-            out[name] = BrokerSetting(value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            layers.append(
+                ConfigSynonym(name, dynamic[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            )
+        elif name in cluster_configs and cluster_configs[name] != _kafka_default(name):
+            layers.append(
+                ConfigSynonym(name, cluster_configs[name], ConfigSource.STATIC_BROKER_CONFIG)
+            )
+        if layers:
+            top = layers[0]
+            out[name] = BrokerSetting(top.value or "", top.source, tuple(layers[1:]))
     return out
 
 
-def settings_of(metadata: common_pb2.ClusterMetadata) -> dict[str, BrokerSetting]:
-    """:func:`broker_settings` of a ``ClusterMetadata`` snapshot."""
-    dynamic = getattr(metadata, "dynamic_cluster_configs", None)
+def settings_of(
+    metadata: common_pb2.ClusterMetadata, broker_id: int | None = None
+) -> dict[str, BrokerSetting]:
+    """:func:`broker_settings` of a ``ClusterMetadata`` snapshot, for one broker or
+    (``broker_id`` None) for the cluster as a whole."""
+    own = metadata.broker_configs.get(broker_id) if broker_id is not None else None
     return broker_settings(
-        dict(metadata.cluster_configs), dict(dynamic) if dynamic is not None else None
+        dict(metadata.cluster_configs),
+        dict(metadata.dynamic_cluster_configs),
+        dict(own.configs) if own is not None else None,
     )
 
 
 def broker_name_problem(
-    name: str, own_id: int, gateway_ids: Collection[int], *, empty_allowed: bool
-) -> str | None:
-    """Why a BROKER resource name names no gateway (Kafka's INVALID_REQUEST message), or None.
+    name: str, addressed: int | None, registered: Collection[int] | None, *, alter: bool
+) -> tuple[ErrorCode, str] | None:
+    """Why a BROKER resource name is refused (Kafka's code and message), or None.
 
-    Every online gateway's id is accepted: they all share one configuration.
+    ``addressed`` is the broker whose port the request came in on: as on a Kafka
+    broker, the name must be empty (the cluster default) or that broker's id
+    (``ConfigHelper`` for DescribeConfigs, ``ConfigAdminManager`` for the alters).
+    On the bootstrap listener (None) any id in ``registered`` is accepted, and an
+    unknown one is BROKER_ID_NOT_REGISTERED as Kafka's controller answers it
+    (``registered`` None: leave that check to the controller).
     """
     if not name:
-        return None if empty_allowed else "Broker id must not be empty"
+        return None
     try:
         broker_id = int(name)
     except ValueError:
-        return f"Broker id must be an integer, but it is: {name}"
-    if broker_id == own_id or broker_id in gateway_ids:
+        what = "Node" if alter else "Broker"
+        return ErrorCode.INVALID_REQUEST, f"{what} id must be an integer, but it is: {name}"
+    if addressed is None:
+        if registered is None or broker_id in registered:
+            return None
+        return ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {broker_id} found."
+    if broker_id == addressed:
         return None
-    expected = f"{own_id} or empty string" if empty_allowed else str(own_id)
-    return f"Unexpected broker id, expected {expected}, but received {name}"
+    expected = str(addressed) if alter else f"{addressed} or empty string"
+    return (
+        ErrorCode.INVALID_REQUEST,
+        f"Unexpected broker id, expected {expected}, but received {name}",
+    )
 
 
 def selected(keys: Collection[str] | None) -> frozenset[str] | None:
@@ -192,7 +230,7 @@ def broker_config_entries(
     dynamic_defaults_only: bool = False,
     keys: frozenset[str] | None = None,
 ) -> list[DescribedConfig]:
-    """The cluster-wide broker configs, sorted by name.
+    """The broker configs of one broker (``settings`` from :func:`settings_of`), sorted.
 
     ``dynamic_defaults_only`` answers the cluster default resource (name ``""``):
     Kafka lists only what was set dynamically there, with only those synonyms.
@@ -208,6 +246,7 @@ def broker_config_entries(
         synonyms: list[ConfigSynonym] = []
         if setting is not None:
             synonyms.append(ConfigSynonym(name, setting.value, setting.source))
+            synonyms.extend(setting.hidden)
         if default is not None:
             synonyms.append(ConfigSynonym(name, default, ConfigSource.DEFAULT_CONFIG))
         if dynamic_defaults_only:

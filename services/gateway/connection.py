@@ -59,6 +59,11 @@ class ConnectionContext:
 
     connection_id: int
     peer: str
+    # The broker (storage node id) the client addressed: the listener it connected to
+    # is that broker's port (docs/brokers.md). None on the bootstrap listener, which
+    # answers broker-scoped requests (DescribeLogDirs, ListGroups, ...) as the whole
+    # cluster.
+    broker_id: int | None = None
     client_software: str = ""
     client_software_version: str = ""
     # Produce and OffsetCommit requests keep their order per connection (ordered_lanes.py).
@@ -73,6 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         dispatch: Dispatch,
         limits: ConnectionLimits,
         on_close: Callable[[KafkaConnection], None],
+        broker_id: int | None = None,
     ) -> None:
         KafkaConnection._next_id += 1
         self.dispatch = dispatch
@@ -80,7 +86,7 @@ class KafkaConnection(asyncio.Protocol):
         self.on_close = on_close
         self.decoder = FrameDecoder(limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
-        self.ctx = ConnectionContext(KafkaConnection._next_id, "?")
+        self.ctx = ConnectionContext(KafkaConnection._next_id, "?", broker_id)
         self.pending: collections.deque[tuple[asyncio.Future[Result], int]] = collections.deque()
         self.inflight_bytes = 0
         self.reading_paused = False
@@ -221,11 +227,23 @@ class KafkaConnection(asyncio.Protocol):
 
 
 class KafkaListener:
-    """The TCP listener: accepts connections, reaps idle ones, drains on stop."""
+    """The TCP listener: accepts connections, reaps idle ones, drains on stop.
 
-    def __init__(self, host: str, port: int, dispatch: Dispatch, limits: ConnectionLimits) -> None:
+    ``broker_id`` names the broker this listener is the port of (None: bootstrap);
+    every connection it accepts carries it in its :class:`ConnectionContext`.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        dispatch: Dispatch,
+        limits: ConnectionLimits,
+        broker_id: int | None = None,
+    ) -> None:
         self.host = host
         self.port = port
+        self.broker_id = broker_id
         self.dispatch = dispatch
         self.limits = limits
         self.connections: set[KafkaConnection] = set()
@@ -241,7 +259,7 @@ class KafkaListener:
         return self.port
 
     def _make(self) -> KafkaConnection:
-        conn = KafkaConnection(self.dispatch, self.limits, self._closed)
+        conn = KafkaConnection(self.dispatch, self.limits, self._closed, self.broker_id)
         self.connections.add(conn)
         if self.on_count_change:
             self.on_count_change(len(self.connections))

@@ -2,14 +2,23 @@
 
 Stateless: it learns the cluster from the controller's metadata stream, sends each
 partition's data to the storage node leading it, and asks the controller for
-admin changes and producer-id blocks. Every gateway appears to Kafka clients as a
-broker, and any gateway may lead any partition, so clients can be spread over
-gateways by the partition-to-gateway mapping in Metadata.
+admin changes and producer-id blocks.
+
+Broker identity (docs/brokers.md, :mod:`odradek.gateway.brokers`): the brokers Kafka
+clients see are the storage nodes. Besides its bootstrap listener (``listeners``) a
+gateway opens one *broker port* per storage node and announces them to the controller
+(``Node.broker_ports``); Metadata advertises each storage node at one gateway's port
+for it. Any gateway serves any partition on any of its ports, so a client following
+stale metadata still works; the port only tells broker-scoped requests (ListGroups,
+DescribeConfigs on a broker, DescribeLogDirs, ...) which broker the client addressed
+(``ConnectionContext.broker_id``). ``broker.port.start`` 0 takes ephemeral ports as
+storage nodes appear; N > 0 opens ``N + id - storage.node.id.base`` for
+``broker.port.count`` ids at start, for deployments that must publish ports in advance.
 
 Dispatch: one module per Kafka API under ``odradek.gateway.apis``, each written
 against :class:`~odradek.gateway.gateway_api.GatewayApi`; the versions we
 advertise are :data:`odradek.protocol.versions.SUPPORTED` limited to the APIs that
-have a handler here (KAFKA-COMPAT item 4: advertise only what is served).
+have a handler here (docs/compatibility.md C4: advertise only what is served).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.gateway import apis
+from odradek.gateway.brokers import Broker, advertise
 from odradek.gateway.connection import (
     CloseConnection,
     ConnectionContext,
@@ -35,7 +45,7 @@ from odradek.gateway.connection import (
 )
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.producer_ids import ProducerIdBlocks, from_controller
-from odradek.metadata_cache import MetadataCache
+from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
 from odradek.protocol import policy
 from odradek.protocol.api_keys import ApiKey
@@ -119,9 +129,10 @@ class Gateway:
         self.storage = StoragePool(self.metadata)
         self.request_timeout_ms = GATEWAY_CONFIGS.read_int(config, "request.timeout.ms")
         self.metadata_wait_s = GATEWAY_CONFIGS.read_int(config, "metadata.wait.ms") / 1000.0
-        self.groups = GroupRouter(
-            self.metadata, self.gateways, self.node_id, self.request_timeout_ms
-        )
+        self.broker_port_start = GATEWAY_CONFIGS.read_int(config, "broker.port.start")
+        self.broker_port_count = GATEWAY_CONFIGS.read_int(config, "broker.port.count")
+        self.storage_node_id_base = GATEWAY_CONFIGS.read_int(config, "storage.node.id.base")
+        self.groups = GroupRouter(self.metadata, self.brokers, self.request_timeout_ms)
         self.producer_ids = ProducerIdBlocks(
             from_controller(self.controller, self.node_id, self._incarnation)
         )
@@ -129,18 +140,22 @@ class Gateway:
         self.advertised_versions: dict[ApiKey, tuple[int, int]] = {
             k: v for k, v in SUPPORTED.items() if k in self.handlers
         }
-        self.listener = KafkaListener(
-            self.host,
-            self.port,
-            self.dispatch,
-            ConnectionLimits(
-                max_request_bytes=GATEWAY_CONFIGS.read_int(config, "socket.request.max.bytes"),
-                max_inflight_requests=GATEWAY_CONFIGS.read_int(config, "queued.max.requests"),
-                max_inflight_bytes=GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"),
-                idle_timeout_s=GATEWAY_CONFIGS.read_int(config, "connections.max.idle.ms") / 1000.0,
-            ),
+        self.limits = ConnectionLimits(
+            max_request_bytes=GATEWAY_CONFIGS.read_int(config, "socket.request.max.bytes"),
+            max_inflight_requests=GATEWAY_CONFIGS.read_int(config, "queued.max.requests"),
+            max_inflight_bytes=GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"),
+            idle_timeout_s=GATEWAY_CONFIGS.read_int(config, "connections.max.idle.ms") / 1000.0,
         )
-        self.listener.on_count_change = lambda n: CONNECTIONS.set(n)
+        # The bootstrap listener; broker_listeners hold one per storage node (broker port).
+        self.listener = KafkaListener(self.host, self.port, self.dispatch, self.limits)
+        self.listener.on_count_change = self._count_connections
+        self.broker_listeners: dict[int, KafkaListener] = {}
+        self.broker_ports: dict[int, int] = {}  # storage node id -> advertised broker port
+        self._announced: dict[int, int] | None = None  # what the controller last accepted
+        self._out_of_range: set[int] = set()
+        self._brokers_cache: tuple[Snapshot, tuple[tuple[int, int], ...], dict[int, Broker]] | None
+        self._brokers_cache = None
+        self._grpc_port = self._metrics_port = 0
         self.membership: Membership | None = None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -152,29 +167,123 @@ class Gateway:
         kafka_port = await self.listener.start()
         if not self.advertised_port:
             self.advertised_port = kafka_port
-        node = common_pb2.Node(
+        self._grpc_port, self._metrics_port = grpc_port, metrics_port
+        if self.broker_port_start:
+            # Fixed ports: all of them now, so a port conflict fails the start.
+            for node_id in range(
+                self.storage_node_id_base, self.storage_node_id_base + self.broker_port_count
+            ):
+                await self._open_broker_port(node_id)
+        # Ready once we have seen a snapshot that includes ourselves.
+        self.membership, watch = await join_cluster(
+            self.controller, self.metadata, self._node(), self._stop
+        )
+        self._announced = dict(self.broker_ports)
+        self._tasks.append(watch)
+        # A broker port for every storage node the cluster has, announced before we
+        # report ready, so the first Metadata a client gets has them all (if the
+        # controller cannot take the announcement now, the follower task retries).
+        try:
+            await self._serve_storage_nodes()
+        except Exception as exc:
+            log.warning("cannot announce broker ports yet: %s", exc)
+        self._tasks.append(asyncio.get_running_loop().create_task(self._follow_storage_nodes()))
+        await self.rpc.set_serving(live=True, ready=True)
+        self.metrics_server.ready = True
+        return {
+            "kafka": kafka_port,
+            "grpc": grpc_port,
+            "metrics": metrics_port,
+            **{f"broker-{n}": port for n, port in sorted(self.broker_ports.items())},
+        }
+
+    def _node(self) -> common_pb2.Node:
+        """This gateway's registration as it is right now."""
+        return common_pb2.Node(
             node_id=self.node_id,
             kind=common_pb2.GATEWAY,
             host=self.host,
             advertised_host=self.advertised_host,
             kafka_port=self.advertised_port,
-            grpc_port=grpc_port,
-            metrics_port=metrics_port,
+            grpc_port=self._grpc_port,
+            metrics_port=self._metrics_port,
             rack=self.config.get("broker.rack") or "",
+            state=common_pb2.ONLINE,
+            broker_ports=self.broker_ports,
         )
-        # Ready once we have seen a snapshot that includes ourselves.
-        self.membership, watch = await join_cluster(
-            self.controller, self.metadata, node, self._stop
-        )
-        self._tasks.append(watch)
-        await self.rpc.set_serving(live=True, ready=True)
-        self.metrics_server.ready = True
-        return {"kafka": kafka_port, "grpc": grpc_port, "metrics": metrics_port}
+
+    # -- broker ports ------------------------------------------------------------------------
+    async def _open_broker_port(self, storage_id: int) -> None:
+        if storage_id in self.broker_listeners:
+            return
+        port = 0
+        if self.broker_port_start:
+            offset = storage_id - self.storage_node_id_base
+            if not 0 <= offset < self.broker_port_count:
+                if storage_id not in self._out_of_range:
+                    self._out_of_range.add(storage_id)
+                    log.warning(
+                        "storage node %d is outside the broker ports (broker.port.start=%d, "
+                        "broker.port.count=%d, storage.node.id.base=%d): it is advertised "
+                        "at the bootstrap listener",
+                        storage_id,
+                        self.broker_port_start,
+                        self.broker_port_count,
+                        self.storage_node_id_base,
+                    )
+                return
+            port = self.broker_port_start + offset
+        listener = KafkaListener(self.host, port, self.dispatch, self.limits, broker_id=storage_id)
+        listener.on_count_change = self._count_connections
+        bound = await listener.start()
+        self.broker_listeners[storage_id] = listener
+        self.broker_ports[storage_id] = bound
+        log.info("broker %d: listening on %s:%d", storage_id, self.host, bound)
+
+    def _unserved(self, snap: Snapshot) -> list[int]:
+        """Storage nodes (any state: a restarted node keeps its port) without a broker port."""
+        return [
+            n.node_id
+            for n in snap.raw.nodes
+            if n.kind == common_pb2.STORAGE
+            and n.node_id not in self.broker_listeners
+            and n.node_id not in self._out_of_range
+        ]
+
+    async def _serve_storage_nodes(self) -> None:
+        """Open ports for new storage nodes and announce them (raises if the controller
+        cannot be reached; the follower task tries again)."""
+        for storage_id in self._unserved(self.metadata.current):
+            await self._open_broker_port(storage_id)
+        if self.membership is not None and self._announced != self.broker_ports:
+            ports = dict(self.broker_ports)
+            await self.membership.announce(self._node(), timeout=self.request_timeout_ms / 1000)
+            self._announced = ports
+
+    async def _follow_storage_nodes(self) -> None:
+        """Serve storage nodes that join later (scale-out)."""
+        while not self._stop.is_set():
+            await self.metadata.wait_for(
+                lambda s: bool(self._unserved(s)) or self._announced != self.broker_ports, 30.0
+            )
+            try:
+                await self._serve_storage_nodes()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cannot announce broker ports yet: %s", exc)
+                await asyncio.sleep(1.0)
+
+    def _listeners(self) -> list[KafkaListener]:
+        return [self.listener, *self.broker_listeners.values()]
+
+    def _count_connections(self, _: int) -> None:
+        CONNECTIONS.set(sum(len(lst.connections) for lst in self._listeners()))
 
     async def stop(self) -> None:
         await self.rpc.set_serving(live=True, ready=False)
         self.metrics_server.ready = False
-        await self.listener.stop(grace=5.0)
+        await asyncio.gather(*(lst.stop(grace=5.0) for lst in self._listeners()))
         self._stop.set()
         if self.membership is not None:
             await self.membership.stop()
@@ -200,7 +309,7 @@ class Gateway:
         if key == ApiKey.API_VERSIONS:
             low, high = self.advertised_versions[ApiKey.API_VERSIONS]
             if not low <= header.api_version <= high:
-                # KAFKA-COMPAT item 2: answer in v0 with our ranges; do not parse the body.
+                # docs/compatibility.md C2: answer in v0 with our ranges; do not parse the body.
                 return bytes(
                     build_api_versions_response(
                         header.api_version,
@@ -245,25 +354,22 @@ class Gateway:
         return found if found else BROKER_CONFIGS.text(name)
 
     def gateways(self) -> list[common_pb2.Node]:
-        nodes = self.metadata.current.nodes_of(common_pb2.GATEWAY)
-        if not any(n.node_id == self.node_id for n in nodes):
-            # Our own registration may not be visible yet; we are certainly a broker.
-            me = common_pb2.Node(
-                node_id=self.node_id,
-                kind=common_pb2.GATEWAY,
-                host=self.host,
-                advertised_host=self.advertised_host,
-                kafka_port=self.advertised_port,
-            )
-            nodes = sorted([*nodes, me], key=lambda n: n.node_id)
-        return nodes
+        """The online gateways by id, this one as it is right now (its registration in
+        the metadata may lag behind its broker ports)."""
+        others = [
+            n
+            for n in self.metadata.current.nodes_of(common_pb2.GATEWAY)
+            if n.node_id != self.node_id
+        ]
+        return sorted([*others, self._node()], key=lambda n: n.node_id)
 
-    def gateway_for(self, topic: str, partition: int) -> int:
-        """The gateway Metadata names as leader of a partition: spread, stable, any is fine."""
-        gws = self.gateways()
-        if len(gws) == 1:
-            return gws[0].node_id
-        h = 0
-        for ch in topic.encode():
-            h = (h * 31 + ch) & 0xFFFFFFFF
-        return gws[(h + partition) % len(gws)].node_id
+    def brokers(self) -> dict[int, Broker]:
+        """The brokers clients see, by id (:func:`odradek.gateway.brokers.advertise`)."""
+        snap = self.metadata.current
+        ports = tuple(sorted(self.broker_ports.items()))
+        cached = self._brokers_cache
+        if cached is not None and cached[0] is snap and cached[1] == ports:
+            return cached[2]
+        brokers = advertise(snap.raw, self.gateways())
+        self._brokers_cache = (snap, ports, brokers)
+        return brokers

@@ -18,11 +18,12 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from odradek.controller_client import ControllerClient
+from odradek.gateway.brokers import Broker
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.producer_ids import ProducerIdBlocks
 from odradek.metadata_cache import MetadataCache
 from odradek.protocol.api_keys import ApiKey
-from odradek.rpc.v1 import common_pb2, storage_pb2_grpc
+from odradek.rpc.v1 import storage_pb2_grpc
 
 
 class StorageStubs(Protocol):
@@ -36,7 +37,8 @@ class GatewayApi(Protocol):
 
     @property
     def node_id(self) -> int:
-        """This gateway's broker id."""
+        """This gateway's node id (its registration; clients never see it: the brokers
+        they see are storage nodes, :meth:`brokers`)."""
         ...
 
     @property
@@ -79,10 +81,7 @@ class GatewayApi(Protocol):
         """A cluster-wide broker config (``cluster_configs`` of the metadata), else Kafka's default."""
         ...
 
-    def gateways(self) -> list[common_pb2.Node]:
-        """The online gateways (Kafka's brokers), this one always included, by id."""
-        ...
-
-    def gateway_for(self, topic: str, partition: int) -> int:
-        """The gateway Metadata names as a partition's leader."""
+    def brokers(self) -> Mapping[int, Broker]:
+        """The brokers clients see: live storage nodes at their advertised endpoints, by id
+        (:mod:`odradek.gateway.brokers`)."""
         ...

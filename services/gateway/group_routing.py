@@ -9,21 +9,24 @@
 - OffsetFetch goes straight to the offset store owning the shard: reads are served
   from its cache, and need no group state.
 
-Every group has one "coordinator" gateway, the ``shard % n``-th online gateway: what
-FindCoordinator answers, and which gateway lists the group in ListGroups (admin
-clients ask every broker and merge). Any gateway still forwards any group's requests,
-so a client holding an old answer keeps working. A coordinator that cannot be reached
-becomes NOT_COORDINATOR, so clients look the coordinator up again.
+Every group has one coordinator *broker*, as in Kafka: the storage node leading the
+group's ``__consumer_offsets`` partition, advertised at a gateway's broker port for it
+(:mod:`odradek.gateway.brokers`). FindCoordinator answers it, and ListGroups on that
+broker's port lists the group (admin clients ask every broker and merge). Any gateway
+still forwards any group's requests whatever port they arrive on, so a client holding
+an old answer keeps working. A coordinator service that cannot be reached becomes
+NOT_COORDINATOR, so clients look the coordinator up again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import grpc
 
+from odradek.gateway.brokers import Broker, broker_of_partition
 from odradek.gateway.connection import ConnectionContext
 from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, shard_of
 from odradek.metadata_cache import MetadataCache
@@ -48,13 +51,11 @@ class GroupRouter:
     def __init__(
         self,
         metadata: MetadataCache,
-        gateways: Callable[[], list[common_pb2.Node]],
-        node_id: int,
+        brokers: Callable[[], Mapping[int, Broker]],
         request_timeout_ms: int,
     ) -> None:
         self.metadata = metadata
-        self._gateways = gateways
-        self.node_id = node_id
+        self._brokers = brokers
         self.request_timeout_ms = request_timeout_ms
         self.offsets = OffsetStoreClient(metadata)
         self._channels: dict[
@@ -97,22 +98,28 @@ class GroupRouter:
         nodes = self.metadata.current.nodes_of(common_pb2.COORDINATOR)
         return [self._stub(n) for n in nodes if n.grpc_port > 0]
 
+    def coordinator_broker(self, group_id: str) -> Broker | None:
+        """The broker FindCoordinator names for the group: the leader of its
+        ``__consumer_offsets`` partition, None while that has no leader."""
+        return broker_of_partition(
+            self.metadata.current, self._brokers(), OFFSETS_TOPIC, self.shard(group_id)
+        )
+
     def available(self, group_id: str) -> bool:
         """Whether FindCoordinator may name a coordinator for the group now."""
-        snap = self.metadata.current
-        if OFFSETS_TOPIC not in snap.topics:
-            return False
         return (
-            self.coordinator_node(group_id) is not None
+            self.coordinator_broker(group_id) is not None
+            and self.coordinator_node(group_id) is not None
             and self.offsets.stub(self.shard(group_id)) is not None
         )
 
-    def coordinator_gateway(self, group_id: str) -> common_pb2.Node:
-        gateways = self._gateways()
-        return gateways[self.shard(group_id) % len(gateways)]
-
-    def listed_here(self, group_id: str) -> bool:
-        return self.coordinator_gateway(group_id).node_id == self.node_id
+    def listed_on(self, group_id: str, broker_id: int | None) -> bool:
+        """Whether ListGroups on ``broker_id``'s port lists the group (None, the bootstrap
+        listener, answers for the whole cluster)."""
+        if broker_id is None:
+            return True
+        broker = self.coordinator_broker(group_id)
+        return broker is not None and broker.node_id == broker_id
 
     def group_timeout_s(self) -> float:
         return self.request_timeout_ms / 1000.0 + 5.0

@@ -17,6 +17,11 @@ A follower's fetch is also how the leader learns the follower's log end offset
 watermark and may add the follower back to the ISR. If the follower's last fetched
 epoch does not end where the follower thinks it does in the leader's log, the answer
 is ``diverging_epoch`` instead of data (KIP-320).
+
+Leader replication throttle (Kafka's ``shouldLeaderThrottle``): a follower outside the
+ISR fetching a replica listed in ``leader.replication.throttled.replicas`` for this
+node gets no data for it while ``leader.replication.throttled.rate`` is exceeded; the
+bytes sent for such replicas count against the rate.
 """
 
 from __future__ import annotations
@@ -94,7 +99,20 @@ class FetchHandler:
                 if not await wait_until(event, deadline):
                     break
         self._count_out(results, replica)
+        if replica:
+            self.replicas.quotas.leader.record(
+                sum(
+                    len(r.records)
+                    for r, slot in zip(results, slots, strict=True)
+                    if slot.partition is not None
+                    and self._throttled(slot.partition, request.replica_id)
+                )
+            )
         return storage_pb2.FetchResponse(error_code=ErrorCode.NONE, partitions=results)
+
+    @staticmethod
+    def _throttled(part: Partition, replica_id: int) -> bool:
+        return part.leader_throttled and replica_id not in part.isr
 
     # -- per-kind checks done once per request --------------------------------------------
     def _prepare_consumer(self, slots: list[_Slot]) -> None:
@@ -159,7 +177,18 @@ class FetchHandler:
             )
             results.append(result)
             error = slot.error
-            if error == ErrorCode.NONE and part is not None and slot.diverging is None:
+            held_back = (
+                replica
+                and part is not None
+                and self._throttled(part, request.replica_id)
+                and self.replicas.quotas.leader.exceeded()
+            )
+            if (
+                error == ErrorCode.NONE
+                and part is not None
+                and slot.diverging is None
+                and not held_back
+            ):
                 try:
                     records = self._read_partition(
                         part, fp, min(fp.partition_max_bytes, remaining), min_one, request, replica

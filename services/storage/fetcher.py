@@ -13,6 +13,12 @@ truncates there (:mod:`odradek.storage.truncation`); a Fetch answer carrying
 the follower's high watermark becomes ``min(leader HW, own LEO)`` and its log start
 follows the leader's.
 
+Follower replication throttle (Kafka's ``shouldFollowerThrottle``): while this node is
+outside a partition's ISR and the partition is listed in
+``follower.replication.throttled.replicas`` for it, the partition is left out of
+fetches whenever ``follower.replication.throttled.rate`` is exceeded, and the bytes
+appended for it count against the rate.
+
 State is owned by the fetcher task; the metadata path only adds and removes
 partitions. Every result is applied only if the partition still follows the same
 leader in the same epoch as when the request went out, so a late answer can never
@@ -36,6 +42,7 @@ from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import wait_until
 from odradek.storage.partition import Partition, Role
+from odradek.storage.replication_quota import ReplicationQuotas
 from odradek.storage.settings import StorageSettings
 from odradek.storage.tasks import cancel_and_wait
 from odradek.storage.truncation import truncation_state
@@ -69,9 +76,11 @@ class ReplicaFetcher:
         address: str | None,
         incarnation: Callable[[], int],
         metrics: StorageMetrics,
+        quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.settings = settings
         self.node_id = settings.node_id
+        self.quotas = quotas or ReplicationQuotas()
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
         self.address = address
@@ -264,10 +273,15 @@ class ReplicaFetcher:
         now = asyncio.get_running_loop().time()
         sent: dict[tuple[str, int], tuple[FetchState, int]] = {}
         partitions = []
+        quota = self.quotas.follower
         for state in self.states.values():
             if state.truncating or not self._ready(state, now):
                 continue
             part = state.partition
+            if self._throttled(part) and quota.exceeded():
+                # re-checked at least every second: the rate may be raised meanwhile
+                state.delayed_until = now + min(max(quota.delay(), _MIN_BACKOFF_S / 5), 1.0)
+                continue
             leo = part.log_end_offset
             partitions.append(
                 storage_pb2.FetchPartition(
@@ -323,6 +337,8 @@ class ReplicaFetcher:
             if result.records:
                 part.append_as_follower(result.records)
                 self.metrics.replica_bytes_in(part.topic, len(result.records))
+                if self._throttled(part):
+                    self.quotas.follower.record(len(result.records))
             part.update_follower_high_watermark(result.high_watermark)
             part.follow_leader_log_start(result.log_start_offset)
             state.failures = 0
@@ -349,6 +365,9 @@ class ReplicaFetcher:
         log.debug("%s: fetch error %s", part.name, _name(code))
         self._delay(state)
 
+    def _throttled(self, part: Partition) -> bool:
+        return part.follower_throttled and self.node_id not in part.isr
+
 
 def _name(code: int) -> str:
     try:
@@ -366,8 +385,10 @@ class ReplicaFetcherManager:
         address_of: Callable[[int], str | None],
         incarnation: Callable[[], int],
         metrics: StorageMetrics,
+        quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.settings = settings
+        self.quotas = quotas or ReplicationQuotas()
         self.address_of = address_of
         self.incarnation = incarnation
         self.metrics = metrics
@@ -391,6 +412,7 @@ class ReplicaFetcherManager:
                 self.address_of(part.leader_id),
                 self.incarnation,
                 self.metrics,
+                self.quotas,
             )
             self.fetchers[fkey] = fetcher
             fetcher.start()

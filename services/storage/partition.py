@@ -17,13 +17,20 @@ stamps ``(E, LEO)`` into the leader epoch cache before any append (KIP-101).
 Follower side: appends what the leader sent, sets its high watermark to
 ``min(leader HW, own LEO)``, follows the leader's log start offset, and truncates only
 where :mod:`odradek.storage.truncation` says.
+
+Disk failures: an OSError from the log marks the replica :attr:`offline` at once (its
+directory has failed, Kafka's LogDirFailureChannel), tells the node through
+:attr:`Partition.on_io_error`, and answers KAFKA_STORAGE_ERROR; an offline replica
+serves nothing until the node restarts.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
 
 from odradek.log.log import PartitionLog
 from odradek.log.producer_state import ProducerStateEntry
@@ -34,6 +41,34 @@ from odradek.storage.replica_state import UNKNOWN_OFFSET, FollowerState
 from odradek.topic_config import LogConfig
 
 UNDEFINED_EPOCH = -1
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _log_io(
+    method: Callable[Concatenate[Partition, P], R],
+) -> Callable[Concatenate[Partition, P], R]:
+    """Run a method that touches the log; an OSError fails the replica's directory."""
+
+    @functools.wraps(method)
+    def guarded(self: Partition, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self.offline:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"Partition {self.name} is offline: its log directory failed",
+            )
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self.offline = True
+            self.on_io_error(self, exc)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"Error while accessing the log of {self.name}: {exc}",
+            ) from exc
+
+    return guarded
 
 
 class Role(enum.Enum):
@@ -90,6 +125,14 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
 
+        # Replication throttles (odradek.storage.replication_quota): this replica is listed
+        # in the topic's leader/follower.replication.throttled.replicas for this node.
+        self.leader_throttled = False
+        self.follower_throttled = False
+        # Its log directory failed: nothing is served until the node restarts.
+        self.offline = False
+        self.on_io_error: Callable[[Partition, OSError], None] = lambda _p, _e: None
+
         self.hw_changed = Notifier()  # HW moved, role/epoch/ISR changed: consumers, acks=-1
         self.data_changed = Notifier()  # LEO or log start moved, role changed: replica fetches
         self.followers_changed = Notifier()  # follower log starts moved: DeleteRecords
@@ -144,6 +187,16 @@ class Partition:
     def log_dir(self) -> str:
         return str(self.log.dir)
 
+    def replace_log(self, log: PartitionLog) -> None:
+        """A future log (AlterReplicaLogDirs) took over from the current one."""
+        self.log = log
+        self.notify_all()
+
+    def go_offline(self) -> None:
+        """Its log directory failed: stop serving (the log is already closed)."""
+        self.offline = True
+        self.stop()
+
     @property
     def min_insync_replicas(self) -> int:
         return self.config.min_insync_replicas
@@ -180,6 +233,7 @@ class Partition:
         self.log.update_config(config)
 
     # -- role changes (driven by metadata) ------------------------------------------------
+    @_log_io
     def make_leader(self, state: common_pb2.Partition) -> bool:
         """Become (or stay) leader per ``state``; True when this starts a new leader epoch."""
         now = self.clock_ms()
@@ -215,6 +269,7 @@ class Partition:
         self.notify_all()
         return new_epoch
 
+    @_log_io
     def make_follower(self, state: common_pb2.Partition) -> bool:
         """Follow ``state.leader``; True when the leader or its epoch changed (refetch)."""
         changed = (
@@ -263,6 +318,11 @@ class Partition:
 
     # -- checks -------------------------------------------------------------------------
     def check_leader(self, current_leader_epoch: int = -1) -> None:
+        if self.offline:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"Partition {self.name} is offline: its log directory failed",
+            )
         self.check_leader_epoch(current_leader_epoch)
         if not self.is_leader:
             raise KafkaError(
@@ -288,6 +348,7 @@ class Partition:
             )
 
     # -- leader: produce ----------------------------------------------------------------
+    @_log_io
     def append_as_leader(self, records: bytearray, required_acks: int) -> LeaderAppend:
         """Validate and append; raises KafkaError or a log error carrying ``kafka_error``."""
         self.check_leader()
@@ -391,6 +452,7 @@ class Partition:
                 low = follower.log_start_offset
         return low
 
+    @_log_io
     def delete_records_before(self, offset: int) -> int:
         self.check_leader()
         hw = self.high_watermark
@@ -416,6 +478,7 @@ class Partition:
                 f"only have log segments in the range {start} to {end}.",
             )
 
+    @_log_io
     def read(
         self, fetch_offset: int, max_bytes: int, *, max_offset: int | None, min_one_message: bool
     ) -> bytes:
@@ -429,24 +492,29 @@ class Partition:
         )
         return bytes(result.records)
 
+    @_log_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) of the first record with timestamp >= it."""
         return self.log.offset_for_timestamp(timestamp)
 
+    @_log_io
     def max_timestamp_offset(self) -> tuple[int, int, int] | None:
         return self.log.max_timestamp_offset()
 
     # -- follower -----------------------------------------------------------------------
+    @_log_io
     def append_as_follower(self, records: bytes) -> None:
         self.log.append_as_follower(records)
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         self.log.high_watermark = min(leader_high_watermark, self.log_end_offset)
 
+    @_log_io
     def follow_leader_log_start(self, leader_log_start_offset: int) -> None:
         if self.log_start_offset < leader_log_start_offset <= self.high_watermark:
             self.log.delete_records_before(leader_log_start_offset)
 
+    @_log_io
     def truncate_to(self, offset: int) -> None:
         """Follower truncation. At or past the LEO only the epoch cache is cut: an epoch
         this node started as leader but never wrote to must not survive (Kafka does the
@@ -456,6 +524,7 @@ class Partition:
         else:
             self.log.leader_epoch_cache.truncate_from_end(self.log_end_offset)
 
+    @_log_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
         self.notify_all()

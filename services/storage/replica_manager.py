@@ -16,6 +16,17 @@ Topic config overrides and the controller's cluster-wide broker defaults are fol
 into each log's :class:`LogConfig`; a change applies to the open log. Everything
 happens synchronously on the event loop, so a request handler sees either the old or
 the new state of a partition, never a mix.
+
+Replication throttles (:mod:`odradek.storage.replication_quota`) are re-bounded from
+this node's broker configs on every snapshot, and each replica learns from its topic
+configs whether it is a throttled leader or follower replica here.
+
+Failed log directories: a replica whose directory failed stays hosted but offline
+(it serves nothing and is never re-created elsewhere while the node runs). When the
+node starts with a directory offline, a partition assigned here whose log is not in
+any online directory is taken to have lived in the failed one and is offline too,
+unless this node is one of its adding replicas (a new replica has no data to lose);
+:attr:`offline` lists them for the report to the controller.
 """
 
 from __future__ import annotations
@@ -29,6 +40,12 @@ from typing import TYPE_CHECKING
 from odradek.metadata_cache import Snapshot
 from odradek.rpc.v1 import common_pb2
 from odradek.storage.partition import Partition, Role
+from odradek.storage.replication_quota import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    ReplicationQuotas,
+    is_throttled,
+)
 from odradek.topic_config import LogConfig
 
 if TYPE_CHECKING:
@@ -65,6 +82,11 @@ class ReplicaManager:
         self.on_follow: Callable[[Partition], None] = lambda _p: None
         self.on_unfollow: Callable[[Partition], None] = lambda _p: None
         self.on_partition_removed: Callable[[Partition], None] = lambda _p: None
+        self.on_partition_opened: Callable[[Partition], None] = lambda _p: None
+        self.on_io_error: Callable[[Partition, OSError], None] = lambda _p, _e: None
+        self.quotas = ReplicationQuotas()
+        # Replicas assigned here that live in a failed log directory (no Partition object).
+        self.offline: set[tuple[str, int]] = set()
 
     # -- lookups ------------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> Partition | None:
@@ -101,9 +123,13 @@ class ReplicaManager:
         self.snapshot = snapshot
         defaults = dict(self.static_broker_defaults)
         defaults.update(snapshot.raw.cluster_configs)
+        # This node's own dynamic configs (AlterConfigs on BROKER <node id>) win.
+        if self.node_id in snapshot.raw.broker_configs:
+            defaults.update(snapshot.raw.broker_configs[self.node_id].configs)
         if defaults != self.broker_defaults:
             self.broker_defaults = defaults
             self._configs.clear()
+        self.quotas.configure(self.broker_defaults)
 
         desired: dict[tuple[str, int], tuple[common_pb2.Topic, common_pb2.Partition]] = {}
         for topic in snapshot.raw.topics:
@@ -117,8 +143,23 @@ class ReplicaManager:
                 self._remove(
                     part, reason="no longer assigned" if entry is None else "topic recreated"
                 )
+        self.offline &= set(desired)
+
+        if first and self.log_manager.offline_dirs:
+            for key, (_topic, state) in desired.items():
+                if (
+                    self.log_manager.get_log(*key) is None
+                    and self.node_id not in state.adding_replicas
+                ):
+                    log.warning(
+                        "%s-%d: no log in an online directory; it was in a failed one: offline",
+                        *key,
+                    )
+                    self.offline.add(key)
 
         for key, (topic, state) in desired.items():
+            if key in self.offline:
+                continue
             try:
                 self._apply_partition(topic, state)
             except Exception:
@@ -131,11 +172,19 @@ class ReplicaManager:
         key = (topic.name, state.partition)
         config = self._config_for(topic)
         part = self.partitions.get(key)
+        if part is not None and part.offline:
+            return
         if part is None:
             part = self._open(topic, state, config)
         elif config != part.config:
             part.update_config(config)
             log.info("%s: topic config changed", part.name)
+        part.leader_throttled = is_throttled(
+            topic.configs.get(LEADER_REPLICAS), self.node_id, state.partition
+        )
+        part.follower_throttled = is_throttled(
+            topic.configs.get(FOLLOWER_REPLICAS), self.node_id, state.partition
+        )
         if state.leader == self.node_id:
             if part.role is Role.FOLLOWER:
                 self.on_unfollow(part)
@@ -191,7 +240,9 @@ class ReplicaManager:
             clock_ms=self.clock_ms,
             is_replica_eligible=self.is_replica_eligible,
         )
+        part.on_io_error = self.on_io_error
         self.partitions[(topic.name, state.partition)] = part
+        self.on_partition_opened(part)
         return part
 
     def _remove(self, part: Partition, *, reason: str) -> None:
@@ -200,13 +251,20 @@ class ReplicaManager:
         part.stop()
         del self.partitions[(part.topic, part.index)]
         self.on_partition_removed(part)
+        if part.offline:
+            return  # its directory failed: nothing to delete there
         try:
             self.log_manager.delete_log(part.topic, part.index)
+        except OSError as exc:
+            self.log_manager.io_failure((part.topic, part.index), exc)
         except Exception:
             log.exception("%s: cannot delete the log", part.name)
 
     def _delete_stray_logs(self, desired: Mapping[tuple[str, int], object]) -> None:
         """Logs on disk for partitions no longer assigned here (deleted while we were down)."""
+        for (topic, index), _log in self.log_manager.futures():
+            if (topic, index) not in desired:
+                self.log_manager.abort_future_log(topic, index)
         for topic, index in [tp for tp, _log in self.log_manager.logs()]:
             if (topic, index) not in desired:
                 log.info("%s-%d: stray log not assigned to this node; deleting it", topic, index)

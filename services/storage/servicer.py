@@ -20,6 +20,7 @@ from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
 if TYPE_CHECKING:
     from odradek.storage.fetch import FetchHandler
     from odradek.storage.leader_offsets import LeaderOffsetsHandler
+    from odradek.storage.log_dirs import LogDirsHandler
     from odradek.storage.produce import ProduceHandler
     from odradek.storage.replica_manager import ReplicaManager
 
@@ -35,11 +36,13 @@ class Handlers:
         produce: ProduceHandler,
         fetch: FetchHandler,
         offsets: LeaderOffsetsHandler,
+        log_dirs: LogDirsHandler,
     ) -> None:
         self.replicas = replicas
         self.produce = produce
         self.fetch = fetch
         self.offsets = offsets
+        self.log_dirs = log_dirs
 
 
 class StorageServicer(storage_pb2_grpc.StorageServicer):
@@ -157,3 +160,15 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
                     )
                 )
         return storage_pb2.DescribeProducersResponse(partitions=out)
+
+    async def DescribeLogDirs(
+        self, request: storage_pb2.DescribeLogDirsRequest, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.DescribeLogDirsResponse:
+        handlers = await self._ready(context)
+        return handlers.log_dirs.describe(request)
+
+    async def AlterReplicaLogDirs(
+        self, request: storage_pb2.AlterReplicaLogDirsRequest, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.AlterReplicaLogDirsResponse:
+        handlers = await self._ready(context)
+        return handlers.log_dirs.alter(request)

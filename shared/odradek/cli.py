@@ -20,6 +20,8 @@ COMMANDS: list[str] = [
     "odradek.tools.consume",
     "odradek.tools.groups",
     "odradek.tools.console",
+    "odradek.tools.reassign",
+    "odradek.tools.cluster",
 ]
 
 

@@ -164,6 +164,23 @@ class Membership:
             self.heartbeat_interval = response.heartbeat_interval_ms / 1000.0
         self.registered.set()
 
+    async def announce(self, node: common_pb2.Node, *, timeout: float = 30.0) -> None:
+        """Publish new endpoints of this node (a gateway's broker ports) for the live
+        session: same incarnation, nothing fenced. Before the first registration, or if
+        the session is gone, this registers afresh with them."""
+        self.node = node
+        response = await self.client.call(
+            lambda s: s.RegisterNode,
+            controller_pb2.RegisterNodeRequest(node=node, incarnation=self.incarnation),
+            timeout=timeout,
+        )
+        if response.error_code:
+            raise RuntimeError(
+                f"registration refused: {response.error_code} {response.error_message}"
+            )
+        self.incarnation = response.incarnation
+        self.registered.set()
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="membership")
 

@@ -85,8 +85,9 @@ def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
         assert found, f"no {prefix}*.jar in {libs}"
         jars.append(str(found[-1]))
     classes = tmp_path_factory.mktemp("java-classes")
+    sources = [str(JAVA_SOURCE), *(str(p) for p in sorted(JAVA_SOURCE.parent.glob("*.java")))]
     subprocess.run(
-        ["javac", "-d", str(classes), "-cp", os.pathsep.join(jars), str(JAVA_SOURCE)],
+        ["javac", "-d", str(classes), "-cp", os.pathsep.join(jars), *dict.fromkeys(sources)],
         check=True,
         capture_output=True,
         timeout=120,

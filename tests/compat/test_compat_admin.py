@@ -1,6 +1,6 @@
 """Topic administration through each client's admin API: create with configs, list,
 describe, describe configs (values, defaults and their sources), alter, add
-partitions, delete, and the errors each step answers when misused (KAFKA-COMPAT 19).
+partitions, delete, and the errors each step answers when misused (docs/compatibility.md C19).
 """
 
 from __future__ import annotations
@@ -94,10 +94,12 @@ def test_describe_cluster_through_java_and_kafkajs(
     assert row[0] == "CLUSTER"
     cluster_id = row[1]
     assert len(cluster_id) == 22, f"cluster id {cluster_id!r} is not 22 url-safe base64 chars"
-    assert row[3] == "0", "the gateway is the one broker clients see"
+    # The one storage node is the one broker clients see, and the controller id.
+    assert (row[2], row[3]) == ("100", "100")
     answer = kafkajs.run("describe-cluster", {})["cluster"]
     assert answer["clusterId"] == cluster_id
-    assert [b["nodeId"] for b in answer["brokers"]] == [0]
+    assert [b["nodeId"] for b in answer["brokers"]] == [100]
+    assert answer["controller"] == 100
 
 
 def test_kcat_lists_metadata(
@@ -110,5 +112,6 @@ def test_kcat_lists_metadata(
     (topic,) = doc["topics"]
     assert topic["topic"] == unique_topic
     assert sorted(p["partition"] for p in topic["partitions"]) == [0, 1, 2, 3]
-    assert [b["id"] for b in doc["brokers"]] == [0]
-    assert all(p["leader"] == 0 for p in topic["partitions"])
+    assert [b["id"] for b in doc["brokers"]] == [100]
+    assert all(p["leader"] == 100 for p in topic["partitions"])
+    assert all(p["replicas"] == [{"id": 100}] for p in topic["partitions"])

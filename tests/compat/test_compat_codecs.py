@@ -5,7 +5,7 @@ writes its records (with that codec) to its own partition; then every consumer r
 the whole topic and must get each producer's records back exactly. The stored
 batches prove the bytes stayed compressed end to end with the producer's codec, and
 snappy shows both framings: the Java client writes xerial-framed streams, librdkafka
-raw blocks (KAFKA-COMPAT 21).
+raw blocks (docs/compatibility.md C21).
 """
 
 from __future__ import annotations

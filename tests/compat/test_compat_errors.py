@@ -223,7 +223,7 @@ def test_wire_answers_unknown_partition(bootstrap: str, unique_topic: str) -> No
         )
         (fp,) = fetch.responses[0].partitions
         assert (fp.partition_index, fp.error_code) == (7, UNKNOWN)
-        assert (fp.high_watermark, fp.log_start_offset) == (-1, -1), "KAFKA-COMPAT 9"
+        assert (fp.high_watermark, fp.log_start_offset) == (-1, -1), "docs/compatibility.md C9"
         offsets = wire.request(
             2,
             7,

@@ -1,4 +1,4 @@
-"""Idempotent producers: retries never duplicate, gaps are refused (KAFKA-COMPAT 7).
+"""Idempotent producers: retries never duplicate, gaps are refused (docs/compatibility.md C7).
 
 Retries are forced for real: the very same produce request replayed over a raw
 socket (same producer id, epoch and sequence); and a paced librdkafka or Java

@@ -1,5 +1,5 @@
 """ListOffsets (by time, earliest, latest, max timestamp) and DeleteRecords through
-each client's own API (KAFKA-COMPAT 14), and what consumers see afterwards.
+each client's own API (docs/compatibility.md C14), and what consumers see afterwards.
 
 The timestamps are chosen so every answer is distinguishable: the record with the
 largest timestamp sits in the middle of the log (so -3 is not "latest - 1"), and the
@@ -114,7 +114,9 @@ def test_java_offsets_for_times_and_admin_list_offsets(timed_topic: str, java: J
         (row,) = java.run("list-offsets", {"topic": timed_topic, "spec": spec})
         assert row[0] == "OFFSET"
         assert (int(row[1]), int(row[2])) == (want_offset, want_ts), f"{spec}: {row}"
-        assert int(row[3]) >= 0, f"{spec}: leader epoch {row[3]} (KAFKA-COMPAT 13: 0, not none)"
+        assert int(row[3]) >= 0, (
+            f"{spec}: leader epoch {row[3]} (docs/compatibility.md C13: 0, not none)"
+        )
 
 
 def test_kafka_python_offsets_for_times(timed_topic: str, bootstrap: str) -> None:

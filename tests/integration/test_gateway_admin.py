@@ -210,9 +210,10 @@ def test_kafka_python_configs(kp_admin: KafkaAdminClient) -> None:
         in (bad["topic"][name])
     )
 
+    # The broker is storage node 100 (kafka-python asks it at its own endpoint).
     broker = kp_admin.describe_configs(
-        [KpConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all"
-    )["broker"]["0"]
+        [KpConfigResource(ConfigResourceType.BROKER, "100")], config_filter="all"
+    )["broker"]["100"]
     assert broker["num.partitions"]["value"] == "1"
     assert broker["num.partitions"]["read_only"] is True
     assert broker["log.retention.hours"]["value"] == "168"
@@ -221,10 +222,11 @@ def test_kafka_python_configs(kp_admin: KafkaAdminClient) -> None:
 def test_kafka_python_describe_cluster(kp_admin: KafkaAdminClient, cluster: Cluster) -> None:
     info = kp_admin.describe_cluster()
     assert len(info["cluster_id"]) == 22
-    assert info["controller_id"] == 0
-    port = int(cluster.bootstrap_servers.rsplit(":", 1)[1])
+    # The one storage node is the one broker, at the gateway's broker port for it.
+    assert info["controller_id"] == 100
+    port = cluster.service("gateway-0").ports["broker-100"]
     assert [(b["broker_id"], b["host"], b["port"]) for b in info["brokers"]] == [
-        (0, "127.0.0.1", port)
+        (100, "127.0.0.1", port)
     ]
 
 
@@ -314,7 +316,7 @@ def test_confluent_describe_configs_lists_defaults_with_source(ck_admin: AdminCl
     ).values()
     assert kafka_error(future).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
-    (future,) = ck_admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")]).values()
+    (future,) = ck_admin.describe_configs([ConfigResource(ResourceType.BROKER, "100")]).values()
     broker = future.result(timeout=15)
     assert broker["message.max.bytes"].value == "1048588"
     assert broker["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
@@ -425,10 +427,10 @@ def test_cluster_default_broker_config(ck_admin: AdminClient, bootstrap: str) ->
     assert alter("log.retention.ms", 0, "86400000") == (0, None)
     try:
         (broker,) = wait(
-            ck_admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")])
+            ck_admin.describe_configs([ConfigResource(ResourceType.BROKER, "100")])
         ).values()
         assert broker["log.retention.ms"].value == "86400000"
-        assert broker["log.retention.ms"].source != ConfigSource.DEFAULT_CONFIG.value
+        assert broker["log.retention.ms"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
         # The new cluster default reaches topics without an override.
         name = topic_name()
         wait(ck_admin.create_topics([NewTopic(name, 1, 1)]))
@@ -445,16 +447,89 @@ def test_cluster_default_broker_config(ck_admin: AdminClient, bootstrap: str) ->
         assert code == ErrorCode.INVALID_CONFIG
     finally:
         assert alter("log.retention.ms", 1, None) == (0, None)
-    (broker,) = wait(ck_admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")])).values()
+    (broker,) = wait(
+        ck_admin.describe_configs([ConfigResource(ResourceType.BROKER, "100")])
+    ).values()
     assert broker["log.retention.ms"].value is None
+
+
+def test_per_broker_config_applies_to_that_storage_node(
+    ck_admin: AdminClient, bootstrap: str, cluster: Cluster
+) -> None:
+    """AlterConfigs on BROKER 100: DYNAMIC_BROKER_CONFIG, applied by storage node 100."""
+    name = topic_name()
+    wait(ck_admin.create_topics([NewTopic(name, 1, 1)]))
+    resource = ConfigResource(
+        ResourceType.BROKER,
+        "100",
+        incremental_configs=[
+            ConfigEntry("message.max.bytes", "2000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    wait(ck_admin.incremental_alter_configs([resource]))
+    try:
+        (broker,) = wait(
+            ck_admin.describe_configs([ConfigResource(ResourceType.BROKER, "100")])
+        ).values()
+        assert (broker["message.max.bytes"].value, broker["message.max.bytes"].source) == (
+            "2000",
+            ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+        )
+        # The storage node now refuses batches above its own limit.
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False})
+        errors: list[Any] = []
+        deadline = time.monotonic() + 15
+        while not errors or errors[-1] is None:
+            assert time.monotonic() < deadline, "the storage node never applied its config"
+            producer.produce(
+                name, value=b"x" * 5000, on_delivery=lambda err, msg: errors.append(err)
+            )
+            producer.flush(10)
+            time.sleep(0.1)
+        assert errors[-1].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        # On a broker's port another broker id is refused, as on a Kafka broker; on the
+        # bootstrap listener an id that is no storage node is BROKER_ID_NOT_REGISTERED.
+        R = IncrementalAlterConfigsRequest.AlterConfigsResource
+        A = R.AlterableConfig
+        request = IncrementalAlterConfigsRequest(
+            resources=[
+                R(
+                    resource_type=4,
+                    resource_name="7",
+                    configs=[A(name="message.max.bytes", config_operation=0, value="1")],
+                )
+            ],
+            validate_only=False,
+        )
+        broker_port = f"127.0.0.1:{cluster.service('gateway-0').ports['broker-100']}"
+        answers = [
+            (r.error_code, r.error_message)
+            for address in (bootstrap, broker_port)
+            for r in _request(address, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request).responses
+        ]
+        assert answers == [
+            (ErrorCode.BROKER_ID_NOT_REGISTERED, "No node with id 7 found."),
+            (ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 100, but received 7"),
+        ]
+    finally:
+        delete = ConfigResource(
+            ResourceType.BROKER,
+            "100",
+            incremental_configs=[
+                ConfigEntry(
+                    "message.max.bytes", None, incremental_operation=AlterConfigOpType.DELETE
+                )
+            ],
+        )
+        wait(ck_admin.incremental_alter_configs([delete]))
 
 
 def test_confluent_describe_cluster(ck_admin: AdminClient, cluster: Cluster) -> None:
     result = ck_admin.describe_cluster(include_authorized_operations=True).result(timeout=15)
     assert len(result.cluster_id) == 22
-    assert result.controller.id == 0
-    port = int(cluster.bootstrap_servers.rsplit(":", 1)[1])
-    assert [(n.id, n.host, n.port) for n in result.nodes] == [(0, "127.0.0.1", port)]
+    assert result.controller.id == 100
+    port = cluster.service("gateway-0").ports["broker-100"]
+    assert [(n.id, n.host, n.port) for n in result.nodes] == [(100, "127.0.0.1", port)]
     assert result.authorized_operations
 
 

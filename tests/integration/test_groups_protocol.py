@@ -113,20 +113,23 @@ def sync(c: WireClient, group: str, gen: int, member: str, assignments: dict[str
 
 def test_find_coordinator_every_version(bootstrap: str, group_cluster: Cluster) -> None:
     wait_coordinator(bootstrap, "fc-group")
+    # The coordinator is the broker (storage node 100, the only one) leading the group's
+    # __consumer_offsets partition, at the gateway's broker port for it.
     gateway = group_cluster.service("gateway-0")
-    port = gateway.ports["kafka"]
+    port = gateway.ports["broker-100"]
+    assert port != gateway.ports["kafka"]
     with WireClient(bootstrap) as c:
         for version in range(4):
             r = c.call(FindCoordinatorRequest(key="fc-group", key_type=0), version)
-            assert (r.error_code, r.node_id, r.port) == (E.NONE, 0, port)
+            assert (r.error_code, r.node_id, r.port) == (E.NONE, 100, port)
         for version in (4, 5, 6):
             r = c.call(
                 FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b", "ü-群"]), version
             )
             assert [(x.key, x.error_code, x.node_id, x.port) for x in r.coordinators] == [
-                ("a", E.NONE, 0, port),
-                ("b", E.NONE, 0, port),
-                ("ü-群", E.NONE, 0, port),
+                ("a", E.NONE, 100, port),
+                ("b", E.NONE, 100, port),
+                ("ü-群", E.NONE, 100, port),
             ]
         # Transactions are not supported: a clear, non-retriable error.
         r = c.call(FindCoordinatorRequest(key="txn", key_type=1), 3)
@@ -181,7 +184,7 @@ def test_join_sync_heartbeat_leave_exact_versions(bootstrap: str) -> None:
         assert {m.member_id for m in ra2.members} == {ra.member_id, mid_b}
         assert rb.members == [] and rb.protocol_name == "range"
         # The follower's SyncGroup waits for the leader's; the leader assigns only
-        # itself, and the follower still gets an (empty) assignment (COMPAT 16).
+        # itself, and the follower still gets an (empty) assignment (docs/compatibility.md C16).
         sa = encode_assignment({"t": [0, 1]})
         b.send(
             SyncGroupRequest(
@@ -317,7 +320,7 @@ def test_offset_commit_fetch_round_trip(bootstrap: str) -> None:
             commit(c, other, topic, {0: (1, 0, "x")}, version=2).topics[0].partitions[0].error_code
             == 0
         )
-        # v5-7: one group; metadata string and leader epoch come back (COMPAT 18).
+        # v5-7: one group; metadata string and leader epoch come back (docs/compatibility.md C18).
         T = OffsetFetchRequest.OffsetFetchRequestTopic
         f = c.call(
             OffsetFetchRequest(
@@ -458,6 +461,10 @@ def test_list_describe_delete_with_admin_client(bootstrap: str) -> None:
         auto_offset_reset="earliest",
         client_id="adm-client",
     )
+    # The topic's metadata first: kafka-python's group leader assigns from what its
+    # metadata holds when the JoinGroup answer arrives (on the coordinator's own
+    # connection), and with group.initial.rebalance.delay.ms=0 that can come first.
+    assert consumer.partitions_for_topic(topic) == {0, 1}
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         got = 0

@@ -111,6 +111,9 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "num.replica.fetchers": "1",
+    "leader.replication.throttled.rate": LONG_MAX,  # QuotaConfig
+    "follower.replication.throttled.rate": LONG_MAX,
+    "replica.alter.log.dirs.io.max.bytes.per.second": LONG_MAX,
     "controlled.shutdown.enable": "true",
     "producer.id.expiration.ms": "86400000",  # TransactionLogConfig
     # GroupCoordinatorConfig

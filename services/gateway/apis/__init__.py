@@ -52,6 +52,11 @@ MODULES = [
     "offset_commit",
     "offset_fetch",
     "offset_delete",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "describe_log_dirs",
+    "alter_replica_log_dirs",
 ]
 
 

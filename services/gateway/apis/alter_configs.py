@@ -9,9 +9,12 @@ answers per resource with Kafka's codes and messages: INVALID_CONFIG for a bad
 value, UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, INVALID_REQUEST for a null
 value. ``validate_only`` checks and changes nothing.
 
-Deviations: per-broker dynamic configs (a gateway id as the BROKER name) are
-refused by the controller, since gateways share one configuration; BROKER_LOGGER
-and other resource types are INVALID_REQUEST.
+BROKER ``<id>`` changes that broker's own dynamic configs (DYNAMIC_BROKER_CONFIG; the
+storage node applies them); as on a Kafka broker, a request on a broker's port may
+only name that broker, and the controller answers BROKER_ID_NOT_REGISTERED for an id
+that is no storage node.
+
+Deviations: BROKER_LOGGER and other resource types are INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ async def handle(
         incremental=False,
         validate_only=bool(request.validate_only),
         api_name="AlterConfigs",
+        addressed=ctx.broker_id,
     )
     return AlterConfigsResponse(
         throttle_time_ms=0,

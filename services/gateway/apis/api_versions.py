@@ -1,9 +1,9 @@
 """ApiVersions (key 18), versions 0-4.
 
 The first request of every client. The header of the response is always v0 and
-default-valued tagged fields are never written (KAFKA-COMPAT items 1 and 22); an
-unknown request version is answered by the dispatcher before decoding (item 2). We
-list only APIs that have a handler in this gateway (item 4).
+default-valued tagged fields are never written (docs/compatibility.md C1 and C22); an
+unknown request version is answered by the dispatcher before decoding (docs/compatibility.md C2). We
+list only APIs that have a handler in this gateway (docs/compatibility.md C4).
 Deviation: no SupportedFeatures/FinalizedFeatures (no KRaft feature levels).
 """
 

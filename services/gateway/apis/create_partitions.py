@@ -3,7 +3,7 @@
 Forwarded to the controller, which checks the new count (INVALID_PARTITIONS when
 it does not grow the topic), the manual assignments (INVALID_REPLICA_ASSIGNMENT)
 and the replication factor against live storage nodes, with Kafka's messages.
-Every requested topic gets a result entry (KAFKA-COMPAT item 19); a topic named
+Every requested topic gets a result entry (docs/compatibility.md C19); a topic named
 twice gets INVALID_REQUEST "Duplicate topic name." once, as KRaft answers.
 ``validate_only`` checks and changes nothing.
 

@@ -1,11 +1,12 @@
 """DescribeCluster (key 60), versions 0-1.
 
-Brokers are the online gateways (as in Metadata), the cluster id is the
-controller's, and the controller id is this gateway: any gateway takes admin
-requests. Authorized operations are reported (everything allowed: there is no
+Brokers are the live storage nodes at the gateway endpoints that front them, and
+the controller id is the lowest of them, exactly as in Metadata
+(:mod:`odradek.gateway.brokers`); the cluster id is the controller's. Admin requests
+may go to any broker: every gateway forwards them to the controller. Authorized operations are reported (everything allowed: there is no
 authorizer yet) only when asked, else Kafka's "not requested" value.
 
-v1 carries ``endpoint_type``: gateways are brokers (1). A request for controller
+v1 carries ``endpoint_type``: these are broker endpoints (1). A request for controller
 endpoints (2) is MISMATCHED_ENDPOINT_TYPE and an unknown type
 UNSUPPORTED_ENDPOINT_TYPE, with Kafka's messages (INVALID_REQUEST in v0, which has
 neither code).
@@ -13,6 +14,7 @@ neither code).
 
 from __future__ import annotations
 
+from odradek.gateway.brokers import controller_id
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -71,21 +73,17 @@ async def handle(
             brokers=[],
             authorized_operations=authorized_operations(None),
         )
+    brokers = gw.brokers()
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=snap.cluster_id,
-        controller_id=gw.node_id,
+        controller_id=controller_id(brokers),
         brokers=[
-            Broker(
-                broker_id=n.node_id,
-                host=n.advertised_host or n.host,
-                port=n.kafka_port,
-                rack=n.rack or None,
-            )
-            for n in gw.gateways()
+            Broker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in brokers.values()
         ],
         authorized_operations=authorized_operations(
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None

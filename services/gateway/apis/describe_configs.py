@@ -3,20 +3,24 @@
 Answered from this gateway's metadata, no round trip. TOPIC resources list every
 topic config: overrides as DYNAMIC_TOPIC_CONFIG, broker-level values as
 DYNAMIC_DEFAULT_BROKER_CONFIG or STATIC_BROKER_CONFIG, the rest with Kafka's
-default as DEFAULT_CONFIG (KAFKA-COMPAT item 19); the rules live in
+default as DEFAULT_CONFIG (docs/compatibility.md C19); the rules live in
 :mod:`odradek.gateway.config_entries`. v0 carries ``is_default`` instead of
 ``config_source``; synonyms are sent from v1 when ``include_synonyms``;
 ``config_type`` from v3 and ``documentation`` from v3 when
 ``include_documentation``. ``configuration_keys`` null or empty means every config.
 
-BROKER resources: a gateway id lists every cluster-wide broker config (read-only
-unless Kafka allows changing it cluster-wide at run time); ``""`` lists only what
-AlterConfigs set on the cluster default, as Kafka does. Any online gateway's id is
-accepted, since all gateways share one configuration.
+BROKER resources: a broker (storage node) id lists every broker config of that
+broker: its own dynamic configs (DYNAMIC_BROKER_CONFIG) over the cluster's (read-only
+unless Kafka allows changing it at run time); ``""`` lists only what AlterConfigs set
+on the cluster default, as Kafka does. As on a Kafka broker, a request on a broker's
+port may only name that broker (``ConnectionContext.broker_id``); the bootstrap
+listener answers for any registered storage node (docs/brokers.md).
 
 Errors per resource, with Kafka's messages: an unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION; a broker name that is not an integer or not a gateway
-is INVALID_REQUEST.
+UNKNOWN_TOPIC_OR_PARTITION; a broker name that is not an integer, or not the broker
+addressed, is INVALID_REQUEST ("Unexpected broker id, expected 101 or empty string,
+but received 102"); on the bootstrap listener an id that is no storage node is
+BROKER_ID_NOT_REGISTERED.
 Deviations: BROKER_LOGGER, CLIENT_METRICS and GROUP resources are INVALID_REQUEST
 ("Unsupported resource type"); broker configs carry no documentation text.
 """
@@ -41,6 +45,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, error_code_for
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from odradek.rpc.v1 import common_pb2
 from odradek.topic_config import DescribedConfig
 
 log = logging.getLogger(__name__)
@@ -62,7 +67,7 @@ class _Refused(Exception):
 
 
 def _entries(
-    gw: GatewayApi,
+    ctx: ConnectionContext,
     snap: Snapshot,
     settings: dict[str, BrokerSetting],
     resource: DescribeConfigsRequest.DescribeConfigsResource,
@@ -79,13 +84,15 @@ def _entries(
             dict(topic.configs), settings, include_synonyms=include_synonyms, keys=keys
         )
     if rtype == ResourceType.BROKER:
-        problem = broker_name_problem(
-            name, gw.node_id, [n.node_id for n in gw.gateways()], empty_allowed=True
-        )
+        registered = [n.node_id for n in snap.raw.nodes if n.kind == common_pb2.STORAGE]
+        problem = broker_name_problem(name, ctx.broker_id, registered, alter=False)
         if problem is not None:
-            raise _Refused(ErrorCode.INVALID_REQUEST, problem)
+            raise _Refused(*problem)
         return broker_config_entries(
-            settings, include_synonyms=include_synonyms, dynamic_defaults_only=not name, keys=keys
+            settings_of(snap.raw, int(name)) if name else settings,
+            include_synonyms=include_synonyms,
+            dynamic_defaults_only=not name,
+            keys=keys,
         )
     raise _Refused(
         ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {ResourceType.name_of(rtype)}"
@@ -119,7 +126,7 @@ async def handle(
         code, message = 0, None
         entries: list[DescribedConfig] = []
         try:
-            entries = _entries(gw, snap, settings, resource, include_synonyms)
+            entries = _entries(ctx, snap, settings, resource, include_synonyms)
         except _Refused as exc:
             code, message = int(exc.code), exc.message
         except Exception as exc:  # bad stored values: answer this resource, keep the others

@@ -4,9 +4,9 @@ Partitions are grouped by the storage node leading them and fetched in parallel;
 each storage node long-polls on its own (``max_wait_ms``/``min_bytes``). As soon as
 the answers in hand reach ``min_bytes`` (or carry an error), the still-waiting nodes
 are cancelled and asked again without waiting, so one idle node never holds up data
-from another. Whole batches travel as raw bytes (KAFKA-COMPAT item 8); every
+from another. Whole batches travel as raw bytes (docs/compatibility.md C8); every
 partition entry carries high watermark, last stable offset and log start offset,
-error entries included (item 9).
+error entries included (docs/compatibility.md C9).
 
 ``max_bytes`` (v3+) bounds the response: the first partition with data is returned
 whole even when larger, later partitions are left empty once the budget is spent.
@@ -15,7 +15,7 @@ Versions 0-3 can only read magic 0/1 message sets: batches are down-converted
 (magic 0 for v0-v1, magic 1 for v2-v3), as Kafka does for old consumers; zstd cannot
 be down-converted (UNSUPPORTED_COMPRESSION_TYPE). v13+ name topics by id.
 Deviations: fetch sessions (KIP-227) are not kept: every response carries session id
-0, which makes clients fetch sessionless (item 11). No rack-aware
+0, which makes clients fetch sessionless (docs/compatibility.md C11). No rack-aware
 ``preferred_read_replica`` (always -1).
 
 A storage node that cannot be asked, or does not answer in time, gives its

@@ -1,11 +1,12 @@
 """FindCoordinator (key 10), versions 0-6.
 
-Key type 0 (GROUP): answers a gateway, the ``shard % n``-th online one for the
-group's ``__consumer_offsets`` shard, which forwards the group's requests to the
-coordinator service owning the shard (any gateway would do; a fixed one keeps
-ListGroups answers disjoint). COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets``
-does not exist yet, the shard has no live coordinator, or no offset store is online;
-clients retry. v4+ batch several keys with an error per key (KAFKA-COMPAT item 18).
+Key type 0 (GROUP): answers the broker leading the group's ``__consumer_offsets``
+partition, as Kafka does, at the gateway endpoint it is advertised at
+(:mod:`odradek.gateway.brokers`); gateways forward the group's requests to the
+coordinator service owning the shard whatever port they arrive on.
+COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` does not exist yet or that
+partition has no leader, the shard has no live coordinator, or no offset store is
+online; clients retry. v4+ batch several keys with an error per key (KAFKA-COMPAT item 18).
 Deviation: transactions and share groups are not supported (KAFKA-COMPAT item 20).
 Key type 1 (TRANSACTION) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
 librdkafka, the Java client and kafka-python all treat as fatal, so a transactional
@@ -44,8 +45,10 @@ def _answer(gw: GatewayApi, key: str, key_type: int) -> tuple[int, str | None, i
     groups = gw.groups
     if not groups.available(key):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    node = groups.coordinator_gateway(key)
-    return ErrorCode.NONE, None, node.node_id, node.advertised_host or node.host, node.kafka_port
+    broker = groups.coordinator_broker(key)
+    if broker is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return ErrorCode.NONE, None, broker.node_id, broker.host, broker.port
 
 
 async def handle(

@@ -11,9 +11,12 @@ topic, INVALID_REQUEST for duplicate keys or a null value outside DELETE. An
 operation id outside 0-3 is INVALID_REQUEST here. ``validate_only`` checks and
 changes nothing.
 
-Deviations: per-broker dynamic configs (a gateway id as the BROKER name) are
-refused by the controller, since gateways share one configuration; BROKER_LOGGER,
-GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
+BROKER ``<id>`` changes that broker's own dynamic configs (DYNAMIC_BROKER_CONFIG; the
+storage node applies them); as on a Kafka broker, a request on a broker's port may
+only name that broker, and the controller answers BROKER_ID_NOT_REGISTERED for an id
+that is no storage node.
+
+Deviations: BROKER_LOGGER, GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ async def handle(
         incremental=True,
         validate_only=bool(request.validate_only),
         api_name="IncrementalAlterConfigs",
+        addressed=ctx.broker_id,
     )
     return IncrementalAlterConfigsResponse(
         throttle_time_ms=0,

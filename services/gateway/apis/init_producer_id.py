@@ -7,7 +7,7 @@ producer id and epoch sent by a non-transactional producer (v3+, KIP-360) are
 ignored and a new id is handed out. When no block can be had in time the answer is
 COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 
-Transactions do not exist yet (KAFKA-COMPAT item 20), so a transactional id gets
+Transactions do not exist yet (docs/compatibility.md C20), so a transactional id gets
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). The choice: InitProducerId has no
 error message field, and the code must make clients stop instead of retrying
 forever. Retriable codes (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,

@@ -3,7 +3,7 @@
 The gateway holds the request while the coordinator completes the rebalance (bounded
 by the members' rebalance timeout plus ``group.initial.rebalance.delay.ms``; the call's
 own deadline sits 10 s above that). v0 has no rebalance timeout (the session timeout
-serves), v4+ get MEMBER_ID_REQUIRED on a first join (KIP-394, KAFKA-COMPAT item 15),
+serves), v4+ get MEMBER_ID_REQUIRED on a first join (KIP-394, docs/compatibility.md C15),
 v5+ carry ``group.instance.id`` (static membership), v9 ``skip_assignment`` (KIP-814).
 A coordinator that cannot be reached answers NOT_COORDINATOR so the client looks it up
 again.

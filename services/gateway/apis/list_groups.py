@@ -1,8 +1,9 @@
 """ListGroups (key 16), versions 0-5.
 
-Asks every coordinator in parallel and answers the groups whose coordinator gateway
-(what FindCoordinator names) is this one, so admin clients that ask every broker and
-merge see each group once. v4+ filter by state, v5+ by type: every group here is a
+Asks every coordinator in parallel. On a broker port it answers the groups whose
+coordinator (what FindCoordinator names) is that broker, so admin clients that ask
+every broker and merge see each group once; on the bootstrap listener it answers
+every group. v4+ filter by state, v5+ by type: every group here is a
 classic group (``group_type`` "classic"), so a types filter without "classic"
 matches nothing. COORDINATOR_LOAD_IN_PROGRESS while some shard is still loading (the
 groups found so far are still listed); COORDINATOR_NOT_AVAILABLE if a coordinator
@@ -70,6 +71,6 @@ async def handle(
                 group_type=CLASSIC,
             )
             for g in sorted(listed.values(), key=lambda g: g.group_id)
-            if groups.listed_here(g.group_id)
+            if groups.listed_on(g.group_id, ctx.broker_id)
         ],
     )

@@ -3,7 +3,7 @@
 -1 latest (the high watermark, or the last stable offset under READ_COMMITTED), -2
 earliest (log start offset), -3 the record with the largest timestamp (v7+), and a
 timestamp >= 0 finds the first offset whose timestamp is at least that, through the
-time index (KAFKA-COMPAT item 14). v1+ return one offset with its timestamp and, v4+,
+time index (docs/compatibility.md C14). v1+ return one offset with its timestamp and, v4+,
 its leader epoch; v0 returns the old ``old_style_offsets`` list with one entry.
 Partitions are grouped by leading storage node and asked in parallel.
 """

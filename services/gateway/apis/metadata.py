@@ -1,10 +1,13 @@
 """Metadata (key 3), versions 0-12.
 
-Brokers are the online gateways; every partition's leader is a gateway chosen by a
-stable hash (any gateway can serve any partition), while ``replica_nodes``/``isr_nodes``
-list the storage node ids that hold the data, so tools show the real replication
-factor and ISR. ``leader_epoch`` is the storage leader epoch (KAFKA-COMPAT item 13);
-topic ids are the controller's stable UUIDs (item 12).
+Brokers are the live storage nodes, each at the gateway endpoint that fronts it
+(:mod:`odradek.gateway.brokers`, docs/brokers.md), so Kafka's invariants hold and the
+ids are usable everywhere (KAFKA-COMPAT item 24): a partition's leader is one of its
+replicas and a listed broker; replicas and ISR members are listed brokers unless
+offline, and then they are in ``offline_replicas``; ``controller_id`` is a listed
+broker (the lowest id, as KRaft answers a broker there), -1 with no broker.
+``leader_epoch`` is the storage leader epoch (KAFKA-COMPAT item 13); topic ids are the
+controller's stable UUIDs (item 12).
 
 Auto-creation: a requested unknown topic is created when ``auto.create.topics.enable``
 is on and the request allows it (v4+ flag, always for older versions), with
@@ -13,13 +16,17 @@ so the client usually sees it ready at once (Kafka answers LEADER_NOT_AVAILABLE 
 both are legal, clients retry either way).
 
 Deviations: no cluster/topic authorizer, so authorized operations report everything
-allowed when asked; ``controller_id`` is this gateway (admin requests may go to any).
+allowed when asked. Admin requests may go to any broker (every gateway forwards them
+to the controller), whatever ``controller_id`` says.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
+from odradek.gateway.brokers import Broker as AdvertisedBroker
+from odradek.gateway.brokers import controller_id
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
@@ -71,6 +78,7 @@ async def handle(
     include_ops = (
         bool(getattr(request, "include_topic_authorized_operations", False)) and version >= 8
     )
+    brokers = gw.brokers()
 
     if names is not None:
         allow = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
@@ -93,7 +101,7 @@ async def handle(
                     )
                 )
             else:
-                topic_results.append(_topic(gw, topic, include_ops))
+                topic_results.append(_topic(brokers, topic, include_ops))
         for tid in ids:
             topic = snap.topics_by_id.get(tid.bytes)
             if topic is None:
@@ -106,25 +114,19 @@ async def handle(
                     )
                 )
             else:
-                topic_results.append(_topic(gw, topic, include_ops))
+                topic_results.append(_topic(brokers, topic, include_ops))
     else:
         for topic in sorted(snap.topics.values(), key=lambda t: t.name):
-            topic_results.append(_topic(gw, topic, include_ops))
+            topic_results.append(_topic(brokers, topic, include_ops))
 
-    brokers = [
-        Broker(
-            node_id=n.node_id,
-            host=n.advertised_host or n.host,
-            port=n.kafka_port,
-            rack=n.rack or None,
-        )
-        for n in gw.gateways()
-    ]
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=brokers,
+        brokers=[
+            Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in brokers.values()
+        ],
         cluster_id=snap.cluster_id or None,
-        controller_id=gw.node_id,
+        controller_id=controller_id(brokers),
         topics=topic_results,
         authorized_operations=authorized_operations(
             CLUSTER_OPERATIONS
@@ -134,12 +136,14 @@ async def handle(
     )
 
 
-def _topic(gw: GatewayApi, topic: common_pb2.Topic, include_ops: bool) -> Topic:
+def _topic(
+    brokers: Mapping[int, AdvertisedBroker], topic: common_pb2.Topic, include_ops: bool
+) -> Topic:
     partitions = []
     for p in topic.partitions:
-        if p.leader >= 0:
+        if p.leader in brokers:
             error = ErrorCode.NONE
-            leader = gw.gateway_for(topic.name, p.partition)
+            leader = p.leader
         else:
             error = ErrorCode.LEADER_NOT_AVAILABLE
             leader = -1

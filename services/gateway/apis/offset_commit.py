@@ -10,7 +10,7 @@ generation -1 are for groups not using group management (allowed while the group
 Empty). v1's per-partition commit timestamp is ignored (Kafka ignores it too since
 v2); v2-v4's ``retention_time_ms`` is stored as an expire timestamp. The metadata
 string and the committed leader epoch (v6+) round-trip to OffsetFetch
-(KAFKA-COMPAT item 18).
+(docs/compatibility.md C18).
 
 Ordering: Kafka handles one request per connection at a time, and clients pipeline
 asynchronous commits (librdkafka's auto-commit), so commits of one connection are

@@ -1,7 +1,7 @@
 """OffsetFetch (key 9), versions 0-9: served by the offset store from its cache.
 
-v0-7 ask about one group, v8+ about several, each with its own error (KAFKA-COMPAT
-item 18). ``topics`` null (v2+) means every partition the group committed. A partition
+v0-7 ask about one group, v8+ about several, each with its own error (docs/compatibility.md
+C18). ``topics`` null (v2+) means every partition the group committed. A partition
 without a committed offset answers offset -1 and no error; the metadata string and
 committed leader epoch (v5+) come back as committed. COORDINATOR_LOAD_IN_PROGRESS while
 the shard loads, NOT_COORDINATOR when the shard is moving. ``require_stable`` (v7+)

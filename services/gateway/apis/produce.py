@@ -13,7 +13,7 @@ flight. Other APIs on the connection are not held up.
 Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
 batches before storage, which only keeps v2 (Kafka 4 does the same). v3+ must carry
 v2 batches (INVALID_RECORD otherwise, as Kafka answers).
-acks=0 gets no response at all (KAFKA-COMPAT item 6).
+acks=0 gets no response at all (docs/compatibility.md C6).
 Deviation: transactional produce is refused (INVALID_REQUEST) until transactions
 exist; InitProducerId never hands out transactional ids.
 """

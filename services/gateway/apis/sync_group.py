@@ -1,7 +1,7 @@
 """SyncGroup (key 14), versions 0-5: a long-poll forwarded to the group's coordinator.
 
 Followers wait until the leader's assignment is durable; every member gets an
-assignment, empty when the leader gave it none (KAFKA-COMPAT item 16). v5+ carry the
+assignment, empty when the leader gave it none (docs/compatibility.md C16). v5+ carry the
 protocol type and name, checked against the group's (INCONSISTENT_GROUP_PROTOCOL).
 """
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from odradek.config_catalog.definition import (
     INT_MAX,
+    LONG_MAX,
     Catalog,
     ConfigDef,
     ConfigType,
@@ -162,6 +163,36 @@ BROKER_CONFIGS = Catalog(
             "Share of a node's partitions led elsewhere that triggers a rebalance.",
             _CONTROLLER,
             at_least=0,
+        ),
+        # replication throttles (kafka-reassign-partitions.sh --throttle sets them per broker)
+        _c(
+            "leader.replication.throttled.rate",
+            _LONG,
+            LONG_MAX,
+            "Bytes/s a leader sends to the followers of the replicas its topics list in "
+            "leader.replication.throttled.replicas.",
+            _LOG,
+            dynamic=True,
+            at_least=0,
+        ),
+        _c(
+            "follower.replication.throttled.rate",
+            _LONG,
+            LONG_MAX,
+            "Bytes/s a follower fetches for the replicas its topics list in "
+            "follower.replication.throttled.replicas.",
+            _LOG,
+            dynamic=True,
+            at_least=0,
+        ),
+        _c(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            _LONG,
+            LONG_MAX,
+            "Bytes/s a storage node copies between its own log directories (AlterReplicaLogDirs).",
+            _LOG,
+            dynamic=True,
+            at_least=1,
         ),
         # consumer groups
         _c(

@@ -31,7 +31,44 @@ GATEWAY_CONFIGS = Catalog(
             None,
             "The address given to clients in Metadata, if not the listener's.",
         ),
-        ConfigDef("broker.rack", _STRING, None, "Rack shown for this broker in Metadata."),
+        ConfigDef(
+            "broker.rack",
+            _STRING,
+            None,
+            "Rack shown in Metadata for the storage nodes this gateway fronts when they "
+            "have none of their own.",
+        ),
+        ConfigDef(
+            "broker.port.start",
+            _INT,
+            0,
+            "First broker port: storage node N is served on port "
+            "broker.port.start + N - storage.node.id.base of the listener's host (and "
+            "advertised host). 0: an ephemeral port per storage node, published through "
+            "the controller (docs/brokers.md).",
+            at_least=0,
+            at_most=65535,
+            kafka=False,
+        ),
+        ConfigDef(
+            "broker.port.count",
+            _INT,
+            16,
+            "How many broker ports a gateway opens from broker.port.start (storage node ids "
+            "storage.node.id.base .. +count-1); a storage node outside the range is "
+            "advertised at the bootstrap listener. Unused when broker.port.start is 0.",
+            at_least=1,
+            at_most=4096,
+            kafka=False,
+        ),
+        ConfigDef(
+            "storage.node.id.base",
+            _INT,
+            100,
+            "Lowest storage node id, the one broker.port.start serves.",
+            at_least=0,
+            kafka=False,
+        ),
         ConfigDef(
             "socket.request.max.bytes",
             _INT,

@@ -12,6 +12,21 @@ recovery from the checkpointed recovery points. Deleted logs are renamed
 ``<topic>-<partition>.<uuid hex>-delete`` before removal, so a crash mid-delete never
 resurrects them (leftovers are removed at the next start).
 
+Several log directories (Kafka's JBOD): a new log goes to the online directory holding
+the fewest logs, or to the one AlterReplicaLogDirs asked for (:meth:`set_preferred_dir`).
+Moving a log between directories copies it into a *future* log,
+``<topic>-<partition>.<uuid hex>-future`` in the destination, which the storage node
+fills and then swaps in (:meth:`replace_current_with_future`): the current directory is
+renamed ``-delete`` first, then the future one takes the partition's name. A crash
+between the two renames leaves only the future log, which the next start promotes; a
+crash earlier leaves both, and the move resumes.
+
+A failed log directory (an I/O error in it, or one unusable at start) goes offline
+alone, as Kafka's LogDirFailureChannel does: its logs are closed without flushing and
+forgotten, nothing is written there again, :attr:`on_dir_failure` tells the storage
+node (from whichever thread saw the error), and the node keeps serving from the
+others. Only when every directory failed does the manager refuse to start.
+
 Periodic work uses Kafka's config names: ``log.retention.check.interval.ms``,
 ``log.flush.scheduler.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``,
 ``log.flush.start.offset.checkpoint.interval.ms``, ``log.cleaner.backoff.ms``,
@@ -57,6 +72,7 @@ _log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 ROLL_FLUSH_CHECK_MS = 1000  # how often rolled segments are flushed (Kafka: at each roll)
 
 # The node-level settings the manager reads (broker config or the storage node's own),
@@ -113,20 +129,58 @@ class LogManager:
         self._running_jobs = 0
         self._cleaner = LogCleaner(self._ms("log.cleaner.dedupe.buffer.size"))
         self._shut_down = False
+        self.offline_dirs: set[Path] = set()
+        self._futures: dict[TopicPartition, PartitionLog] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        # Called (from any thread) with (directory, reason) when a directory fails.
+        self.on_dir_failure: Callable[[Path, str], None] | None = None
         try:
             for d in self.log_dirs:
-                d.mkdir(parents=True, exist_ok=True)
-                self._locks.append(DirLock(d))
-                MetaProperties.ensure(d, node_id, cluster_id)
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                    self._locks.append(DirLock(d))
+                    MetaProperties.ensure(d, node_id, cluster_id)
+                except OSError as exc:  # a disk problem; a mismatched meta.properties is fatal
+                    self._offline_at_start(d, exc)
             for d in self.log_dirs:
-                self._load_dir(d)
+                if d in self.offline_dirs:
+                    continue
+                try:
+                    self._load_dir(d)
+                except (OSError, KafkaStorageError) as exc:
+                    if isinstance(exc, KafkaStorageError) and "Duplicate log directories" in str(
+                        exc
+                    ):
+                        raise
+                    self._offline_at_start(d, exc)
+            if len(self.offline_dirs) == len(self.log_dirs):
+                raise KafkaStorageError(
+                    "Shutdown broker because all log dirs in "
+                    f"{', '.join(map(str, self.log_dirs))} have failed"
+                )
+            self._settle_futures()
         except BaseException:
-            for log in self._logs.values():
+            for log in [*self._logs.values(), *self._futures.values()]:
                 with contextlib.suppress(Exception):
                     log.close_handles()
             for lock in self._locks:
                 lock.release()
             raise
+
+    def _offline_at_start(self, d: Path, exc: BaseException) -> None:
+        _log.error("log directory %s is offline: %s", d, exc)
+        self.offline_dirs.add(d)
+        for tp in [tp for tp, where in self._dir_of.items() if where == d]:
+            with contextlib.suppress(Exception):
+                self._logs[tp].close_handles()
+            del self._logs[tp]
+            del self._dir_of[tp]
+        for tp in [tp for tp, where in self._future_dir_of.items() if where == d]:
+            with contextlib.suppress(Exception):
+                self._futures[tp].close_handles()
+            del self._futures[tp]
+            del self._future_dir_of[tp]
 
     # -- settings -----------------------------------------------------------------------
     def _setting(self, name: str) -> object:
@@ -168,7 +222,21 @@ class LogManager:
             if name.endswith(DELETE_DIR_SUFFIX):
                 self._dirs_to_delete.append(path)
                 continue
-            if name.endswith(("-future", "-stray")):
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                future_tp = parse_future_dir_name(name)
+                if future_tp is not None:
+                    self._futures[future_tp] = PartitionLog.open(
+                        path,
+                        future_tp[0],
+                        future_tp[1],
+                        self.log_config(future_tp[0]),
+                        clean_shutdown=clean,
+                        clock_ms=self.clock_ms,
+                        producer_id_expiration_ms=expiration,
+                    )
+                    self._future_dir_of[future_tp] = d
+                continue
+            if name.endswith("-stray"):
                 continue
             tp = parse_log_dir_name(name)
             if tp is None:
@@ -196,6 +264,33 @@ class LogManager:
             marker.unlink()
             fsync_dir(d)
 
+    def _settle_futures(self) -> None:
+        """After loading: a future log without a current one was being swapped in when the
+        node stopped (promote it); one in the same directory as its current log is
+        pointless (drop it)."""
+        for tp, future in list(self._futures.items()):
+            d = self._future_dir_of[tp]
+            if tp not in self._logs:
+                _log.info("%s-%d: finishing the move to %s interrupted by a restart", *tp, d)
+                del self._futures[tp], self._future_dir_of[tp]
+                future.close(flush=True)
+                target = d / log_dir_name(*tp)
+                os.replace(future.dir, target)
+                fsync_dir(d)
+                self._logs[tp] = PartitionLog.open(
+                    target,
+                    tp[0],
+                    tp[1],
+                    self.log_config(tp[0]),
+                    clean_shutdown=True,
+                    clock_ms=self.clock_ms,
+                    producer_id_expiration_ms=self._ms("producer.id.expiration.ms"),
+                )
+                self._dir_of[tp] = d
+            elif self._dir_of[tp] == d:
+                del self._futures[tp], self._future_dir_of[tp]
+                self._discard(future, d)
+
     @staticmethod
     def _read_checkpoint(d: Path, name: str, fallback: str) -> dict[TopicPartition, int]:
         """A checkpoint's entries; a corrupt one is reported and ignored (as Kafka does)."""
@@ -215,11 +310,35 @@ class LogManager:
     def __iter__(self) -> Iterator[TopicPartition]:
         return iter(list(self._logs))
 
-    def _next_log_dir(self) -> Path:
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get((topic, partition))
+
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def _next_log_dir(self, tp: TopicPartition) -> Path:
+        preferred = self._preferred_dirs.pop(tp, None)
+        online = self.online_dirs()
+        if preferred is not None and preferred in online:
+            return preferred
+        if not online:
+            raise KafkaStorageError(f"No online log directory to create {tp[0]}-{tp[1]} in")
         counts = {d: 0 for d in self.log_dirs}
         for d in self._dir_of.values():
             counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def configured_dir(self, path: str) -> Path | None:
+        """The log directory named by ``path`` (absolute, as AlterReplicaLogDirs gives it)."""
+        for d in self.log_dirs:
+            if str(d) == path or str(d) == path.rstrip("/"):
+                return d
+        return None
+
+    def set_preferred_dir(self, topic: str, partition: int, d: Path) -> None:
+        """Create this partition's log in ``d`` when it is created here (Kafka's
+        maybeUpdatePreferredLogDir, used by kafka-reassign-partitions.sh ``log_dirs``)."""
+        self._preferred_dirs[(topic, partition)] = d
 
     def create_log(
         self,
@@ -245,21 +364,31 @@ class LogManager:
                             f"but log already contained topic ID {current}"
                         )
                 return existing
-            d = self._next_log_dir()
+            d = self._next_log_dir(tp)
             cfg = config if config is not None else self.log_config(topic)
-            log = PartitionLog.open(
-                d / log_dir_name(topic, partition),
-                topic,
-                partition,
-                cfg,
-                clock_ms=self.clock_ms,
-                topic_id=topic_id,
-                clean_shutdown=True,
-                producer_id_expiration_ms=self._ms("producer.id.expiration.ms"),
-            )
-            self._logs[tp] = log
-            self._dir_of[tp] = d
-            return log
+            try:
+                log = PartitionLog.open(
+                    d / log_dir_name(topic, partition),
+                    topic,
+                    partition,
+                    cfg,
+                    clock_ms=self.clock_ms,
+                    topic_id=topic_id,
+                    clean_shutdown=True,
+                    producer_id_expiration_ms=self._ms("producer.id.expiration.ms"),
+                )
+            except OSError as exc:
+                failure: OSError | None = exc
+            else:
+                failure = None
+                self._logs[tp] = log
+                self._dir_of[tp] = d
+        if failure is not None:
+            self.mark_dir_offline(d, f"cannot create {topic}-{partition}: {failure}")
+            raise KafkaStorageError(
+                f"Error while creating log for {topic}-{partition} in dir {d}"
+            ) from failure
+        return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition's directory to ``...-delete``; files go asynchronously."""
@@ -279,6 +408,153 @@ class LogManager:
         fsync_dir(d)
         self._dirs_to_delete.append(target)
         return True
+
+    def _discard(self, log: PartitionLog, d: Path) -> None:
+        """Rename a log's directory ``-delete`` (removed later) after closing its files."""
+        log.close_handles()
+        name = f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        if len(name) > 255:
+            name = name[-255:]
+        target = d / name
+        os.replace(log.dir, target)
+        fsync_dir(d)
+        with self._mutex:
+            self._dirs_to_delete.append(target)
+
+    # -- future logs (AlterReplicaLogDirs) ----------------------------------------------
+    def future_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._futures.get((topic, partition))
+
+    def future_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def futures(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        return list(self._futures.items())
+
+    def create_future_log(
+        self,
+        topic: str,
+        partition: int,
+        d: Path,
+        topic_id: str | None = None,
+        config: LogConfig | None = None,
+    ) -> PartitionLog:
+        """An empty future log for ``topic-partition`` in directory ``d``."""
+        tp = (topic, partition)
+        if d in self.offline_dirs:
+            raise KafkaStorageError(f"Log directory {d} is offline")
+        name = f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        log = PartitionLog.open(
+            d / name,
+            topic,
+            partition,
+            config if config is not None else self.log_config(topic),
+            clock_ms=self.clock_ms,
+            topic_id=topic_id,
+            clean_shutdown=True,
+            producer_id_expiration_ms=self._ms("producer.id.expiration.ms"),
+        )
+        with self._mutex:
+            self._futures[tp] = log
+            self._future_dir_of[tp] = d
+        return log
+
+    def abort_future_log(self, topic: str, partition: int) -> bool:
+        """Drop a future log (the move was cancelled or the replica went away)."""
+        with self._mutex:
+            tp = (topic, partition)
+            log = self._futures.pop(tp, None)
+            d = self._future_dir_of.pop(tp, None)
+        if log is None or d is None:
+            return False
+        if d in self.offline_dirs:
+            log.close_handles()
+        else:
+            self._discard(log, d)
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap a caught-up future log in for the current one; returns the new current log.
+
+        The caller guarantees nothing appends to either log meanwhile. The future takes
+        over the current log's high watermark and leader epochs (an epoch with no batch
+        of its own exists only in the current log's cache).
+        """
+        tp = (topic, partition)
+        with self._mutex:
+            future = self._futures.pop(tp)
+            d = self._future_dir_of.pop(tp)
+            current = self._logs[tp]
+            old_dir = self._dir_of[tp]
+        hw, start = current.high_watermark, current.log_start_offset
+        future.leader_epoch_cache.clear()
+        future.leader_epoch_cache.assign_many(current.leader_epoch_cache.entries())
+        future.close(flush=True)
+        self._discard(current, old_dir)
+        target = d / log_dir_name(topic, partition)
+        os.replace(future.dir, target)
+        fsync_dir(d)
+        log = PartitionLog.open(
+            target,
+            topic,
+            partition,
+            current.config,
+            recovery_point=future.log_end_offset,
+            log_start_offset=start,
+            clock_ms=self.clock_ms,
+            clean_shutdown=True,
+            high_watermark=hw,
+            producer_id_expiration_ms=self._ms("producer.id.expiration.ms"),
+        )
+        with self._mutex:
+            self._logs[tp] = log
+            self._dir_of[tp] = d
+        return log
+
+    # -- failed directories -------------------------------------------------------------
+    def mark_dir_offline(self, d: Path, reason: str) -> list[TopicPartition]:
+        """Take directory ``d`` offline after an I/O error; returns the logs it held.
+
+        Thread-safe and idempotent; :attr:`on_dir_failure` is told once.
+        """
+        with self._mutex:
+            if d in self.offline_dirs or d not in self.log_dirs:
+                return []
+            self.offline_dirs.add(d)
+            lost = [tp for tp, where in self._dir_of.items() if where == d]
+            logs = [self._logs.pop(tp) for tp in lost]
+            for tp in lost:
+                del self._dir_of[tp]
+                self._cleaner_offsets.pop(tp, None)
+            futures = [tp for tp, where in self._future_dir_of.items() if where == d]
+            logs += [self._futures.pop(tp) for tp in futures]
+            for tp in futures:
+                del self._future_dir_of[tp]
+            self._dirs_to_delete = [p for p in self._dirs_to_delete if p.parent != d]
+        _log.error(
+            "log directory %s failed (%s): %d partition log(s) offline", d, reason, len(lost)
+        )
+        for log in logs:
+            with contextlib.suppress(Exception):
+                log.close_handles()
+        callback = self.on_dir_failure
+        if callback is not None:
+            callback(d, reason)
+        return lost
+
+    def io_failure(self, tp: TopicPartition, exc: BaseException) -> None:
+        """An I/O error on ``tp``'s log: its directory fails."""
+        d = self._dir_of.get(tp) or self._future_dir_of.get(tp)
+        if d is not None:
+            self.mark_dir_offline(d, f"{type(exc).__name__}: {exc}")
+
+    def dir_usage(self, d: Path) -> tuple[int, int]:
+        """(total, usable) bytes of the volume holding ``d``; (-1, -1) when unknown."""
+        try:
+            st = os.statvfs(d)
+        except OSError:
+            return -1, -1
+        return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
     def purge_deleted_logs(self) -> int:
         """Remove directories of deleted logs (Kafka's delete-logs task)."""
@@ -312,6 +588,9 @@ class LogManager:
                 deleted += log.delete_old_segments(now)
                 log.purge_deleted(now)
                 log.remove_expired_producers(now)
+            except OSError as exc:
+                if (tp in self._logs) and not log.closed:
+                    self.io_failure(tp, exc)
             except KafkaStorageError:
                 if (tp in self._logs) and not log.closed:
                     raise
@@ -322,14 +601,27 @@ class LogManager:
         """Flush rolled segments (as Kafka does after each roll) and apply ``flush.ms``."""
         now = self.clock_ms() if now_ms is None else now_ms
         flushed = 0
-        for _tp, log in self.logs():
+        for tp, log in self.logs():
             if log.closed:
                 continue
             before = log.recovery_point
-            log.flush_rolled_segments()
-            log.maybe_flush_for_time(now)
+            try:
+                log.flush_rolled_segments()
+                log.maybe_flush_for_time(now)
+            except OSError as exc:
+                if tp in self._logs and not log.closed:
+                    self.io_failure(tp, exc)
+                continue
             flushed += log.recovery_point != before
         return flushed
+
+    def _write_checkpoint(self, d: Path, name: str, offsets: Mapping[TopicPartition, int]) -> None:
+        if d in self.offline_dirs:
+            return
+        try:
+            OffsetCheckpointFile(d / name).write(offsets)
+        except OSError as exc:
+            self.mark_dir_offline(d, f"cannot write {name}: {exc}")
 
     def write_checkpoints(self) -> None:
         """Write every node-level offset checkpoint in every log directory."""
@@ -341,33 +633,33 @@ class LogManager:
     def _by_dir(
         self, value: Callable[[PartitionLog], int]
     ) -> dict[Path, dict[TopicPartition, int]]:
-        out: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        out: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.online_dirs()}
         for tp, log in self.logs():
             d = self._dir_of.get(tp)
-            if d is not None:
+            if d is not None and d in out:
                 out[d][tp] = value(log)
         return out
 
     def checkpoint_recovery_points(self) -> None:
         for d, offsets in self._by_dir(lambda log: log.recovery_point).items():
-            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(offsets)
+            self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT, offsets)
 
     def checkpoint_log_start_offsets(self) -> None:
         for d, offsets in self._by_dir(lambda log: log.log_start_offset).items():
-            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(offsets)
+            self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT, offsets)
 
     def checkpoint_high_watermarks(self) -> None:
         for d, offsets in self._by_dir(lambda log: log.high_watermark).items():
-            OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
+            self._write_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, offsets)
 
     def checkpoint_cleaner_offsets(self) -> None:
-        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        per_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.online_dirs()}
         for tp, offset in list(self._cleaner_offsets.items()):
             d = self._dir_of.get(tp)
-            if d is not None:
+            if d is not None and d in per_dir:
                 per_dir[d][tp] = offset
         for d, offsets in per_dir.items():
-            OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(offsets)
+            self._write_checkpoint(d, CLEANER_OFFSET_CHECKPOINT, offsets)
 
     def cleaner_offset(self, topic: str, partition: int) -> int | None:
         return self._cleaner_offsets.get((topic, partition))
@@ -452,12 +744,18 @@ class LogManager:
             while self._running_jobs:
                 self._jobs_idle.wait()
         try:
-            for _tp, log in self.logs():
-                log.close(flush=True)
+            for tp, log in [*self.logs(), *self.futures()]:
+                try:
+                    log.close(flush=True)
+                except OSError as exc:
+                    self.io_failure(tp, exc)
             self.write_checkpoints()
             self.purge_deleted_logs()
-            for d in self.log_dirs:
-                atomic_write_text(d / CLEAN_SHUTDOWN_FILE, '{"version":0,"brokerEpoch":-1}')
+            for d in self.online_dirs():
+                try:
+                    atomic_write_text(d / CLEAN_SHUTDOWN_FILE, '{"version":0,"brokerEpoch":-1}')
+                except OSError as exc:
+                    _log.error("cannot mark %s cleanly shut down: %s", d, exc)
         finally:
             for lock in self._locks:
                 lock.release()
@@ -466,8 +764,18 @@ class LogManager:
     def close_without_shutdown(self) -> None:
         """Release descriptors and locks as a crash would (tests of recovery)."""
         self._shut_down = True
-        for _tp, log in self.logs():
+        for _tp, log in [*self.logs(), *self.futures()]:
             log.close_handles()
         for lock in self._locks:
             lock.release()
         self._locks = []
+
+
+def parse_future_dir_name(name: str) -> TopicPartition | None:
+    """``<topic>-<partition>.<uuid hex>-future`` -> (topic, partition)."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    base, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or not unique:
+        return None
+    return parse_log_dir_name(base)

@@ -1,7 +1,7 @@
 """The ApiVersions response: the first answer every client reads, built from
 :data:`odradek.protocol.versions.SUPPORTED`.
 
-Three traps, all covered here (KAFKA-COMPAT items 1, 2, 22):
+Three traps, all covered here (docs/compatibility.md C1, C2, C22):
 
 * the response header is v0 (no tagged-field byte) even when the body is flexible
   (v3+), because the client parses it before it knows our versions;

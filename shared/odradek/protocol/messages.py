@@ -37,7 +37,14 @@ from collections.abc import Callable, Collection
 from struct import pack_into
 from typing import Any, cast
 
-from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.admin.cluster import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
 from kafka.protocol.admin.configs import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -55,6 +62,8 @@ from kafka.protocol.admin.groups import (
     ListGroupsResponse,
 )
 from kafka.protocol.admin.topics import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -63,6 +72,10 @@ from kafka.protocol.admin.topics import (
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
@@ -122,6 +135,10 @@ Message = ApiMessage
 __all__ = [
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreatePartitionsRequest",
@@ -140,6 +157,10 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -158,6 +179,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "Message",
     "MetadataRequest",
     "MetadataResponse",
@@ -343,7 +366,7 @@ def authorized_operations(operations: Collection[int] | None) -> set[int]:
 
 
 def expects_response(header: RequestHeader, request: Message) -> bool:
-    """False for Produce with acks=0: Kafka sends no response at all (KAFKA-COMPAT 6)."""
+    """False for Produce with acks=0: Kafka sends no response at all (docs/compatibility.md C6)."""
     return not (header.api_key == ApiKey.PRODUCE and request.acks == 0)
 
 

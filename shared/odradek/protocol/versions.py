@@ -3,7 +3,7 @@ header versions Kafka uses for each (API, version).
 
 Clients pick the highest version both sides support, so every (API, version) listed
 here must be fully served: decoded, handled and answered in that version's encoding
-(KAFKA-COMPAT item 4). Other modules narrow the table by editing it here; nothing else
+(docs/compatibility.md C4). Other modules narrow the table by editing it here; nothing else
 in Odradek keeps its own list. Every entry is within what kafka-python 3.0.12's codec
 encodes and decodes; versions below the Kafka 4 JSON minimum (Produce 0-2, Fetch 0-3,
 ListOffsets 0, OffsetCommit 0-1, OffsetFetch 0, CreateTopics 0-1, DeleteTopics 0,
@@ -22,7 +22,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (
         0,
         16,
-    ),  # codec 0-18; v17 KIP-853 dir ids, v18 KIP-1166; v13+ need topic ids (COMPAT 12)
+    ),  # codec 0-18; v17 KIP-853 dir ids, v18 KIP-1166; v13+ need topic ids (docs/compatibility.md C12)
     ApiKey.LIST_OFFSETS: (
         0,
         8,
@@ -50,9 +50,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # codec 0-1
     ApiKey.OFFSET_DELETE: (0, 0),  # codec 0-0
     ApiKey.DESCRIBE_CLUSTER: (0, 1),  # codec 0-2; v2 adds IncludeFencedBrokers (KIP-1073)
+    ApiKey.ELECT_LEADERS: (0, 2),  # codec 0-2
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # codec 0-1
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),  # codec 0-0
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),  # codec 0-5; v0: gone from Kafka 4; v5 IsCordoned false
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # codec 0-2; v0: gone from Kafka 4, no old struct
     # SASL_HANDSHAKE / SASL_AUTHENTICATE: not served (no authentication yet).
     # CONSUMER_GROUP_HEARTBEAT (KIP-848): not served; kafka-python ships no schema for it.
-    # Transaction APIs: not advertised until transactions exist (KAFKA-COMPAT item 20).
+    # Transaction APIs: not advertised until transactions exist (docs/compatibility.md C20).
 }
 
 
@@ -82,7 +87,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible versions, else 0; ApiVersions responses always use v0 so a
     client can parse the answer before it knows which versions we speak
-    (KAFKA-COMPAT items 1 and 3)."""
+    (docs/compatibility.md C1 and C3)."""
     if api_key == ApiKey.API_VERSIONS:
         return 0
     return 1 if is_flexible(api_key, api_version) else 0

@@ -9,11 +9,17 @@ with its own data directory and log file under ``--data-dir``. Every service rep
 its bound ports through a ready file; once all are up, ``<data-dir>/cluster.json``
 lists each service's name, pid, ports and command line, so tests and operators can
 find (and kill, and restart) any of them. Ctrl-C or SIGTERM stops everything in
-reverse dependency order, each with a graceful SIGTERM first.
+reverse dependency order, each with a graceful SIGTERM first. A running cluster can
+grow: :meth:`Cluster.add_storage_node` starts one more storage node (the next id),
+which a reassignment or ``odradek cluster rebalance`` then fills.
 
 Node ids: gateways 0.., storage nodes 100.., coordinators 200.., offset stores
-300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). Gateways
-are the brokers Kafka clients see.
+300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). The
+brokers Kafka clients see are the storage nodes, each advertised at a broker port of
+a gateway (docs/brokers.md): ephemeral ports by default, listed per gateway in
+``cluster.json`` (``ports``: ``broker-<storage node id>``); with
+``--set broker.port.start=N`` gateway ``i`` serves the fixed range
+``N + i * broker.port.count`` onwards, since all gateways share this host.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
+from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.process import terminate
 from odradek.tools.etcd_server import EtcdServer
 
@@ -155,6 +162,7 @@ def stop_process(svc: RunningService, grace: float) -> None:
 class ClusterOptions:
     data_dir: Path
     storage_nodes: int = 1
+    log_dirs: int = 1  # log directories per storage node (<data>/storage-<id>/d<i> when > 1)
     gateways: int = 1
     coordinators: int = 1
     offset_stores: int = 1
@@ -239,24 +247,7 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
             )
         )
     for i in range(opts.storage_nodes):
-        node_id = STORAGE_BASE_ID + i
-        name = f"storage-{node_id}"
-        placed = opts.placement.get(name)
-        specs.append(
-            ServiceSpec(
-                name,
-                "storage",
-                "storage",
-                {
-                    "node.id": str(node_id),
-                    "grpc.listener": f"{placed.host if placed else opts.host}:0",
-                    "log.dirs": str(data / name),
-                    **common,
-                },
-                data / name,
-                placed.netns if placed else None,
-            )
-        )
+        specs.append(storage_spec(opts, STORAGE_BASE_ID + i))
     if opts.with_groups:
         for i in range(opts.offset_stores):
             node_id = OFFSETS_BASE_ID + i
@@ -280,24 +271,28 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     data / f"coordinator-{node_id}",
                 )
             )
+    broker_ports = int(common.get("broker.port.start") or 0)
+    broker_port_count = int(
+        common.get("broker.port.count") or GATEWAY_CONFIGS.text("broker.port.count")
+    )
     for i in range(opts.gateways):
         node_id = GATEWAY_BASE_ID + i
         port = opts.port + i if opts.port else 0
+        settings = {
+            "node.id": str(node_id),
+            "listeners": f"PLAINTEXT://{opts.host}:{port}",
+            "grpc.listener": f"{opts.host}:0",
+            **common,
+        }
+        if broker_ports:
+            # Every gateway listens for every storage node, on this one host.
+            settings["broker.port.start"] = str(broker_ports + i * broker_port_count)
         specs.append(
             ServiceSpec(
-                f"gateway-{node_id}",
-                "gateway",
-                "gateway",
-                {
-                    "node.id": str(node_id),
-                    "listeners": f"PLAINTEXT://{opts.host}:{port}",
-                    "grpc.listener": f"{opts.host}:0",
-                    **common,
-                },
-                data / f"gateway-{node_id}",
+                f"gateway-{node_id}", "gateway", "gateway", settings, data / f"gateway-{node_id}"
             )
         )
-    if opts.console:
+    if opts.console and opts.gateways:
         specs.append(console_spec(opts, data, common))
     return specs
 
@@ -313,6 +308,31 @@ def console_spec(opts: ClusterOptions, data: Path, common: dict[str, str]) -> Se
         "console",
         {"console.listener": f"{opts.host}:{port}", "grpc.listener": f"{opts.host}:0", **common},
         data / "console",
+    )
+
+
+def storage_spec(opts: ClusterOptions, node_id: int) -> ServiceSpec:
+    """Storage node ``node_id``: data under ``<data>/storage-<id>``, one directory per log dir."""
+    data = opts.data_dir.resolve()
+    name = f"storage-{node_id}"
+    placed = opts.placement.get(name)
+    dirs = (
+        [data / name]
+        if opts.log_dirs <= 1
+        else [data / name / f"d{i}" for i in range(opts.log_dirs)]
+    )
+    return ServiceSpec(
+        name,
+        "storage",
+        "storage",
+        {
+            "node.id": str(node_id),
+            "grpc.listener": f"{placed.host if placed else opts.host}:0",
+            "log.dirs": ",".join(str(d) for d in dirs),
+            **opts.settings,
+        },
+        data / name,
+        placed.netns if placed else None,
     )
 
 
@@ -447,6 +467,17 @@ class Cluster:
                 self.write_cluster_file()
                 return new
         raise ClusterError(f"no service named {name}")
+
+    def add_storage_node(self) -> RunningService:
+        """Start one more storage node with the next free id; returns once it serves."""
+        ids = [int(s.spec.settings["node.id"]) for s in self.services if s.spec.kind == "storage"]
+        spec = storage_spec(self.opts, max(ids, default=STORAGE_BASE_ID - 1) + 1)
+        spec.settings["controller.address"] = self.controller_address
+        svc = start_process(spec, self.run_dir, self.log_dir)
+        self.services.append(svc)
+        wait_ready([svc], self.opts.start_timeout)
+        self.write_cluster_file()
+        return svc
 
     def service(self, name: str) -> RunningService:
         for svc in self.services:

@@ -23,6 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--data-dir", default="./data", type=Path, help="where every service keeps its data"
     )
     p.add_argument("--storage-nodes", type=int, default=1, metavar="N")
+    p.add_argument(
+        "--log-dirs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="log directories per storage node (log.dirs), default 1",
+    )
     p.add_argument("--gateways", type=int, default=1, metavar="N")
     p.add_argument("--coordinators", type=int, default=1, metavar="N")
     p.add_argument("--port", type=int, default=9092, help="Kafka port of the first gateway")
@@ -84,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     opts = ClusterOptions(
         data_dir=args.data_dir,
         storage_nodes=args.storage_nodes,
+        log_dirs=max(1, args.log_dirs),
         gateways=args.gateways,
         coordinators=args.coordinators,
         port=args.port,

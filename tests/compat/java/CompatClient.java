@@ -34,6 +34,7 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -366,6 +367,61 @@ public final class CompatClient {
                 System.out.println("CLUSTER\t" + d.clusterId().get(30, TimeUnit.SECONDS) + "\t"
                         + (controller == null ? -1 : controller.id()) + "\t"
                         + nodeIds(new ArrayList<>(d.nodes().get(30, TimeUnit.SECONDS))));
+                return 0;
+            }
+            case "broker-identity": {
+                // The broker ids Metadata lists, used everywhere a broker id goes: a manual
+                // replica assignment, DescribeConfigs(BROKER) and DescribeLogDirs per id.
+                DescribeClusterResult d = admin.describeCluster();
+                Node controller = d.controller().get(30, TimeUnit.SECONDS);
+                List<Integer> ids = new ArrayList<>();
+                for (Node n : d.nodes().get(30, TimeUnit.SECONDS)) {
+                    ids.add(n.id());
+                }
+                Collections.sort(ids);
+                System.out.println("CLUSTER\t" + (controller == null ? -1 : controller.id())
+                        + "\t" + ids);
+                Map<Integer, List<Integer>> assignment = new HashMap<>();
+                int rf = Math.min(2, ids.size());
+                for (int p = 0; p < ids.size(); p++) {
+                    List<Integer> replicas = new ArrayList<>();
+                    for (int k = 0; k < rf; k++) {
+                        replicas.add(ids.get((p + k) % ids.size()));
+                    }
+                    assignment.put(p, replicas);
+                }
+                admin.createTopics(Collections.singleton(new NewTopic(topic, assignment)))
+                        .all().get(30, TimeUnit.SECONDS);
+                TopicDescription td = admin.describeTopics(Collections.singleton(topic))
+                        .allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
+                for (TopicPartitionInfo p : td.partitions()) {
+                    System.out.println("PARTITION\t" + p.partition() + "\t"
+                            + (p.leader() == null ? -1 : p.leader().id()) + "\t"
+                            + nodeIds(p.replicas()) + "\t" + nodeIds(p.isr()));
+                }
+                for (int id : ids) {
+                    ConfigResource res = new ConfigResource(ConfigResource.Type.BROKER,
+                            String.valueOf(id));
+                    Config config = admin.describeConfigs(Collections.singleton(res))
+                            .all().get(30, TimeUnit.SECONDS).get(res);
+                    ConfigEntry max = config.get("message.max.bytes");
+                    System.out.println("BROKER_CONFIGS\t" + id + "\t" + config.entries().size()
+                            + "\t" + (max == null ? "-" : max.value()));
+                }
+                Map<Integer, Map<String, LogDirDescription>> dirs = admin.describeLogDirs(ids)
+                        .allDescriptions().get(30, TimeUnit.SECONDS);
+                for (int id : ids) {
+                    int hosted = 0;
+                    for (LogDirDescription dir : dirs.get(id).values()) {
+                        for (TopicPartition tp : dir.replicaInfos().keySet()) {
+                            if (tp.topic().equals(topic)) {
+                                hosted++;
+                            }
+                        }
+                    }
+                    System.out.println("LOG_DIRS\t" + id + "\t" + dirs.get(id).size() + "\t"
+                            + hosted);
+                }
                 return 0;
             }
             default:

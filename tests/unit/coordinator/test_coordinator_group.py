@@ -199,7 +199,7 @@ def test_initial_delay_extends_while_members_keep_arriving() -> None:
 
 
 def test_pending_member_expires_quickly_instead_of_stalling_the_rebalance() -> None:
-    # KAFKA-COMPAT 15: a client that sent JoinGroup twice leaves one id pending.
+    # docs/compatibility.md C15: a client that sent JoinGroup twice leaves one id pending.
     h = Harness(pending_member_timeout_ms=500)
     [a] = h.stable_group(1, session=30_000)
     p1 = h.join(client="x").value.member_id
@@ -230,7 +230,7 @@ def test_follower_waits_for_leader_and_gets_empty_assignment_when_left_out() -> 
     leader = h.sync(a, gen, {a: b"for-a", "not-a-member": b"x"})
     h.flush()
     assert leader.value.assignment == b"for-a"
-    # KAFKA-COMPAT 16: every member gets an assignment, empty if the leader gave none.
+    # docs/compatibility.md C16: every member gets an assignment, empty if the leader gave none.
     assert follower.value.error == E.NONE and follower.value.assignment == b""
 
 

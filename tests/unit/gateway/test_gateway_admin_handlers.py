@@ -59,11 +59,16 @@ def _metadata() -> common_pb2.ClusterMetadata:
                 kafka_port=9093,
                 rack="r1",
                 state=online,
+                broker_ports={100: 9193, 101: 9194, 102: 9195},
             ),
             common_pb2.Node(
                 node_id=2, kind=common_pb2.GATEWAY, host="10.0.0.2", kafka_port=9094, state=offline
             ),
             common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
+            common_pb2.Node(
+                node_id=101, kind=common_pb2.STORAGE, host="10.0.0.1", rack="r2", state=online
+            ),
+            common_pb2.Node(node_id=102, kind=common_pb2.STORAGE, host="10.0.0.3", state=offline),
         ],
         topics=[
             common_pb2.Topic(
@@ -76,7 +81,13 @@ def _metadata() -> common_pb2.ClusterMetadata:
                 ],
             )
         ],
-        cluster_configs={**BROKER_CONFIGS.defaults(), "log.segment.bytes": "2048"},
+        cluster_configs={
+            **BROKER_CONFIGS.defaults(),
+            "log.segment.bytes": "2048",
+            "log.retention.ms": "60000",
+        },
+        dynamic_cluster_configs={"log.retention.ms": "60000"},
+        broker_configs={101: common_pb2.BrokerConfigs(configs={"log.retention.ms": "5000"})},
     )
 
 
@@ -97,11 +108,14 @@ async def gw() -> AsyncIterator[Gateway]:
     await gateway.controller.close()
 
 
-async def call(gw: Gateway, api_key: ApiKey, version: int, request: Any) -> Any:
+async def call(
+    gw: Gateway, api_key: ApiKey, version: int, request: Any, *, broker: int | None = None
+) -> Any:
+    """One request on the bootstrap listener, or on ``broker``'s port."""
     frame = encode_request(api_key, version, 41, "unit", request)
     header, offset = parse_request_header(memoryview(frame)[4:])
     body = memoryview(frame)[4 + offset :]
-    answer = await gw.dispatch(ConnectionContext(1, "test"), header, body)
+    answer = await gw.dispatch(ConnectionContext(1, "test", broker), header, body)
     assert answer is not None
     cid, start = parse_response_header(
         memoryview(answer)[4:], response_header_version(api_key, version)
@@ -148,6 +162,7 @@ async def test_describe_topic_configs_every_version(gw: Gateway, version: int) -
     assert policy.config_source == ConfigSource.DEFAULT_CONFIG
     assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
         ("retention.ms", "1000", 1),
+        ("log.retention.ms", "60000", 3),
         ("log.retention.hours", "168", 5),
     ]
     if version >= 3:
@@ -168,36 +183,68 @@ async def test_describe_configs_errors_per_resource(gw: Gateway) -> None:
         [
             (2, "missing", None),
             (4, "7", None),
+            (4, "0", None),
             (4, "abc", None),
             (8, "0", None),
             (2, "orders", ["min.insync.replicas"]),
         ]
     )
+    # The bootstrap listener answers for any storage node; a gateway id is no broker.
     response = await call(gw, ApiKey.DESCRIBE_CONFIGS, 4, request)
     got = [(r.error_code, r.error_message, len(r.configs)) for r in response.results]
     assert got == [
         (3, "This server does not host this topic-partition.", 0),
-        (42, "Unexpected broker id, expected 0 or empty string, but received 7", 0),
+        (102, "No node with id 7 found.", 0),
+        (102, "No node with id 0 found.", 0),
         (42, "Broker id must be an integer, but it is: abc", 0),
         (42, "Unsupported resource type: BROKER_LOGGER", 0),
+        (0, None, 1),
+    ]
+    # A broker's port answers for that broker only, as a Kafka broker does.
+    request = _describe([(4, "101", None), (4, "100", ["num.partitions"]), (4, "", None)])
+    response = await call(gw, ApiKey.DESCRIBE_CONFIGS, 4, request, broker=100)
+    got = [(r.error_code, r.error_message, len(r.configs)) for r in response.results]
+    assert got == [
+        (42, "Unexpected broker id, expected 100 or empty string, but received 101", 0),
+        (0, None, 1),
         (0, None, 1),
     ]
 
 
 async def test_describe_broker_configs(gw: Gateway) -> None:
-    request = _describe([(4, "0", None), (4, "1", ["num.partitions"]), (4, "", None)])
+    request = _describe(
+        [(4, "100", None), (4, "101", ["log.retention.ms", "num.partitions"]), (4, "", None)],
+        include_synonyms=True,
+    )
     response = await call(gw, ApiKey.DESCRIBE_CONFIGS, 1, request)
-    own, other, cluster_default = response.results
-    configs = {c.name: c for c in own.configs}
+    first, second, cluster_default = response.results
+    configs = {c.name: c for c in first.configs}
     assert configs["log.segment.bytes"].value == "2048"
     assert configs["log.segment.bytes"].config_source == ConfigSource.STATIC_BROKER_CONFIG
     assert configs["log.segment.bytes"].read_only is False
     assert configs["num.partitions"].config_source == ConfigSource.DEFAULT_CONFIG
     assert configs["num.partitions"].read_only is True
-    # Another online gateway shares the configuration.
-    assert [(c.name, c.value) for c in other.configs] == [("num.partitions", "1")]
-    # Nothing was set dynamically on the cluster default resource.
-    assert (cluster_default.error_code, cluster_default.configs) == (0, [])
+    retention = configs["log.retention.ms"]
+    assert (retention.value, retention.config_source) == (
+        "60000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    # Broker 101 has a dynamic config of its own, above the cluster default.
+    own = {c.name: c for c in second.configs}
+    assert sorted(own) == ["log.retention.ms", "num.partitions"]
+    retention = own["log.retention.ms"]
+    assert (retention.value, retention.config_source) == (
+        "5000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    assert [(s.value, s.source) for s in retention.synonyms] == [
+        ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("60000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ]
+    # The cluster default resource lists only what was set dynamically there.
+    assert [(c.name, c.value, c.config_source) for c in cluster_default.configs] == [
+        ("log.retention.ms", "60000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    ]
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -206,9 +253,11 @@ async def test_describe_cluster(gw: Gateway, version: int) -> None:
     response = await call(gw, ApiKey.DESCRIBE_CLUSTER, version, request)
     assert response.error_code == 0
     assert response.cluster_id == "Zq3sS1o8RkGx7YH0c2bVYA"
-    assert response.controller_id == 0
+    # The brokers are the live storage nodes at gateway 1's broker ports (this unstarted
+    # gateway has none yet); the offline storage node 102 is not listed.
+    assert response.controller_id == 100
     brokers = [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers]
-    assert brokers == [(0, "127.0.0.1", 9092, None), (1, "gw1.example", 9093, "r1")]
+    assert brokers == [(100, "gw1.example", 9193, "r1"), (101, "gw1.example", 9194, "r2")]
     assert response.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
     plain = await call(gw, ApiKey.DESCRIBE_CLUSTER, version, DescribeClusterRequest())
     assert plain.authorized_operations is None  # "not requested" (INT32_MIN on the wire)
@@ -350,13 +399,14 @@ async def test_incremental_alter_configs_refusals_before_the_controller(gw: Gate
             ),
             R(resource_type=16, resource_name="sub", configs=[]),
             R(resource_type=99, resource_name="x", configs=[]),
-            R(resource_type=4, resource_name="5", configs=[]),
+            R(resource_type=4, resource_name="101", configs=[]),
+            R(resource_type=4, resource_name="x", configs=[]),
             R(resource_type=2, resource_name="same", configs=[]),
             R(resource_type=2, resource_name="same", configs=[]),
         ],
         validate_only=False,
     )
-    response = await call(gw, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)
+    response = await call(gw, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request, broker=100)
     got = [
         (r.resource_type, r.resource_name, r.error_code, r.error_message)
         for r in response.responses
@@ -370,7 +420,8 @@ async def test_incremental_alter_configs_refusals_before_the_controller(gw: Gate
             "IncrementalAlterConfigs does not support the resource type CLIENT_METRICS",
         ),
         (99, "x", 35, "Unknown resource type 99."),
-        (4, "5", 42, "Unexpected broker id, expected 0 or empty string, but received 5"),
+        (4, "101", 42, "Unexpected broker id, expected 100, but received 101"),
+        (4, "x", 42, "Node id must be an integer, but it is: x"),
         (2, "same", 42, "Duplicate resource."),
         (2, "same", 42, "Duplicate resource."),
     ]

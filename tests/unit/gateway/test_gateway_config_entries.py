@@ -13,6 +13,7 @@ from odradek.gateway.config_entries import (
     selected,
     topic_config_entries,
 )
+from odradek.protocol.errors import ErrorCode
 from odradek.topic_config import ConfigSource
 
 DYNAMIC_DEFAULT = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -138,15 +139,53 @@ def test_cluster_default_resource_lists_only_dynamic_defaults() -> None:
     assert [s.source for s in entries[0].synonyms] == [DYNAMIC_DEFAULT]
 
 
-def test_broker_resource_names() -> None:
-    assert broker_name_problem("", 0, [0], empty_allowed=True) is None
-    assert broker_name_problem("1", 0, [0, 1], empty_allowed=True) is None
-    assert (
-        broker_name_problem("7", 0, [0], empty_allowed=True)
-        == "Unexpected broker id, expected 0 or empty string, but received 7"
+def test_broker_resource_names_on_a_brokers_port() -> None:
+    """As on a Kafka broker: the name is empty or the addressed broker's id."""
+    assert broker_name_problem("", 101, [100, 101], alter=False) is None
+    assert broker_name_problem("101", 101, [100, 101], alter=False) is None
+    assert broker_name_problem("100", 101, [100, 101], alter=False) == (
+        ErrorCode.INVALID_REQUEST,
+        "Unexpected broker id, expected 101 or empty string, but received 100",
     )
-    assert (
-        broker_name_problem("x", 0, [0], empty_allowed=True)
-        == "Broker id must be an integer, but it is: x"
+    assert broker_name_problem("100", 101, None, alter=True) == (
+        ErrorCode.INVALID_REQUEST,
+        "Unexpected broker id, expected 101, but received 100",
     )
-    assert broker_name_problem("", 0, [0], empty_allowed=False) == "Broker id must not be empty"
+    assert broker_name_problem("x", 101, None, alter=False) == (
+        ErrorCode.INVALID_REQUEST,
+        "Broker id must be an integer, but it is: x",
+    )
+    assert broker_name_problem("x", 101, None, alter=True) == (
+        ErrorCode.INVALID_REQUEST,
+        "Node id must be an integer, but it is: x",
+    )
+
+
+def test_broker_resource_names_on_the_bootstrap_listener() -> None:
+    """No broker is addressed: any registered storage node is, else Kafka's controller error."""
+    assert broker_name_problem("100", None, [100, 101], alter=False) is None
+    assert broker_name_problem("7", None, [100, 101], alter=False) == (
+        ErrorCode.BROKER_ID_NOT_REGISTERED,
+        "No node with id 7 found.",
+    )
+    # Alters leave the registration check to the controller.
+    assert broker_name_problem("7", None, None, alter=True) is None
+
+
+def test_per_broker_settings_rank_above_the_cluster_default() -> None:
+    published = {**BROKER_CONFIGS.defaults(), "log.retention.ms": "60000", "num.partitions": "3"}
+    settings = broker_settings(
+        published, {"log.retention.ms": "60000"}, {"log.retention.ms": "5000"}
+    )
+    retention = settings["log.retention.ms"]
+    assert retention == BrokerSetting("5000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert [(s.value, s.source) for s in retention.hidden] == [("60000", DYNAMIC_DEFAULT)]
+    entries = by_name(broker_config_entries(settings, include_synonyms=True))
+    assert [(s.value, s.source) for s in entries["log.retention.ms"].synonyms] == [
+        ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("60000", DYNAMIC_DEFAULT),
+    ]
+    assert [(s.value, s.source) for s in entries["num.partitions"].synonyms] == [
+        ("3", STATIC),
+        ("1", DEFAULT),
+    ]

@@ -100,9 +100,9 @@ OLD = _old_classes()
 
 def test_old_definitions_cover_the_versions_kafka_4_dropped() -> None:
     covered = {(c.API_KEY, c.is_request(), c.API_VERSION) for c in OLD}
-    for key in SUPPORTED:
+    for key, (low, _high) in SUPPORTED.items():
         json_min = catalog.schema_versions(key)[0]
-        for version in range(json_min):
+        for version in range(low, json_min):
             assert (key, True, version) in covered, (key.name, version)
             assert (key, False, version) in covered, (key.name, version)
 

@@ -159,7 +159,8 @@ readinessProbe:
 {{/*
 The Odradek container of a component. Arguments: root, component (service name),
 values (the component's values), env (extra env entries, YAML text), volumeMounts
-(YAML text), kafkaPort (bool), extraPorts (more container ports, YAML text).
+(YAML text), kafkaPort (bool: the Kafka bootstrap port and the broker ports),
+extraPorts (more container ports, YAML text).
 The entry point derives node.id from ODRADEK_NODE_ID_FROM and binds gRPC/metrics to
 POD_IP, which it also registers with the controller (other pods dial it).
 */}}
@@ -197,6 +198,11 @@ POD_IP, which it also registers with the controller (other pods dial it).
     - name: kafka
       containerPort: {{ $root.Values.ports.kafka }}
       protocol: TCP
+    {{- range $i := until (int $root.Values.ports.brokerCount) }}
+    - name: broker-{{ add 100 $i }}
+      containerPort: {{ add $root.Values.ports.brokerStart $i }}
+      protocol: TCP
+    {{- end }}
     {{- end }}
     - name: grpc
       containerPort: {{ $root.Values.ports.grpc }}

@@ -34,7 +34,14 @@ OFFLINE: NodeState
 SHUTTING_DOWN: NodeState
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host")
+    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports")
+    class BrokerPortsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +52,7 @@ class Node(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     ADVERTISED_HOST_FIELD_NUMBER: _ClassVar[int]
+    BROKER_PORTS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     kind: NodeKind
     host: str
@@ -55,10 +63,11 @@ class Node(_message.Message):
     state: NodeState
     incarnation: int
     advertised_host: str
-    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ...) -> None: ...
+    broker_ports: _containers.ScalarMap[int, int]
+    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class Partition(_message.Message):
-    __slots__ = ("partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "offline_replicas")
+    __slots__ = ("partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "offline_replicas", "adding_replicas", "removing_replicas")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +75,8 @@ class Partition(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     partition: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
     isr: _containers.RepeatedScalarFieldContainer[int]
@@ -73,7 +84,9 @@ class Partition(_message.Message):
     leader_epoch: int
     partition_epoch: int
     offline_replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., offline_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Topic(_message.Message):
     __slots__ = ("name", "topic_id", "configs", "partitions", "internal")
@@ -107,7 +120,7 @@ class CoordinatorShard(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards")
+    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "dynamic_cluster_configs", "broker_configs")
     class ClusterConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +128,20 @@ class ClusterMetadata(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class DynamicClusterConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class BrokerConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: BrokerConfigs
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[_Union[BrokerConfigs, _Mapping]] = ...) -> None: ...
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +150,8 @@ class ClusterMetadata(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    DYNAMIC_CLUSTER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     version: int
     cluster_id: str
     controller_id: int
@@ -131,7 +160,22 @@ class ClusterMetadata(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[Topic]
     cluster_configs: _containers.ScalarMap[str, str]
     coordinator_shards: _containers.RepeatedCompositeFieldContainer[CoordinatorShard]
-    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ...) -> None: ...
+    dynamic_cluster_configs: _containers.ScalarMap[str, str]
+    broker_configs: _containers.MessageMap[int, BrokerConfigs]
+    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., dynamic_cluster_configs: _Optional[_Mapping[str, str]] = ..., broker_configs: _Optional[_Mapping[int, BrokerConfigs]] = ...) -> None: ...
+
+class BrokerConfigs(_message.Message):
+    __slots__ = ("configs",)
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TopicPartition(_message.Message):
     __slots__ = ("topic", "partition")

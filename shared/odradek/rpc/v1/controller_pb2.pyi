@@ -36,10 +36,12 @@ PREFERRED: ElectionType
 UNCLEAN: ElectionType
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "incarnation")
     NODE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.Node
-    def __init__(self, node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ...) -> None: ...
+    incarnation: int
+    def __init__(self, node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "incarnation", "heartbeat_interval_ms", "session_timeout_ms", "cluster_id")
@@ -324,3 +326,83 @@ class ElectLeadersResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ElectionResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ElectionResult, _Mapping]]] = ...) -> None: ...
+
+class PartitionReassignment(_message.Message):
+    __slots__ = ("topic", "partition", "replicas", "cancel")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    cancel: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., cancel: _Optional[bool] = ...) -> None: ...
+
+class AlterPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("partitions", "allow_replication_factor_change")
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_REPLICATION_FACTOR_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionReassignment]
+    allow_replication_factor_change: bool
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionReassignment, _Mapping]]] = ..., allow_replication_factor_change: _Optional[bool] = ...) -> None: ...
+
+class ReassignmentResult(_message.Message):
+    __slots__ = ("partition", "error_code", "error_message")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    error_code: int
+    error_message: str
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ReassignmentResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ReassignmentResult, _Mapping]]] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("partitions", "all")
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    all: bool
+    def __init__(self, partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class OngoingReassignment(_message.Message):
+    __slots__ = ("partition", "replicas", "adding_replicas", "removing_replicas")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("reassignments",)
+    REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    reassignments: _containers.RepeatedCompositeFieldContainer[OngoingReassignment]
+    def __init__(self, reassignments: _Optional[_Iterable[_Union[OngoingReassignment, _Mapping]]] = ...) -> None: ...
+
+class ReportOfflineReplicasRequest(_message.Message):
+    __slots__ = ("node_id", "incarnation", "offline_log_dirs", "partitions")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    incarnation: int
+    offline_log_dirs: _containers.RepeatedScalarFieldContainer[str]
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    def __init__(self, node_id: _Optional[int] = ..., incarnation: _Optional[int] = ..., offline_log_dirs: _Optional[_Iterable[str]] = ..., partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
+
+class ReportOfflineReplicasResponse(_message.Message):
+    __slots__ = ("error_code",)
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    def __init__(self, error_code: _Optional[int] = ...) -> None: ...

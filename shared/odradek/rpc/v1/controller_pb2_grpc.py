@@ -95,6 +95,21 @@ class ControllerStub:
                 request_serializer=odradek_dot_v1_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_controller__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/odradek.v1.Controller/AlterPartitionReassignments',
+                request_serializer=odradek_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/odradek.v1.Controller/ListPartitionReassignments',
+                request_serializer=odradek_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ReportOfflineReplicas = channel.unary_unary(
+                '/odradek.v1.Controller/ReportOfflineReplicas',
+                request_serializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -177,6 +192,27 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Start, change or cancel partition reassignments (KIP-455), and list ongoing ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportOfflineReplicas(self, request, context):
+        """Storage node -> controller: its replicas in failed log directories are offline
+        (Kafka's offline log dirs); leadership moves away from them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -239,6 +275,21 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=odradek_dot_v1_dot_controller__pb2.ElectLeadersRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_controller__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=odradek_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=odradek_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ReportOfflineReplicas': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportOfflineReplicas,
+                    request_deserializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -565,6 +616,87 @@ class Controller:
             '/odradek.v1.Controller/ElectLeaders',
             odradek_dot_v1_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
             odradek_dot_v1_dot_controller__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Controller/AlterPartitionReassignments',
+            odradek_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            odradek_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Controller/ListPartitionReassignments',
+            odradek_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            odradek_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportOfflineReplicas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Controller/ReportOfflineReplicas',
+            odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasRequest.SerializeToString,
+            odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasResponse.FromString,
             options,
             channel_credentials,
             insecure,

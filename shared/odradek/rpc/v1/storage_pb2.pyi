@@ -338,3 +338,79 @@ class DescribeProducersResponse(_message.Message):
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionProducers]
     def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionProducers, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsRequest(_message.Message):
+    __slots__ = ("partitions", "all_partitions")
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ALL_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    all_partitions: bool
+    def __init__(self, partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., all_partitions: _Optional[bool] = ...) -> None: ...
+
+class LogDirReplica(_message.Message):
+    __slots__ = ("topic", "partition", "size_bytes", "offset_lag", "is_future")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
+    IS_FUTURE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    size_bytes: int
+    offset_lag: int
+    is_future: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., offset_lag: _Optional[int] = ..., is_future: _Optional[bool] = ...) -> None: ...
+
+class LogDirDescription(_message.Message):
+    __slots__ = ("path", "error_code", "total_bytes", "usable_bytes", "replicas")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    error_code: int
+    total_bytes: int
+    usable_bytes: int
+    replicas: _containers.RepeatedCompositeFieldContainer[LogDirReplica]
+    def __init__(self, path: _Optional[str] = ..., error_code: _Optional[int] = ..., total_bytes: _Optional[int] = ..., usable_bytes: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[LogDirReplica, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsResponse(_message.Message):
+    __slots__ = ("node_id", "dirs")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DIRS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    dirs: _containers.RepeatedCompositeFieldContainer[LogDirDescription]
+    def __init__(self, node_id: _Optional[int] = ..., dirs: _Optional[_Iterable[_Union[LogDirDescription, _Mapping]]] = ...) -> None: ...
+
+class ReplicaLogDirMove(_message.Message):
+    __slots__ = ("topic", "partition", "path")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    path: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
+class AlterReplicaLogDirsRequest(_message.Message):
+    __slots__ = ("moves",)
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    moves: _containers.RepeatedCompositeFieldContainer[ReplicaLogDirMove]
+    def __init__(self, moves: _Optional[_Iterable[_Union[ReplicaLogDirMove, _Mapping]]] = ...) -> None: ...
+
+class ReplicaLogDirResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[int] = ...) -> None: ...
+
+class AlterReplicaLogDirsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ReplicaLogDirResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ReplicaLogDirResult, _Mapping]]] = ...) -> None: ...

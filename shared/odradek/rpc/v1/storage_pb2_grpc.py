@@ -74,6 +74,16 @@ class StorageStub:
                 request_serializer=odradek_dot_v1_dot_storage__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_storage__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/odradek.v1.Storage/DescribeLogDirs',
+                request_serializer=odradek_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
+        self.AlterReplicaLogDirs = channel.unary_unary(
+                '/odradek.v1.Storage/AlterReplicaLogDirs',
+                request_serializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServicer:
@@ -131,6 +141,19 @@ class StorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """Kafka's DescribeLogDirs / AlterReplicaLogDirs for this node's log directories.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterReplicaLogDirs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +196,16 @@ def add_StorageServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=odradek_dot_v1_dot_storage__pb2.DescribeProducersRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_storage__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=odradek_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.SerializeToString,
+            ),
+            'AlterReplicaLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterReplicaLogDirs,
+                    request_deserializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -391,6 +424,60 @@ class Storage:
             '/odradek.v1.Storage/DescribeProducers',
             odradek_dot_v1_dot_storage__pb2.DescribeProducersRequest.SerializeToString,
             odradek_dot_v1_dot_storage__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Storage/DescribeLogDirs',
+            odradek_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
+            odradek_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterReplicaLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Storage/AlterReplicaLogDirs',
+            odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsRequest.SerializeToString,
+            odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

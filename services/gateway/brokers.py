@@ -1,0 +1,105 @@
+"""The brokers Kafka clients see: the storage nodes, each advertised at a gateway.
+
+Pure code: a metadata snapshot in, the broker list out, so every gateway computes the
+same answer and every rule is unit-tested without a cluster (docs/brokers.md).
+
+- The brokers are the live storage nodes (ONLINE or in controlled shutdown), by id.
+  Partition leaders, replicas and ISRs name storage nodes already, so a client's
+  broker ids are the ids every other API takes (replica assignments, ElectLeaders,
+  DescribeLogDirs, DescribeConfigs on a broker); offline storage nodes show up only
+  in ``offline_replicas``, as offline brokers do in Kafka.
+- Each broker is advertised at a gateway's *broker port* for it (port-per-broker, as
+  Kafka proxies do it): a gateway opens one listener per storage node besides its
+  bootstrap listener and publishes the ports in its registration
+  (``Node.broker_ports``). The port a connection arrives on tells the gateway which
+  broker the client meant (``ConnectionContext.broker_id``).
+- Which gateway fronts a broker: among the online gateways with a port for it, one on
+  the storage node's own host if there is one (co-location), else the brokers are
+  spread over the gateways in id order. A storage node no gateway has a port for yet
+  is advertised at a gateway's bootstrap listener, so the lists stay consistent.
+- The controller id clients see is the lowest broker id (KRaft answers a broker
+  there too), -1 when there is no broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from odradek.metadata_cache import Snapshot
+from odradek.rpc.v1 import common_pb2
+
+__all__ = ["Broker", "advertise", "broker_of_partition", "controller_id", "live_storage_nodes"]
+
+_LIVE = (common_pb2.ONLINE, common_pb2.SHUTTING_DOWN)
+# Listener addresses that say nothing about the host a gateway runs on.
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """One broker entry of Metadata/DescribeCluster."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    gateway_id: int  # the gateway whose endpoint this is
+
+
+def live_storage_nodes(metadata: common_pb2.ClusterMetadata) -> list[common_pb2.Node]:
+    """The storage nodes clients see as brokers, by id."""
+    return sorted(
+        (n for n in metadata.nodes if n.kind == common_pb2.STORAGE and n.state in _LIVE),
+        key=lambda n: n.node_id,
+    )
+
+
+def _same_host(gateway: common_pb2.Node, storage: common_pb2.Node) -> bool:
+    return gateway.host not in _WILDCARDS and gateway.host == storage.host
+
+
+def advertise(
+    metadata: common_pb2.ClusterMetadata, gateways: Sequence[common_pb2.Node]
+) -> dict[int, Broker]:
+    """Every broker (live storage node) with the endpoint it is advertised at, by id.
+
+    ``gateways`` are the online gateways by id (a gateway passes its own entry as it
+    is right now, which the metadata may not show yet). Empty without gateways.
+    """
+    out: dict[int, Broker] = {}
+    if not gateways:
+        return out
+    for index, storage in enumerate(live_storage_nodes(metadata)):
+        with_port = [g for g in gateways if storage.node_id in g.broker_ports]
+        pool = with_port or list(gateways)
+        near = [g for g in pool if _same_host(g, storage)]
+        gateway = (near or pool)[index % len(near or pool)]
+        port = gateway.broker_ports.get(storage.node_id) or gateway.kafka_port
+        out[storage.node_id] = Broker(
+            node_id=storage.node_id,
+            host=gateway.advertised_host or gateway.host,
+            port=port,
+            rack=storage.rack or gateway.rack or None,
+            gateway_id=gateway.node_id,
+        )
+    return out
+
+
+def controller_id(brokers: Mapping[int, Broker]) -> int:
+    """The controller id Metadata and DescribeCluster answer: the lowest broker id."""
+    return min(brokers, default=-1)
+
+
+def broker_of_partition(
+    snapshot: Snapshot, brokers: Mapping[int, Broker], topic: str, partition: int
+) -> Broker | None:
+    """The broker leading ``topic``-``partition``, or None (no such partition, no leader).
+
+    FindCoordinator answers this for ``__consumer_offsets`` (groups) and
+    ``__transaction_state`` (transactional ids), as Kafka does.
+    """
+    p = snapshot.partition(topic, partition)
+    if p is None or p.leader < 0:
+        return None
+    return brokers.get(p.leader)
