@@ -19,7 +19,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO / "pyproject.toml"
-SERVICES = ("gateway", "storage", "controller", "coordinator", "offsets", "pipeline", "console")
+SERVICES = (
+    "gateway",
+    "storage",
+    "controller",
+    "coordinator",
+    "offsets",
+    "pipeline",
+    "console",
+    "mirror",
+)
 
 
 def lint_imports() -> str:
