@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.helpers.waiting import wait_until
@@ -71,8 +71,22 @@ def create_topic(
     bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(30)
-    wait_until(lambda: partition_count(bootstrap, topic) == partitions, f"{topic} in metadata")
+
+    def created() -> bool:
+        future = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic]
+        try:
+            future.result(120)
+        except KafkaException as exc:
+            # A cluster just started may not have registered its storage nodes yet.
+            if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR:
+                raise
+            return False
+        return True
+
+    wait_until(created, f"{topic} created", timeout=60)
+    wait_until(
+        lambda: partition_count(bootstrap, topic) == partitions, f"{topic} in metadata", timeout=60
+    )
 
 
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:
@@ -123,7 +137,7 @@ def produce(
         )
         if i % 1000 == 0:
             producer.poll(0)
-    assert producer.flush(30) == 0
+    assert producer.flush(120) == 0
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
