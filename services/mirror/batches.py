@@ -59,6 +59,9 @@ class MirrorBatch:
     source_next: int  # the source offset after this batch: what is committed once acked
     record_count: int = 0
     max_timestamp: int = -1
+    # The source offsets [source_next - record_count, source_next) map one to one onto
+    # the target offsets the batch gets (a dense batch copied whole): exact translation.
+    dense: bool = False
 
 
 @dataclass
@@ -135,7 +138,7 @@ def _one(view: BatchView, position: int, aborted: AbortedTransactions | None) ->
     ):
         return [_rebuild(view, position)]
     raw = bytearray(view.raw())
-    return [MirrorBatch(raw, next_offset, view.record_count, view.max_timestamp)]
+    return [MirrorBatch(raw, next_offset, view.record_count, view.max_timestamp, dense=True)]
 
 
 def _rebuild(view: BatchView, position: int) -> MirrorBatch:

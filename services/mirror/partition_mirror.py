@@ -13,8 +13,10 @@ the last batch the target holds) only moves over a batch once every earlier batc
 is acknowledged, and only ``acked`` is committed. After any error the in-flight
 batches are awaited, the session ends, and the next one resumes at ``acked`` with a
 new producer id when a produce failed (its fate is unknown: at least once, never a
-gap). ``syncs`` remembers (source offset, target offset) pairs at batch boundaries:
-MirrorMaker 2's offset syncs, from which consumer group offsets are translated.
+gap). ``syncs`` remembers (source offset, target offset, dense length) triples, one
+per acknowledged batch and one per session start (the position and the target's
+end offset then, which is where a re-sent batch lands): MirrorMaker 2's offset syncs,
+from which consumer group offsets are translated.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class PartitionMirror:
         self.high_watermark = -1
         self.records = 0
         self.bytes = 0
-        self.syncs: deque[tuple[int, int]] = deque(maxlen=MAX_SYNCS)
+        self.syncs: deque[tuple[int, int, int]] = deque(maxlen=MAX_SYNCS)
         self.errors = 0
         self.last_error = ""
         self._labels = (source_alias, source_tp[0], str(source_tp[1]))
@@ -103,13 +105,15 @@ class PartitionMirror:
         return max(0, self.high_watermark - self.acked)
 
     def translate(self, source_offset: int) -> int | None:
-        """The target offset a consumer at ``source_offset`` resumes from: the sync at or
-        before it (MM2's rule: a re-read of at most one batch, never a gap)."""
+        """The target offset a consumer at ``source_offset`` resumes from: exact inside a
+        batch copied whole, else the last sync before it (never a gap; at worst a re-read
+        of records the source skipped, such as transaction markers)."""
         syncs = list(self.syncs)
-        i = bisect.bisect_right(syncs, (source_offset, 1 << 62)) - 1
+        i = bisect.bisect_right(syncs, (source_offset, 1 << 62, 1 << 62)) - 1
         if i < 0:
             return None
-        return syncs[i][1]
+        source, target, dense = syncs[i]
+        return target + min(source_offset - source, dense)
 
     async def _run(self) -> None:
         failures = 0
@@ -161,6 +165,13 @@ class PartitionMirror:
         if self.acked is None:
             self.acked = await self._start_position(source_leader)
         position = self.acked
+        target_leader = await self._leader(self.target, self.target_tp)
+        ends = await wire.list_offsets(self.target, target_leader, {self.target_tp: wire.LATEST})
+        code, end = ends.get(self.target_tp, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1))
+        if code:
+            raise KafkaClientError(f"ListOffsets {self.target_tp}: {ErrorCode(code).name}", code)
+        self.target_next = end
+        self.syncs.append((position, end, 0))
         aborted = AbortedTransactions()
         in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]] = deque()
         try:
@@ -257,12 +268,18 @@ class PartitionMirror:
                     raise ProduceFailed(code, message)
                 if base_offset >= 0:
                     self.target_next = base_offset + batch.record_count
-                    self.syncs.append((batch.source_next, self.target_next))
+                    if batch.dense:
+                        first = batch.source_next - batch.record_count
+                        self.syncs.append((first, base_offset, batch.record_count))
+                    else:
+                        self.syncs.append((batch.source_next, self.target_next, 0))
                 self.records += batch.record_count
                 size = len(batch.data or b"")
                 self.bytes += size
                 metrics.RECORDS.labels(*self._labels).inc(batch.record_count)
                 metrics.BYTES.labels(*self._labels).inc(size)
+            elif self.target_next >= 0:
+                self.syncs.append((batch.source_next, self.target_next, 0))
             in_flight.popleft()
             self.acked = batch.source_next
 

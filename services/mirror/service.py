@@ -18,6 +18,7 @@ import time
 from odradek.config import Config, ConfigError
 from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metrics import MetricsServer
+from odradek.mirror import checkpoints
 from odradek.mirror import mirror_metrics as metrics
 from odradek.mirror.offset_store import OffsetStore, decode_metadata, encode_metadata
 from odradek.mirror.partition_mirror import PartitionMirror, Tuning
@@ -61,6 +62,8 @@ class MirrorService:
             loop.create_task(self._commit_loop(), name="mirror-commit"),
             loop.create_task(self._progress_loop(), name="mirror-progress"),
         ]
+        if self.settings.bool("emit.checkpoints.enabled"):
+            self._tasks.append(loop.create_task(self._checkpoint_loop(), name="mirror-checkpoints"))
         flows = ", ".join(f"{f.source}->{f.target}" for f in self.settings.flows)
         _say(f"mirroring {flows} ({self.settings.policy.kind} policy), metrics on :{port}")
         return {"metrics": port}
@@ -137,7 +140,7 @@ class MirrorService:
                 self.tuning,
             )
             if start is not None and target_offset >= 0:
-                mirror.syncs.append((start, target_offset))
+                mirror.syncs.append((start, target_offset, 0))
             self.mirrors[unit] = mirror
             mirror.start()
         for alias in self.settings.sources:
@@ -175,6 +178,29 @@ class MirrorService:
             log.warning(
                 "commit of %d positions failed: %s", len(failed), sorted(set(failed.values()))
             )
+
+    async def _checkpoint_loop(self) -> None:
+        interval = self.settings.seconds("emit.checkpoints.interval.seconds")
+        sync = self.settings.bool("sync.group.offsets.enabled")
+        while True:
+            await asyncio.sleep(interval)
+            for flow in self.settings.flows:
+                try:
+                    found = await checkpoints.translate_groups(
+                        self.clients[flow.source], flow, self.mirrors
+                    )
+                    await checkpoints.emit(self.target, flow.source, found)
+                    moved = await checkpoints.sync_group_offsets(self.target, found) if sync else 0
+                    log.debug(
+                        "%s: %d checkpoints, %d group offsets synced",
+                        flow.source,
+                        len(found),
+                        moved,
+                    )
+                except (KafkaClientError, OSError) as exc:
+                    log.warning(
+                        "%s->%s: group offset checkpoints: %s", flow.source, flow.target, exc
+                    )
 
     # -- progress ----------------------------------------------------------------------
     async def _progress_loop(self) -> None:

@@ -408,3 +408,16 @@ RETRIABLE = {
     ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR,
 }
+
+
+async def list_groups(client: KafkaClient) -> set[str]:
+    """Every group id on the cluster (ListGroups asks each broker for its own groups)."""
+    from odradek.protocol.messages import ListGroupsRequest
+
+    await client.metadata(None)
+    out: set[str] = set()
+    for node in list(client.brokers):
+        response = await client.send(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), node)
+        if not response.error_code:
+            out.update(g.group_id for g in response.groups)
+    return out

@@ -5,7 +5,9 @@ partition order, creates the target topic with the source's partition count and
 topic configs, follows partitions added at the source, and resumes after a clean
 stop without duplicates; kill -9 of the mirror mid-stream loses nothing and keeps
 order (at least once); two clusters mirroring each other with the alias policy
-make no loops; a source cluster that goes away and comes back is caught up with.
+make no loops; a consumer group that consumed at the source resumes on the target at
+the translated offsets with no gap (checkpoints and group offset sync); a source
+cluster whose brokers go away and come back is caught up with.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from odradek.mirror.checkpoints import decode_checkpoint
 from odradek.tools.launcher import Cluster
 from tests.helpers.waiting import wait_until
 from tests.integration.mirror_process import (
@@ -235,3 +239,82 @@ def test_source_cluster_that_goes_away_and_comes_back(
         produce(a, "outage", 400, start=400, partitions=2)
         wait_until(lambda: mirrored(a, b, "outage"), "copied after the outage", timeout=90)
     assert read_all(b, "outage") == read_all(a, "outage")
+
+
+def consume_values(
+    bootstrap: str, group: str, topic: str, count: int, timeout: float = 60
+) -> list[bytes]:
+    """``count`` records read by ``group`` from its committed offsets, then committed."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    out: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                out.append(msg.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return out
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
+        )
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+    finally:
+        consumer.close()
+
+
+def test_consumer_group_fails_over_to_the_target_at_translated_offsets(
+    two_clusters: tuple[Cluster, Cluster], tmp_path: Path
+) -> None:
+    a, b = (c.bootstrap_servers for c in two_clusters)
+    create_topic(a, "payments", 2)
+    produce(a, "payments", 1000, partitions=2)
+    before = consume_values(a, "billing", "payments", 600)
+    assert len(before) == 600
+    at_source = committed(a, "billing", "payments", 2)
+    with MirrorProcess(
+        tmp_path / "mirror.log",
+        "--source",
+        a,
+        "--target",
+        b,
+        "--topics",
+        "payments",
+        "--set",
+        "sync.group.offsets.enabled=true",
+        "--set",
+        "emit.checkpoints.interval.seconds=1",
+        *FAST,
+    ):
+        wait_until(lambda: mirrored(a, b, "payments"), "payments copied", timeout=60)
+        wait_until(
+            lambda: committed(b, "billing", "payments", 2) == at_source,
+            "billing's offsets translated onto the target",
+            timeout=60,
+        )
+        wait_until(
+            lambda: "source.checkpoints.internal" in topic_names(b), "checkpoints topic", timeout=30
+        )
+    after = consume_values(b, "billing", "payments", 400)
+    # No gap, and here (no compaction or transactions at the source) no re-read either.
+    assert sorted(before + after, key=lambda v: int(v[1:])) == [b"v%d" % i for i in range(1000)]
+    rows = read_all(b, "source.checkpoints.internal")[0]
+    decoded = [decode_checkpoint(k or b"", v or b"") for k, v, _, _ in rows]
+    assert {(c.group, c.topic, c.partition, c.upstream) for c in decoded} >= {
+        ("billing", "payments", p, o) for p, o in at_source.items()
+    }
