@@ -2,7 +2,7 @@
 """Container entry point: fill in per-container settings, then exec the service.
 
 ``odradek-entrypoint SERVICE [--set name=value ...]`` (SERVICE is one of
-controller, storage, gateway, coordinator, offsets, console) becomes
+controller, storage, gateway, coordinator, offsets, transactions, console) becomes
 ``python -m odradek.SERVICE ...`` in the same process (``exec``), so the service is
 PID 1 and receives SIGTERM itself for its graceful drain. Any other first argument
 is run as a plain command (``odradek topics list``, ``sh``).
@@ -26,7 +26,8 @@ of :mod:`odradek.config`, so ``--set`` still overrides them):
   from the CRC-32 of the hostname in a block of ten million per kind (Deployment
   pods, whose names carry a random suffix); ``auto`` (default) — the first of
   ordinal, compose, hash that applies. Bases follow ``odradek up``: gateways 0,
-  storage 100, coordinators 200, offset stores 300, controller 3000.
+  storage 100, coordinators 200, offset stores 300, transaction coordinators 400,
+  controller 3000.
 - gateway ``listeners`` ``PLAINTEXT://0.0.0.0:9092`` and ``advertised.listeners``
   ``PLAINTEXT://<own IP>:<port>``; storage ``log.dirs`` and controller
   ``metadata.store`` under ``/var/lib/odradek``; ``controller.address``
@@ -50,17 +51,33 @@ import urllib.request
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 
-SERVICES = ("controller", "storage", "gateway", "coordinator", "offsets", "console")
+SERVICES = (
+    "controller",
+    "storage",
+    "gateway",
+    "coordinator",
+    "offsets",
+    "transactions",
+    "console",
+)
 NODE_ID_BASE = {
     "gateway": 0,
     "storage": 100,
     "coordinator": 200,
     "offsets": 300,
+    "transactions": 400,
     "controller": 3000,
 }
 # Hashed ids live far above the ordinal ranges, one block of ten million per kind,
 # so a hashed id never collides with an ordinal one or another kind's.
-HASH_BLOCK = {"gateway": 1, "coordinator": 2, "offsets": 3, "storage": 4, "controller": 5}
+HASH_BLOCK = {
+    "gateway": 1,
+    "coordinator": 2,
+    "offsets": 3,
+    "storage": 4,
+    "controller": 5,
+    "transactions": 6,
+}
 HASH_SPAN = 10_000_000
 DEFAULT_GRPC_PORT = 9093
 DEFAULT_METRICS_PORT = 9102

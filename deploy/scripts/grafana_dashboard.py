@@ -398,10 +398,42 @@ def build() -> dict[str, Any]:
         8,
     )
 
+    lay.row("Transactions")
+    lay.add(
+        timeseries(
+            "Transactional ids by state",
+            "short",
+            ("sum by (state) (odradek_transactions_ids)", "{{state}}"),
+            desc="Ids of the __transaction_state shards the transaction coordinators own.",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Timed-out transactions aborted",
+            "ops",
+            (f"sum(rate(odradek_transactions_timed_out_aborts_total[{RATE}]))", "aborted"),
+            desc="Transactions open past transaction.timeout.ms, aborted and their producers fenced.",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Transaction markers sent",
+            "reqps",
+            (f"sum(rate(odradek_transactions_marker_requests_total[{RATE}]))", "WriteTxnMarkers"),
+        ),
+        8,
+        8,
+    )
+
     return {
         "uid": "odradek-overview",
         "title": "Odradek",
-        "description": "Odradek cluster health, throughput, latency, storage and consumer lag.",
+        "description": "Odradek cluster health, throughput, latency, storage, consumer lag "
+        "and transactions.",
         "tags": ["odradek", "kafka"],
         "timezone": "browser",
         "editable": True,

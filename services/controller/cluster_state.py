@@ -22,6 +22,7 @@ class NodeKind(IntEnum):
     CONTROLLER = 3
     COORDINATOR = 4
     OFFSET_STORE = 5
+    TRANSACTION_COORDINATOR = 6
 
 
 class NodeState(IntEnum):

@@ -1,6 +1,6 @@
 """The cluster state and the rules that change it (pure: no I/O, no clock).
 
-:class:`ClusterModel` holds nodes, topics, coordinator shards, cluster configs,
+:class:`ClusterModel` holds nodes, topics, group and transaction coordinator shards, cluster configs,
 producer-id high-water mark, cluster id and metadata version. Every operation
 validates first and only then mutates, so a refused request leaves the model as it
 was. Mutations mark logical keys dirty; :meth:`ClusterModel.take_changes` hands the
@@ -9,9 +9,9 @@ snapshot shows changed). The controller persists them in one fenced txn; if that
 fails it throws the whole model away and reloads from the store.
 
 Logical keys: ``cluster`` (id, metadata version, last incarnation),
-``producer_ids``, ``cluster_configs`` (dynamic overrides), ``shards``,
-``nodes/<id>``, ``topics/<name>``, ``broker_configs/<id>`` (per-broker dynamic
-configs of storage node ``id``).
+``producer_ids``, ``cluster_configs`` (dynamic overrides), ``shards`` (group
+coordinator shards), ``transaction_shards``, ``nodes/<id>``, ``topics/<name>``,
+``broker_configs/<id>`` (per-broker dynamic configs of storage node ``id``).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ KEY_CLUSTER = "cluster"
 KEY_PRODUCER_IDS = "producer_ids"
 KEY_CLUSTER_CONFIGS = "cluster_configs"
 KEY_SHARDS = "shards"
+KEY_TRANSACTION_SHARDS = "transaction_shards"
 NODE_PREFIX = "nodes/"
 TOPIC_PREFIX = "topics/"
 BROKER_CONFIGS_PREFIX = "broker_configs/"
@@ -164,6 +165,7 @@ class ClusterModel:
         self.topics: dict[str, TopicState] = {}
         self.topics_by_id: dict[bytes, str] = {}
         self.shards: list[ShardState] = []
+        self.transaction_shards: list[ShardState] = []
         self.stats = Stats()
         self._dirty: set[str] = set()
 
@@ -180,6 +182,10 @@ class ClusterModel:
         self.shards = [
             ShardState(int(s), int(o), int(e)) for s, o, e in records.get(KEY_SHARDS) or []
         ]
+        self.transaction_shards = [
+            ShardState(int(s), int(o), int(e))
+            for s, o, e in records.get(KEY_TRANSACTION_SHARDS) or []
+        ]
         for key, value in records.items():
             if key.startswith(NODE_PREFIX):
                 node = NodeInfo.from_json(value)
@@ -192,7 +198,9 @@ class ClusterModel:
                 self.broker_configs[int(key[len(BROKER_CONFIGS_PREFIX) :])] = dict(value)
 
     def bootstrap(self) -> bool:
-        """First start of a cluster: a cluster id and the coordinator shards. True if new."""
+        """First start of a cluster: a cluster id and the coordinator shards (group and
+        transaction; a cluster made before transactions gets its transaction shards on
+        the next controller start). True if new."""
         created = False
         if not self.cluster_id:
             self.cluster_id = new_cluster_id(self.rng)
@@ -201,8 +209,12 @@ class ClusterModel:
         if not self.shards:
             count = max(1, self.config_int("offsets.topic.num.partitions"))
             self.shards = [ShardState(i) for i in range(count)]
-            self._rebalance_shards()
             self._dirty.add(KEY_SHARDS)
+        if not self.transaction_shards:
+            count = max(1, self.config_int("transaction.state.log.num.partitions"))
+            self.transaction_shards = [ShardState(i) for i in range(count)]
+            self._dirty.add(KEY_TRANSACTION_SHARDS)
+        self._rebalance_shards()
         return created
 
     def touch(self) -> None:
@@ -237,6 +249,8 @@ class ClusterModel:
             return dict(sorted(self.dynamic_configs.items()))
         if key == KEY_SHARDS:
             return [[s.shard, s.coordinator_id, s.epoch] for s in self.shards]
+        if key == KEY_TRANSACTION_SHARDS:
+            return [[s.shard, s.coordinator_id, s.epoch] for s in self.transaction_shards]
         if key.startswith(NODE_PREFIX):
             node = self.nodes.get(int(key[len(NODE_PREFIX) :]))
             return None if node is None else node.to_json()
@@ -323,6 +337,7 @@ class ClusterModel:
             NodeKind.STORAGE,
             NodeKind.COORDINATOR,
             NodeKind.OFFSET_STORE,
+            NodeKind.TRANSACTION_COORDINATOR,
             NodeKind.CONTROLLER,
         ):
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"Node {node.node_id} has no kind")
@@ -462,18 +477,26 @@ class ClusterModel:
             self.stats.isr_expands += int(change.isr_expanded)
         return change
 
-    # ------------------------------------------------------------------ coordinator shards
+    # ------------------------------------------------------------------ coordinator shards (groups, transactions)
+
+    def _online(self, kind: NodeKind) -> list[int]:
+        return [
+            n.node_id for n in self.nodes.values() if n.kind is kind and n.state is NodeState.ONLINE
+        ]
 
     def _rebalance_shards(self) -> None:
-        coordinators = [
-            n.node_id
-            for n in self.nodes.values()
-            if n.kind is NodeKind.COORDINATOR and n.state is NodeState.ONLINE
-        ]
-        balanced = balance_shards(self.shards, coordinators)
+        """Group coordinator shards over online coordinators, transaction coordinator
+        shards over online transaction coordinators: the same sticky balancing."""
+        balanced = balance_shards(self.shards, self._online(NodeKind.COORDINATOR))
         if balanced != self.shards:
             self.shards = balanced
             self._dirty.add(KEY_SHARDS)
+        balanced = balance_shards(
+            self.transaction_shards, self._online(NodeKind.TRANSACTION_COORDINATOR)
+        )
+        if balanced != self.transaction_shards:
+            self.transaction_shards = balanced
+            self._dirty.add(KEY_TRANSACTION_SHARDS)
 
     # ------------------------------------------------------------------ topics
 

@@ -1,4 +1,6 @@
-"""Sticky assignment of ``__consumer_offsets`` shards to coordinator nodes.
+"""Sticky assignment of coordinator shards to coordinator nodes: ``__consumer_offsets``
+shards to group coordinators, ``__transaction_state`` shards to transaction
+coordinators (the same rules for both).
 
 Goal: shard counts per online coordinator differ by at most one, and as few shards
 as possible change owner. Shards whose owner is still online stay put unless that

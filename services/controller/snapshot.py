@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from odradek.controller.cluster_state import NodeInfo, PartitionState, TopicState
+from odradek.controller.cluster_state import NodeInfo, PartitionState, ShardState, TopicState
 from odradek.controller.model import ClusterModel
 from odradek.rpc.v1 import common_pb2
 
@@ -67,10 +67,12 @@ def build_metadata(
             for node_id, configs in model.broker_configs.items()
             if configs
         },
-        coordinator_shards=[
-            common_pb2.CoordinatorShard(
-                shard=s.shard, coordinator_id=s.coordinator_id, epoch=s.epoch
-            )
-            for s in model.shards
-        ],
+        coordinator_shards=[_shard_proto(s) for s in model.shards],
+        transaction_shards=[_shard_proto(s) for s in model.transaction_shards],
+    )
+
+
+def _shard_proto(s: ShardState) -> common_pb2.CoordinatorShard:
+    return common_pb2.CoordinatorShard(
+        shard=s.shard, coordinator_id=s.coordinator_id, epoch=s.epoch
     )

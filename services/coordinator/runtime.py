@@ -1,97 +1,21 @@
-"""One asyncio task per owned shard: the only code that touches the shard's groups.
-
-Kafka's coordinator runtime model: every operation on a shard (a request, a timer
-firing, a write completing) is queued and run to completion by the shard's task, one
-at a time, so group state needs no locks. Long-polls (JoinGroup, SyncGroup) register
-a callback and wait outside the task.
-
-Lifecycle: ``LOADING`` (reading the shard's groups from the offset store; requests
-get COORDINATOR_LOAD_IN_PROGRESS) -> ``ACTIVE`` -> ``CLOSED`` (the shard moved away or
-the service stops; everyone waiting gets NOT_COORDINATOR). Writes of group metadata
-are batched per shard and sent in order by one writer task.
-"""
+"""The group coordinator's shards on the shared runtime (:mod:`odradek.shard_runtime`):
+one asyncio task per owned shard runs every operation on its :class:`GroupShard`;
+group metadata writes go to the offset store in batches, in order."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import time
-from collections.abc import Awaitable, Callable, Hashable
-from enum import Enum
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
 
 from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
-from odradek.protocol.errors import ErrorCode
+from odradek.shard_runtime import AsyncScheduler, ShardStatus
+from odradek.shard_runtime import ShardRuntime as _Runtime
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-# Bound on queued operations per shard; callers wait for room (backpressure).
-QUEUE_LIMIT = 10_000
-MAX_WRITES_PER_BATCH = 500
-
-
-class ShardStatus(Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-    CLOSED = "closed"
-
-
-class AsyncScheduler:
-    """Wall-clock time (group timestamps are persisted) and loop timers whose actions
-    run as operations of the shard's task. A timer re-armed or cancelled after it
-    fired but before its operation ran does nothing."""
-
-    def __init__(self, enqueue: Callable[[Callable[[], None]], None]) -> None:
-        self._enqueue = enqueue
-        self._timers: dict[Hashable, tuple[int, asyncio.TimerHandle | None]] = {}
-        self._seq = 0
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def schedule(self, key: Hashable, delay_ms: int, action: Callable[[], None]) -> None:
-        self.cancel(key)
-        self._seq += 1
-        seq = self._seq
-        loop = asyncio.get_running_loop()
-        handle = loop.call_later(max(0, delay_ms) / 1000.0, self._fire, key, seq, action)
-        self._timers[key] = (seq, handle)
-
-    def cancel(self, key: Hashable) -> None:
-        entry = self._timers.pop(key, None)
-        if entry is not None and entry[1] is not None:
-            entry[1].cancel()
-
-    def cancel_all(self) -> None:
-        for _, handle in self._timers.values():
-            if handle is not None:
-                handle.cancel()
-        self._timers.clear()
-
-    def _fire(self, key: Hashable, seq: int, action: Callable[[], None]) -> None:
-        entry = self._timers.get(key)
-        if entry is None or entry[0] != seq:
-            return
-        self._timers[key] = (seq, None)
-
-        def run() -> None:
-            current = self._timers.get(key)
-            if current is None or current[0] != seq:
-                return
-            del self._timers[key]
-            action()
-
-        self._enqueue(run)
-
+__all__ = ["AsyncScheduler", "ShardRuntime", "ShardStatus"]
 
 StoreGroups = Callable[[int, list[StoreWrite]], Awaitable[int]]
-LoadShard = Callable[[int], Awaitable[Any]]
 
 
-class ShardRuntime:
+class ShardRuntime(_Runtime[GroupShard, StoreWrite]):
     def __init__(
         self,
         shard: int,
@@ -100,193 +24,18 @@ class ShardRuntime:
         store: StoreGroups,
         on_rebalance: Callable[[int], None] | None = None,
     ) -> None:
-        self.shard_id = shard
-        self.epoch = epoch
-        self.status = ShardStatus.LOADING
-        self._queue: asyncio.Queue[Callable[[], None]] = asyncio.Queue(QUEUE_LIMIT)
-        self.scheduler = AsyncScheduler(self._enqueue_nowait)
-        self._writes: list[StoreWrite] = []
-        self._write_ready = asyncio.Event()
-        self.shard = GroupShard(shard, config, self.scheduler, self._on_write)
-        self._store = store
-        self._on_rebalance = on_rebalance
-        self._rebalances_seen = 0
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._run(), name=f"coordinator-shard-{shard}")
-        self._writer = loop.create_task(self._write_loop(), name=f"coordinator-writer-{shard}")
-        self._loader: asyncio.Task[None] | None = None
+        seen = [0]
 
-    # -- the shard's task -------------------------------------------------------------------
-    def _enqueue_nowait(self, op: Callable[[], None]) -> None:
-        try:
-            self._queue.put_nowait(op)
-        except asyncio.QueueFull:
-            # Timers and write completions must not be lost: run them from a task that
-            # waits for room.
-            asyncio.get_running_loop().create_task(self._queue.put(op))
+        def count_rebalances(state: GroupShard) -> None:
+            if on_rebalance is not None and state.stats.rebalances != seen[0]:
+                on_rebalance(state.stats.rebalances - seen[0])
+                seen[0] = state.stats.rebalances
 
-    async def _run(self) -> None:
-        while True:
-            op = await self._queue.get()
-            try:
-                op()
-            except Exception:  # one bad operation must not take the shard down
-                log.exception("shard %d: operation failed", self.shard_id)
-            if self._on_rebalance is not None:
-                seen = self.shard.stats.rebalances
-                if seen != self._rebalances_seen:
-                    self._on_rebalance(seen - self._rebalances_seen)
-                    self._rebalances_seen = seen
-
-    async def call(self, fn: Callable[[GroupShard], T], not_ready: Callable[[int], T]) -> T:
-        """Run ``fn(shard)`` on the shard's task; ``not_ready(error)`` answers instead
-        when the shard is loading or closed by the time the operation runs."""
-        if self.status is not ShardStatus.ACTIVE:
-            return not_ready(self._not_ready_error())
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-        def op() -> None:
-            if future.done():
-                return
-            if self.status is not ShardStatus.ACTIVE:
-                future.set_result(not_ready(self._not_ready_error()))
-                return
-            try:
-                future.set_result(fn(self.shard))
-            except Exception as exc:
-                future.set_exception(exc)
-
-        await self._queue.put(op)
-        return await future
-
-    async def long_poll(
-        self,
-        fn: Callable[[GroupShard, Callable[[T], None]], None],
-        not_ready: Callable[[int], T],
-    ) -> T:
-        """Like :meth:`call` for operations that answer through a callback later."""
-        if self.status is not ShardStatus.ACTIVE:
-            return not_ready(self._not_ready_error())
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-        def respond(result: T) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        def op() -> None:
-            if self.status is not ShardStatus.ACTIVE:
-                respond(not_ready(self._not_ready_error()))
-                return
-            try:
-                fn(self.shard, respond)
-            except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
-
-        await self._queue.put(op)
-        return await future
-
-    def _not_ready_error(self) -> int:
-        if self.status is ShardStatus.LOADING:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NOT_COORDINATOR
-
-    # -- persistence ------------------------------------------------------------------------
-    def _on_write(self, write: StoreWrite) -> None:
-        self._writes.append(write)
-        self._write_ready.set()
-
-    async def _write_loop(self) -> None:
-        while True:
-            await self._write_ready.wait()
-            self._write_ready.clear()
-            while self._writes:
-                batch = self._writes[:MAX_WRITES_PER_BATCH]
-                del self._writes[:MAX_WRITES_PER_BATCH]
-                try:
-                    error = await self._store(self.epoch, batch)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.warning("shard %d: storing group metadata failed: %s", self.shard_id, exc)
-                    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-
-                def complete(batch: list[StoreWrite] = batch, error: int = error) -> None:
-                    for write in batch:
-                        write.done(error)
-
-                await self._queue.put(complete)
-
-    # -- loading and closing ----------------------------------------------------------------
-    def start_loading(self, load: Callable[[], Awaitable[Callable[[GroupShard], None]]]) -> None:
-        """``load()`` fetches the shard's stored state and returns how to apply it;
-        it is retried until it succeeds or the shard closes."""
-
-        async def run() -> None:
-            backoff = 0.05
-            while self.status is ShardStatus.LOADING:
-                try:
-                    apply = await load()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.info("shard %d: load not ready yet: %s", self.shard_id, exc)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 1.0)
-                    continue
-                await self._queue.put(self._activate_op(apply, done := self._new_future()))
-                await done
-                log.info(
-                    "shard %d (epoch %d) loaded: %d groups",
-                    self.shard_id,
-                    self.epoch,
-                    len(self.shard.groups),
-                )
-                return
-
-        self._loader = asyncio.get_running_loop().create_task(run(), name=f"load-{self.shard_id}")
-
-    def _new_future(self) -> asyncio.Future[None]:
-        return asyncio.get_running_loop().create_future()
-
-    def _activate_op(
-        self, apply: Callable[[GroupShard], None], done: asyncio.Future[None]
-    ) -> Callable[[], None]:
-        def op() -> None:
-            if self.status is ShardStatus.LOADING:
-                apply(self.shard)
-                self.status = ShardStatus.ACTIVE
-            done.set_result(None)
-
-        return op
-
-    async def close(self) -> None:
-        """Answer everyone waiting with NOT_COORDINATOR and stop the tasks."""
-        if self.status is ShardStatus.CLOSED:
-            return
-        self.status = ShardStatus.CLOSED
-        if self._loader is not None:
-            self._loader.cancel()
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def op() -> None:
-            self.shard.unload()
-            self.scheduler.cancel_all()
-            done.set_result(None)
-
-        try:
-            await self._queue.put(op)
-            await asyncio.wait_for(done, 5.0)
-        except (TimeoutError, asyncio.CancelledError):
-            pass
-        # Pending writes are abandoned: the new owner reloads from what is durable.
-        for write in self._writes:
-            with contextlib.suppress(Exception):
-                write.done(ErrorCode.NOT_COORDINATOR)
-        self._writes.clear()
-        for task in (self._task, self._writer, self._loader):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        self.scheduler.cancel_all()
+        super().__init__(
+            shard,
+            epoch,
+            lambda scheduler, on_write: GroupShard(shard, config, scheduler, on_write),
+            store,
+            after_op=count_rebalances,
+            name="coordinator-shard",
+        )

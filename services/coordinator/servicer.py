@@ -238,7 +238,11 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
             instance = _opt(request, "group_instance_id")
             error = await runtime.call(
                 lambda s: s.validate_offset_commit(
-                    request.group_id, request.member_id, instance, request.generation_id
+                    request.group_id,
+                    request.member_id,
+                    instance,
+                    request.generation_id,
+                    transactional=request.transactional,
                 ),
                 lambda e: e,
             )

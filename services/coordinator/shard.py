@@ -752,10 +752,20 @@ class GroupShard:
 
     # -- offsets ----------------------------------------------------------------------------
     def validate_offset_commit(
-        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        *,
+        transactional: bool = False,
     ) -> int:
         """Kafka's checks before an offset commit is written; creates the (Empty) group
-        for commits that do not use group management."""
+        for commits that do not use group management. A transactional commit
+        (TxnOffsetCommit, KIP-447) is checked the same way except that without member id
+        and generation (v0-v2) it is accepted whatever the group's state, and a group
+        completing a rebalance does not refuse it (Kafka's
+        ``ClassicGroup.validateOffsetCommit`` with ``isTransactional``)."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -775,9 +785,9 @@ class GroupShard:
                 return error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_(GroupState.EMPTY):
+        elif not transactional and not group.is_(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_(GroupState.COMPLETING_REBALANCE):
+        if not transactional and group.is_(GroupState.COMPLETING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         member = group.members.get(member_id)
         if member is not None:

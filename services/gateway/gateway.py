@@ -44,9 +44,10 @@ from odradek.gateway.connection import (
     KafkaListener,
 )
 from odradek.gateway.group_routing import GroupRouter
-from odradek.gateway.producer_ids import ProducerIdBlocks, from_controller
+from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
+from odradek.producer_id_blocks import ProducerIdBlocks, from_controller
 from odradek.protocol import policy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import build_api_versions_response
@@ -133,6 +134,7 @@ class Gateway:
         self.broker_port_count = GATEWAY_CONFIGS.read_int(config, "broker.port.count")
         self.storage_node_id_base = GATEWAY_CONFIGS.read_int(config, "storage.node.id.base")
         self.groups = GroupRouter(self.metadata, self.brokers, self.request_timeout_ms)
+        self.transactions = TxnRouter(self.metadata, self.brokers, self.request_timeout_ms)
         self.producer_ids = ProducerIdBlocks(
             from_controller(self.controller, self.node_id, self._incarnation)
         )
@@ -293,6 +295,7 @@ class Gateway:
                 await task
         await self.producer_ids.close()
         await self.groups.close()
+        await self.transactions.close()
         await self.storage.close()
         await self.controller.close()
         await self.rpc.stop(1.0)

@@ -20,8 +20,9 @@ from typing import Protocol
 from odradek.controller_client import ControllerClient
 from odradek.gateway.brokers import Broker
 from odradek.gateway.group_routing import GroupRouter
-from odradek.gateway.producer_ids import ProducerIdBlocks
+from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache
+from odradek.producer_id_blocks import ProducerIdBlocks
 from odradek.protocol.api_keys import ApiKey
 from odradek.rpc.v1 import storage_pb2_grpc
 
@@ -55,6 +56,11 @@ class GatewayApi(Protocol):
     @property
     def groups(self) -> GroupRouter:
         """Where group requests go (coordinators, offset stores)."""
+        ...
+
+    @property
+    def transactions(self) -> TxnRouter:
+        """Where transaction requests go (transaction coordinators)."""
         ...
 
     @property

@@ -10,6 +10,15 @@ never used group management (no metadata) expire ``retention`` after their commi
 offsets of a consumer group's topics that no member subscribes to any more expire
 ``retention`` after their commit; an explicit expire timestamp (OffsetCommit v2-v4
 ``retention_time_ms``) wins. An Empty group left without offsets is deleted too.
+
+Transactional offset commits (TxnOffsetCommit, KIP-98/447) are kept apart, per
+producer id, as **pending** until that producer's transaction marker arrives (Kafka's
+``OffsetMetadataManager.pendingTransactionalOffsets``): invisible to reads, which may
+ask whether a partition has one (OffsetFetch ``require_stable``: UNSTABLE_OFFSET_COMMIT).
+A COMMIT marker makes them committed, except where a commit written later in the log
+already stands (the most recent write wins, as in Kafka: every entry carries the
+position at which it was applied, and the cache is applied in log order); an ABORT
+marker drops them. Pending offsets never expire.
 """
 
 from __future__ import annotations
@@ -41,16 +50,32 @@ class ShardCache:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartitionKey, OffsetValue]] = {}
         self.groups: dict[str, GroupValue] = {}
+        # producer id -> (group, topic, partition) -> (value, position)
+        self.pending: dict[int, dict[OffsetKey, tuple[OffsetValue, int]]] = {}
+        # (group, topic, partition) -> producer ids with a pending commit there
+        self._open: dict[OffsetKey, set[int]] = {}
+        # the position at which each committed offset was applied (log order)
+        self._positions: dict[OffsetKey, int] = {}
+        self._position = 0
+
+    def _next_position(self) -> int:
+        self._position += 1
+        return self._position
 
     # -- replay and updates -----------------------------------------------------------------
-    def apply_record(self, key: bytes | None, value: bytes | None) -> None:
-        """Replay one record of the partition (a null value is a tombstone)."""
+    def apply_record(self, key: bytes | None, value: bytes | None, producer_id: int = -1) -> None:
+        """Replay one record of the partition (a null value is a tombstone); with
+        ``producer_id``, a record of that producer's transactional batch."""
         if key is None:
             return
         k = decode_key(key)
         if isinstance(k, OffsetKey):
             if value is None:
                 self.remove_offset(k.group, k.topic, k.partition)
+            elif producer_id >= 0:
+                self.put_pending(
+                    producer_id, k.group, k.topic, k.partition, decode_offset_value(value)
+                )
             else:
                 self.put_offset(k.group, k.topic, k.partition, decode_offset_value(value))
         elif isinstance(k, GroupKey):
@@ -61,6 +86,33 @@ class ShardCache:
 
     def put_offset(self, group: str, topic: str, partition: int, value: OffsetValue) -> None:
         self.offsets.setdefault(group, {})[(topic, partition)] = value
+        self._positions[OffsetKey(group, topic, partition)] = self._next_position()
+
+    def put_pending(
+        self, producer_id: int, group: str, topic: str, partition: int, value: OffsetValue
+    ) -> None:
+        """A transactional commit of ``producer_id``, pending until its marker."""
+        key = OffsetKey(group, topic, partition)
+        self.pending.setdefault(producer_id, {})[key] = (value, self._next_position())
+        self._open.setdefault(key, set()).add(producer_id)
+
+    def apply_marker(self, producer_id: int, committed: bool) -> int:
+        """The end of ``producer_id``'s transaction: its pending commits become committed
+        (COMMIT) or vanish (ABORT). Returns how many were pending."""
+        pending = self.pending.pop(producer_id, {})
+        for key, (value, position) in pending.items():
+            producers = self._open.get(key)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self._open[key]
+            if not committed:
+                continue
+            current = self._positions.get(key)
+            if current is None or position > current:
+                self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
+                self._positions[key] = position
+        return len(pending)
 
     def remove_offset(self, group: str, topic: str, partition: int) -> None:
         committed = self.offsets.get(group)
@@ -68,6 +120,7 @@ class ShardCache:
             committed.pop((topic, partition), None)
             if not committed:
                 del self.offsets[group]
+        self._positions.pop(OffsetKey(group, topic, partition), None)
 
     def put_group(self, group: str, value: GroupValue | None) -> None:
         if value is None:
@@ -79,6 +132,8 @@ class ShardCache:
         """Forget a group; returns the offset keys that need tombstones."""
         committed = self.offsets.pop(group, {})
         self.groups.pop(group, None)
+        for t, p in committed:
+            self._positions.pop(OffsetKey(group, t, p), None)
         return [OffsetKey(group, t, p) for (t, p) in committed]
 
     # -- reads ------------------------------------------------------------------------------
@@ -87,6 +142,13 @@ class ShardCache:
 
     def get(self, group: str, topic: str, partition: int) -> OffsetValue | None:
         return self.offsets.get(group, {}).get((topic, partition))
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds a commit for the partition."""
+        return OffsetKey(group, topic, partition) in self._open
+
+    def pending_count(self) -> int:
+        return sum(len(p) for p in self.pending.values())
 
     def group_ids(self) -> set[str]:
         return set(self.offsets) | set(self.groups)
@@ -112,6 +174,7 @@ class ShardCache:
                 OffsetKey(group, t, p)
                 for (t, p), v in committed.items()
                 if self._expires(meta, t, v, now_ms, retention_ms)
+                and not self.has_pending(group, t, p)
             ]
             out.offsets.extend(gone)
             if meta is not None and not meta.members and len(gone) == len(committed):

@@ -25,12 +25,12 @@ from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.offsets import OFFSETS_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
+from odradek.internal_topic.create import ensure_internal_topic, offsets_topic
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
 from odradek.offsets import metrics
 from odradek.offsets.servicer import OffsetStoreServicer
 from odradek.offsets.store import OffsetStore, StoreSettings
-from odradek.offsets.topic import ensure_offsets_topic
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, offsets_pb2_grpc, storage_pb2
 from odradek.storage_client import StoragePool
@@ -117,10 +117,10 @@ class OffsetStoreService:
         )
         self._tasks.append(watch)
         self._apply_settings()
-        created = await ensure_offsets_topic(
+        created = await ensure_internal_topic(
             self.controller,
             self.metadata,
-            self._own_settings(),
+            lambda: offsets_topic(self.metadata, self._own_settings()),
             OFFSETS_CONFIGS.read_int(self.config, "offsets.topic.create.timeout.ms") / 1000.0,
         )
         if not created:

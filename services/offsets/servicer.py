@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from odradek.offsets.store import OffsetStore
-from odradek.rpc.v1 import offsets_pb2, offsets_pb2_grpc
+from odradek.rpc.v1 import offsets_pb2, offsets_pb2_grpc, transactions_pb2
 
 
 class OffsetStoreServicer(offsets_pb2_grpc.OffsetStoreServicer):
@@ -36,3 +36,8 @@ class OffsetStoreServicer(offsets_pb2_grpc.OffsetStoreServicer):
         self, request: offsets_pb2.LoadShardRequest, context: grpc.aio.ServicerContext
     ) -> offsets_pb2.LoadShardResponse:
         return self.store.load_shard(request)
+
+    async def WriteTxnMarkers(
+        self, request: transactions_pb2.WriteTxnMarkersRequest, context: grpc.aio.ServicerContext
+    ) -> transactions_pb2.WriteTxnMarkersResponse:
+        return await self.store.write_txn_markers(request)

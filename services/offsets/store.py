@@ -7,6 +7,13 @@ COORDINATOR_LOAD_IN_PROGRESS), then ``active``. Writes answer only after the sto
 node acknowledged them with acks=-1; the cache changes just before the answer, in
 log order. Coordinators' writes carry their shard epoch: one older than what the
 metadata says is fenced with NOT_COORDINATOR.
+
+Transactional offset commits (``CommitOffsets`` with ``transactional``) are appended
+as the producer's transactional batch and kept pending in the cache; the transaction
+coordinator's ``WriteTxnMarkers`` for the shard appends the marker through the
+storage leader (:mod:`odradek.offsets.txn_markers`), in its turn among the shard's
+writes, and then materialises (COMMIT) or drops (ABORT) them. Loading a shard
+replays transactional batches and markers the same way.
 """
 
 from __future__ import annotations
@@ -29,21 +36,42 @@ from odradek.consumer_offsets.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from odradek.group_shard import coordinator_of, offset_store_of, shard_of
-from odradek.metadata_cache import MetadataCache
-from odradek.offsets.cache import ShardCache
-from odradek.offsets.partition_log import (
+from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, offset_store_of, shard_of
+from odradek.internal_topic.partition_log import (
+    ApplyRecord,
     LoadError,
     PartitionAppender,
     Record,
-    map_append_error,
+    TxnProducer,
     read_partition,
 )
+from odradek.metadata_cache import MetadataCache
+from odradek.offsets.append_errors import map_append_error
+from odradek.offsets.cache import ShardCache
+from odradek.offsets.txn_markers import marker_commits, write_marker
 from odradek.protocol.errors import ErrorCode
-from odradek.rpc.v1 import offsets_pb2
+from odradek.records.record import DecodedBatch, DecodedRecord
+from odradek.rpc.v1 import offsets_pb2, transactions_pb2
 from odradek.storage_client import StoragePool
 
 log = logging.getLogger(__name__)
+
+
+def replayer(cache: ShardCache) -> ApplyRecord:
+    """Replay into ``cache``: offsets and groups; a transactional batch's offsets stay
+    pending until its producer's marker (a control batch) commits or aborts them."""
+
+    def apply(batch: DecodedBatch, record: DecodedRecord) -> None:
+        if batch.is_control:
+            committed = marker_commits(record)
+            if committed is not None:
+                cache.apply_marker(batch.producer_id, committed)
+        elif batch.is_transactional:
+            cache.apply_record(record.key, record.value, batch.producer_id)
+        else:
+            cache.apply_record(record.key, record.value)
+
+    return apply
 
 
 class Status(Enum):
@@ -106,7 +134,9 @@ class OffsetStore:
             self._open(partition)
 
     def _open(self, partition: int) -> None:
-        appender = PartitionAppender(self.storage, partition, self.settings.commit_timeout_ms)
+        appender = PartitionAppender(
+            self.storage, OFFSETS_TOPIC, partition, self.settings.commit_timeout_ms
+        )
         appender.on_append = self.on_append
         shard = Shard(partition, appender)
         self.shards[partition] = shard
@@ -120,7 +150,9 @@ class OffsetStore:
             cache = ShardCache()
             try:
                 started = time.perf_counter()
-                n = await read_partition(self.storage, shard.partition, cache.apply_record)
+                n = await read_partition(
+                    self.storage, OFFSETS_TOPIC, shard.partition, replayer(cache)
+                )
             except LoadError as exc:
                 log.debug("offsets shard %d not loadable yet: %s", shard.partition, exc)
                 await asyncio.sleep(backoff)
@@ -208,12 +240,20 @@ class OffsetStore:
         if not records:
             return offsets_pb2.CommitOffsetsResponse()
         cache = shard.cache
+        producer = (
+            TxnProducer(request.transactional_id, request.producer_id, request.producer_epoch)
+            if request.transactional
+            else None
+        )
 
         def durable() -> None:
             for topic, index, value in values:
-                cache.put_offset(group, topic, index, value)
+                if producer is not None:
+                    cache.put_pending(producer.producer_id, group, topic, index, value)
+                else:
+                    cache.put_offset(group, topic, index, value)
 
-        code = await shard.appender.append(records, durable)
+        code = await shard.appender.append(records, durable, producer=producer)
         error = map_append_error(code) if code else ErrorCode.NONE
         if not error:
             self.commits += len(records)
@@ -281,7 +321,14 @@ class OffsetStore:
             for topic, index in wanted:
                 value = committed.get((topic, index))
                 entry = result.offsets.add(topic=topic, partition=index)
-                if value is None:
+                if request.require_stable and shard.cache.has_pending(g.group_id, topic, index):
+                    # KIP-447: a transaction holds a commit here; the reader retries.
+                    entry.offset = -1
+                    entry.leader_epoch = -1
+                    entry.metadata = ""
+                    entry.commit_timestamp = -1
+                    entry.error_code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+                elif value is None:
                     entry.offset = -1
                     entry.leader_epoch = -1
                     entry.metadata = ""
@@ -291,6 +338,56 @@ class OffsetStore:
                     entry.leader_epoch = value.leader_epoch
                     entry.metadata = value.metadata
                     entry.commit_timestamp = value.commit_timestamp
+        return out
+
+    # -- transaction markers ----------------------------------------------------------------
+    async def write_txn_markers(
+        self, request: transactions_pb2.WriteTxnMarkersRequest
+    ) -> transactions_pb2.WriteTxnMarkersResponse:
+        """Kafka's WriteTxnMarkers for ``__consumer_offsets`` partitions: each marker is
+        appended through the partition's storage leader in its turn among the shard's
+        writes, then the producer's pending offsets are materialised or dropped. Errors
+        are what the transaction coordinator retries on (Kafka's KafkaApis turns the
+        group coordinator's NOT_COORDINATOR/COORDINATOR_LOAD_IN_PROGRESS into
+        NOT_LEADER_OR_FOLLOWER); an unknown partition is UNKNOWN_TOPIC_OR_PARTITION."""
+        topic = self.metadata.current.topics.get(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic is not None else 0
+        timeout_ms = request.timeout_ms or self.settings.commit_timeout_ms
+        out = transactions_pb2.WriteTxnMarkersResponse()
+
+        async def one(marker: transactions_pb2.TxnMarker, name: str, partition: int) -> int:
+            if name != OFFSETS_TOPIC or not 0 <= partition < count:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            shard = self.shards.get(partition)
+            if shard is None or shard.status is not Status.ACTIVE:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            cache = shard.cache
+
+            def settle() -> None:
+                n = cache.apply_marker(marker.producer_id, marker.committed)
+                log.debug(
+                    "shard %d: %s of producer %d settled %d pending offsets",
+                    partition,
+                    "commit" if marker.committed else "abort",
+                    marker.producer_id,
+                    n,
+                )
+
+            code = await shard.appender.write(
+                lambda: write_marker(self.storage, partition, marker, timeout_ms), settle
+            )
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.NOT_COORDINATOR else code
+
+        for marker in request.markers:
+            targets = [(t.topic, p) for t in marker.topics for p in t.partitions]
+            codes = await asyncio.gather(*(one(marker, name, p) for name, p in targets))
+            out.markers.add(
+                producer_id=marker.producer_id,
+                partitions=[
+                    transactions_pb2.TxnPartitionError(topic=name, partition=p, error_code=code)
+                    for (name, p), code in zip(targets, codes, strict=True)
+                ],
+            )
         return out
 
     # -- group metadata ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Fetch on the leader: consumers (up to the high watermark) and followers (up to the LEO).
+"""Fetch on the leader: consumers (up to the high watermark, or the last stable offset
+under read_committed) and followers (up to the LEO).
 
 Both are long polls (Kafka's DelayedFetch): the first read happens at once; the
 request returns immediately when it has ``min_bytes``, when any partition has an
@@ -11,6 +12,12 @@ Byte limits (Kafka's readFromLog): each partition reads at most
 data returns its first batch whole even if that is larger (``min_one_message``) so a
 consumer can always make progress; once data was included, later partitions no
 longer get that allowance.
+
+Isolation (KIP-98): a consumer fetch with ``isolation_level=1`` (READ_COMMITTED) returns
+only whole batches below the partition's last stable offset and, with them, the aborted
+transactions (producer id, first offset) overlapping the returned batches, from the
+``.txnindex`` files (Kafka's LocalLog.addAbortedTransactions); an empty read has an
+empty list. ``last_stable_offset`` is filled in for every consumer fetch.
 
 A follower's fetch is also how the leader learns the follower's log end offset
 (seed 3.2): before reading, the leader records it, which may advance the high
@@ -31,6 +38,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.isr import IsrManager
@@ -190,7 +198,7 @@ class FetchHandler:
                 and not held_back
             ):
                 try:
-                    records = self._read_partition(
+                    records, aborted = self._read_partition(
                         part, fp, min(fp.partition_max_bytes, remaining), min_one, request, replica
                     )
                 except Exception as exc:
@@ -198,6 +206,12 @@ class FetchHandler:
                     if error == ErrorCode.UNKNOWN_SERVER_ERROR:
                         log.exception("%s: read at %d failed", part.name, fp.fetch_offset)
                 else:
+                    for txn in aborted:
+                        result.aborted_transactions.append(
+                            storage_pb2.AbortedTransaction(
+                                producer_id=txn.producer_id, first_offset=txn.first_offset
+                            )
+                        )
                     if records:
                         result.records = records
                         total += len(records)
@@ -225,16 +239,17 @@ class FetchHandler:
         min_one: bool,
         request: storage_pb2.FetchRequest,
         replica: bool,
-    ) -> bytes:
+    ) -> tuple[bytes, tuple[AbortedTxn, ...]]:
         part.check_leader(fp.current_leader_epoch)
         if replica:
-            return part.read(fp.fetch_offset, max_bytes, max_offset=None, min_one_message=min_one)
-        limit = (
-            part.last_stable_offset
-            if request.isolation_level == READ_COMMITTED
-            else part.high_watermark
+            data = part.read(fp.fetch_offset, max_bytes, max_offset=None, min_one_message=min_one)
+            return data, ()
+        if request.isolation_level == READ_COMMITTED:
+            return part.read_committed(fp.fetch_offset, max_bytes, min_one_message=min_one)
+        data = part.read(
+            fp.fetch_offset, max_bytes, max_offset=part.high_watermark, min_one_message=min_one
         )
-        return part.read(fp.fetch_offset, max_bytes, max_offset=limit, min_one_message=min_one)
+        return data, ()
 
     def _count_out(self, results: list[storage_pb2.FetchPartitionResult], replica: bool) -> None:
         for result in results:

@@ -123,6 +123,12 @@ class PartitionCollector(Collector):
         hw = GaugeMetricFamily(
             "odradek_partition_high_watermark", "The partition's high watermark.", labels=labels
         )
+        lso_lag = GaugeMetricFamily(
+            "odradek_partition_last_stable_offset_lag",
+            "High watermark minus last stable offset (Kafka's LastStableOffsetLag): how far "
+            "read_committed consumers trail; it stays up while a transaction hangs.",
+            labels=labels,
+        )
         under = GaugeMetricFamily(
             "odradek_partition_under_replicated",
             "1 when this node leads the partition and its ISR is smaller than its replica set.",
@@ -139,11 +145,12 @@ class PartitionCollector(Collector):
                 start.add_metric(values, part.log_start_offset)
                 end.add_metric(values, part.log_end_offset)
                 hw.add_metric(values, part.high_watermark)
+                lso_lag.add_metric(values, part.high_watermark - part.last_stable_offset)
                 under.add_metric(values, 1 if part.under_replicated else 0)
                 leader.add_metric(values, 1 if part.is_leader else 0)
             except Exception:  # a log being deleted under the scrape: skip it
                 continue
-        yield from (size, segments, start, end, hw, under, leader)
+        yield from (size, segments, start, end, hw, lso_lag, under, leader)
 
 
 def register_collector(collector: PartitionCollector) -> None:

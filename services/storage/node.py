@@ -40,6 +40,8 @@ from odradek.storage.replica_manager import ReplicaManager, monotonic_ms
 from odradek.storage.servicer import Handlers
 from odradek.storage.settings import StorageSettings
 from odradek.storage.tasks import cancel_and_wait
+from odradek.storage.txn_markers import TxnMarkersHandler
+from odradek.storage.txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +89,23 @@ class StorageNode:
         self.replicas.on_partition_opened = self.mover.resume
         self.replicas.on_partition_removed = self.mover.cancel
         self.replicas.on_io_error = self._io_error
+        self.verifier = TxnVerifier(
+            lambda: self.snapshot,
+            num_shards=settings.transaction_state_log_num_partitions,
+            timeout_ms=settings.request_timeout_ms,
+        )
         self.handlers = Handlers(
             self.replicas,
-            ProduceHandler(self.replicas, self.metrics),
+            ProduceHandler(
+                self.replicas,
+                self.metrics,
+                self.verifier,
+                verification_enabled=settings.transaction_partition_verification_enable,
+            ),
             FetchHandler(self.replicas, self.isr, self.metrics, lambda: self.stopping),
             LeaderOffsetsHandler(self.replicas),
             LogDirsHandler(self.replicas, log_manager, self.mover),
+            TxnMarkersHandler(self.replicas, default_timeout_ms=settings.request_timeout_ms),
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reporter: asyncio.Task[None] | None = None
@@ -128,6 +141,7 @@ class StorageNode:
         await self.mover.stop()
         await cancel_and_wait([self._reporter])
         await self.fetchers.shutdown()
+        await self.verifier.close()
 
     # -- failed log directories ------------------------------------------------------------
     def _io_error(self, part: Partition, exc: OSError) -> None:

@@ -22,6 +22,11 @@ Disk failures: an OSError from the log marks the replica :attr:`offline` at once
 directory has failed, Kafka's LogDirFailureChannel), tells the node through
 :attr:`Partition.on_io_error`, and answers KAFKA_STORAGE_ERROR; an offline replica
 serves nothing until the node restarts.
+Transactions: the log applies COMMIT/ABORT control batches the same way on both sides
+(producer state, ``.txnindex``), so a follower that becomes leader has the same last
+stable offset and aborted-transaction list. The leader appends markers for the
+transaction coordinator (:meth:`Partition.append_end_txn_marker`) and hands out KIP-890
+verification guards (:meth:`Partition.maybe_start_transaction_verification`).
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
-from odradek.log.log import PartitionLog
-from odradek.log.producer_state import ProducerStateEntry
+from odradek.log.log import AppendResult, PartitionLog
+from odradek.log.producer_state import AppendOrigin, ProducerStateEntry, VerificationGuard
+from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.rpc.v1 import common_pb2
 from odradek.storage.notify import Notifier
@@ -167,8 +173,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions yet: the LSO is the high watermark."""
-        return self.high_watermark
+        """The high watermark, or the first offset of the earliest transaction that is
+        undecided or whose marker is not yet replicated, whichever is lower."""
+        return self.log.last_stable_offset
 
     @property
     def latest_epoch(self) -> int:
@@ -348,17 +355,62 @@ class Partition:
             )
 
     # -- leader: produce ----------------------------------------------------------------
-    @_log_io
-    def append_as_leader(self, records: bytearray, required_acks: int) -> LeaderAppend:
-        """Validate and append; raises KafkaError or a log error carrying ``kafka_error``."""
-        self.check_leader()
+    def _check_min_isr(self, required_acks: int) -> None:
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {list(self.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {self.min_insync_replicas} for partition {self.name}",
             )
-        result = self.log.append_as_leader(records, self.leader_epoch)
+
+    @_log_io
+    def append_as_leader(
+        self,
+        records: bytearray,
+        required_acks: int,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+        verification_required: bool = False,
+    ) -> LeaderAppend:
+        """Validate and append; raises KafkaError or a log error carrying ``kafka_error``."""
+        self.check_leader()
+        self._check_min_isr(required_acks)
+        result = self.log.append_as_leader(
+            records,
+            self.leader_epoch,
+            origin=origin,
+            verification_guard=verification_guard,
+            verification_required=verification_required,
+        )
+        return self._appended(result, len(records))
+
+    @_log_io
+    def append_end_txn_marker(
+        self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool
+    ) -> LeaderAppend:
+        """WriteTxnMarkers on the leader (always acks=all, so the ISR must be big enough)."""
+        self.check_leader()
+        self._check_min_isr(-1)
+        result = self.log.append_end_txn_marker(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            committed=committed,
+            leader_epoch=self.leader_epoch,
+        )
+        return self._appended(result, 0)
+
+    @_log_io
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard | None:
+        """KIP-890: a guard to verify with the coordinator, None when the producer's
+        transaction is already ongoing here."""
+        self.check_leader()
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
+
+    def _appended(self, result: AppendResult, size: int) -> LeaderAppend:
         if not result.duplicate:
             self.data_changed.notify()
             self.maybe_increment_high_watermark(self.clock_ms())
@@ -369,7 +421,7 @@ class Partition:
             log_start_offset=result.log_start_offset,
             duplicate=result.duplicate,
             leader_epoch=self.leader_epoch,
-            size=len(records),
+            size=size,
         )
 
     def replication_status(self, required_offset: int, leader_epoch: int) -> tuple[bool, ErrorCode]:
@@ -483,14 +535,44 @@ class Partition:
         self, fetch_offset: int, max_bytes: int, *, max_offset: int | None, min_one_message: bool
     ) -> bytes:
         """Whole batches from ``fetch_offset`` below ``max_offset`` (None: the LEO)."""
+        return self.read_with_aborted(
+            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+        )[0]
+
+    def read_committed(
+        self, fetch_offset: int, max_bytes: int, *, min_one_message: bool
+    ) -> tuple[bytes, tuple[AbortedTxn, ...]]:
+        """A read_committed read: batches below the LSO and the aborted transactions
+        overlapping them (Kafka's FetchIsolation.TXN_COMMITTED)."""
+        return self.read_with_aborted(
+            fetch_offset,
+            max_bytes,
+            max_offset=self.last_stable_offset,
+            min_one_message=min_one_message,
+            include_aborted=True,
+        )
+
+    def read_with_aborted(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None,
+        min_one_message: bool,
+        include_aborted: bool = False,
+    ) -> tuple[bytes, tuple[AbortedTxn, ...]]:
         self.check_fetch_offset(fetch_offset)
         limit = self.log_end_offset if max_offset is None else max_offset
         if fetch_offset >= limit or (max_bytes <= 0 and not min_one_message):
-            return b""
+            return b"", ()
         result = self.log.read(
-            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+            fetch_offset,
+            max_bytes,
+            max_offset=max_offset,
+            min_one_message=min_one_message,
+            include_aborted=include_aborted,
         )
-        return bytes(result.records)
+        return bytes(result.records), result.aborted or ()
 
     @_log_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:

@@ -1,15 +1,26 @@
-"""Produce on the leader: append, then answer per ``acks``.
+"""Produce on the leader: verify transactions, append, then answer per ``acks``.
 
-Per partition (Kafka's ReplicaManager.appendRecords + DelayedProduce):
+Per partition (Kafka's ReplicaManager.handleProduceAppend + appendRecords + DelayedProduce):
 
 * not hosted -> UNKNOWN_TOPIC_OR_PARTITION; hosted but not leading ->
   NOT_LEADER_OR_FOLLOWER with our leader epoch as a hint (KIP-951);
+* transactional batches of more than one producer in one request ->
+  INVALID_PRODUCER_ID_MAPPING for every partition (Kafka's InvalidPidMappingException);
+* a transactional batch whose producer has no ongoing transaction on the partition is
+  verified with the transaction coordinator first (KIP-890,
+  :mod:`odradek.storage.txn_verification`, ``transaction.partition.verification.enable``);
+  a failed verification answers its mapped error and appends nothing, and a
+  verification overtaken by a marker (the coordinator aborted meanwhile) fails the
+  append with INVALID_TXN_STATE, so a late produce never opens a hanging transaction;
 * ``acks=-1`` with an ISR smaller than ``min.insync.replicas`` -> NOT_ENOUGH_REPLICAS
   before anything is appended;
-* the log validates (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE above
-  ``max.message.bytes``, INVALID_TIMESTAMP), checks the idempotent producer's
-  sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH) and answers a
-  retried duplicate with its original offsets without appending;
+* the log validates (CORRUPT_MESSAGE, INVALID_RECORD — control batches from clients
+  included —, MESSAGE_TOO_LARGE above ``max.message.bytes``, INVALID_TIMESTAMP), checks
+  the producer (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE
+  for a non-transactional batch inside a transaction) and answers a retried duplicate
+  with its original offsets without appending. ``origin`` COORDINATOR (the offset
+  store's transactional offset commits) skips the sequence checks and duplicate
+  detection, as Kafka's AppendOrigin.COORDINATOR;
 * ``acks`` 0 and 1 answer after the leader's append; ``acks=-1`` waits until the
   high watermark passes the batch's last offset (a duplicate waits for its original
   offsets too), then answers NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR meanwhile
@@ -19,29 +30,82 @@ Per partition (Kafka's ReplicaManager.appendRecords + DelayedProduce):
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from dataclasses import dataclass
 
+from odradek.log.producer_state import AppendOrigin, VerificationGuard
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
+from odradek.records.header import HEADER_SIZE, LOG_OVERHEAD, Buffer, read_batch_header
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.metrics import StorageMetrics
-from odradek.storage.notify import subscribed, wait_until
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
+from odradek.storage.replication_wait import await_replication
+from odradek.storage.txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
+_ORIGINS = {
+    storage_pb2.APPEND_ORIGIN_CLIENT: AppendOrigin.CLIENT,
+    storage_pb2.APPEND_ORIGIN_COORDINATOR: AppendOrigin.COORDINATOR,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionalBatch:
+    """The producer of a partition's transactional batches and the first one's sequence."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+def transactional_batch(records: Buffer) -> TransactionalBatch | None:
+    """The first transactional batch with a producer id in a produced blob (None: none).
+
+    Walks batch headers only; malformed bytes end the walk (the log rejects them later).
+    """
+    pos, end = 0, len(records)
+    while pos + HEADER_SIZE <= end:
+        h = read_batch_header(records, pos)
+        if h.magic != 2 or h.batch_length + LOG_OVERHEAD < HEADER_SIZE:
+            return None
+        if h.is_transactional and h.producer_id >= 0:
+            return TransactionalBatch(h.producer_id, h.producer_epoch, h.base_sequence)
+        pos += h.batch_length + LOG_OVERHEAD
+    return None
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One requested partition on its way through verification and append."""
+
+    request: storage_pb2.ProducePartition
+    result: storage_pb2.ProducePartitionResult
+    partition: Partition | None
+    txn: TransactionalBatch | None = None
+    guard: VerificationGuard | None = None
+
 
 class ProduceHandler:
-    def __init__(self, replicas: ReplicaManager, metrics: StorageMetrics) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        metrics: StorageMetrics,
+        verifier: TxnVerifier | None = None,
+        *,
+        verification_enabled: bool = True,
+    ) -> None:
         self.replicas = replicas
         self.metrics = metrics
+        self.verifier = verifier
+        self.verification_enabled = verification_enabled and verifier is not None
 
     async def produce(self, request: storage_pb2.ProduceRequest) -> storage_pb2.ProduceResponse:
         self.metrics.produce_request()
         acks = request.acks
-        results: list[storage_pb2.ProducePartitionResult] = []
-        waiting: list[tuple[storage_pb2.ProducePartitionResult, Partition, int, int]] = []
+        origin = _ORIGINS.get(request.origin, AppendOrigin.CLIENT)
+        slots: list[_Slot] = []
         for pp in request.partitions:
             result = storage_pb2.ProducePartitionResult(
                 topic=pp.topic,
@@ -51,79 +115,132 @@ class ProduceHandler:
                 log_start_offset=-1,
                 current_leader_epoch=-1,
             )
-            results.append(result)
+            slot = _Slot(pp, result, self.replicas.get(pp.topic, pp.partition))
+            slots.append(slot)
             if acks not in (-1, 0, 1):
-                result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-                result.error_message = f"Invalid required acks {acks}"
+                _fail(slot, ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
+            elif slot.partition is None:
+                _fail(
+                    slot,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"This server does not host {pp.topic}-{pp.partition}",
+                )
+            else:
+                slot.txn = transactional_batch(pp.records)
+        live = [s for s in slots if s.result.error_code == ErrorCode.NONE]
+        producers = {(s.txn.producer_id, s.txn.producer_epoch) for s in live if s.txn is not None}
+        if len(producers) > 1:
+            for slot in live:
+                _fail(
+                    slot,
+                    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                    "Transactional records contained more than one producer ID",
+                )
+            live = []
+        elif producers and self.verification_enabled and request.transactional_id:
+            await self._verify(request, [s for s in live if s.txn is not None])
+        waiting: list[tuple[Partition, int, int]] = []
+        waiting_slots: list[_Slot] = []
+        for slot in live:
+            if slot.result.error_code != ErrorCode.NONE or slot.partition is None:
                 continue
-            part = self.replicas.get(pp.topic, pp.partition)
-            if part is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                result.error_message = f"This server does not host {pp.topic}-{pp.partition}"
-                continue
-            try:
-                appended = part.append_as_leader(bytearray(pp.records), acks)
-            except Exception as exc:
-                code = error_code_for(exc)
-                result.error_code = code
-                result.error_message = getattr(exc, "message", None) or str(exc)
-                if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                    log.exception("%s: append failed", part.name)
-                if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    result.current_leader_epoch = part.leader_epoch
-                result.log_start_offset = part.log_start_offset
-                continue
-            result.base_offset = appended.first_offset
-            result.log_append_time = appended.log_append_time
-            result.log_start_offset = appended.log_start_offset
-            if not appended.duplicate:
-                self.metrics.bytes_in(part.topic, appended.size)
-            if acks == -1:
-                waiting.append((result, part, appended.last_offset + 1, appended.leader_epoch))
+            appended = self._append(slot, slot.partition, acks, origin)
+            if appended is not None and acks == -1:
+                waiting.append((slot.partition, appended[0], appended[1]))
+                waiting_slots.append(slot)
         if waiting:
-            await self._await_replication(waiting, request.timeout_ms)
-        return storage_pb2.ProduceResponse(partitions=results)
+            codes = await await_replication(waiting, request.timeout_ms)
+            for slot, code in zip(waiting_slots, codes, strict=True):
+                if code != ErrorCode.NONE:
+                    _fail_after_append(slot, code)
+        return storage_pb2.ProduceResponse(partitions=[s.result for s in slots])
 
-    async def _await_replication(
-        self,
-        waiting: list[tuple[storage_pb2.ProducePartitionResult, Partition, int, int]],
-        timeout_ms: int,
-    ) -> None:
-        deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000.0
-        event = asyncio.Event()
-        with subscribed(event, {id(w[1]): w[1].hw_changed for w in waiting}.values()):
-            while True:
-                event.clear()
-                still = []
-                for entry in waiting:
-                    result, part, required, epoch = entry
-                    done, error = part.replication_status(required, epoch)
-                    if not done:
-                        still.append(entry)
-                    elif error != ErrorCode.NONE:
-                        _fail(result, part, error)
-                waiting = still
-                if not waiting:
-                    return
-                if not await wait_until(event, deadline):
-                    break
-        for result, part, _required, _epoch in waiting:
-            _fail(result, part, ErrorCode.REQUEST_TIMED_OUT)
+    async def _verify(self, request: storage_pb2.ProduceRequest, slots: list[_Slot]) -> None:
+        """Start KIP-890 verification where no transaction is ongoing yet and ask the
+        coordinator once for all of them."""
+        assert self.verifier is not None
+        to_verify: dict[tuple[str, int], _Slot] = {}
+        for slot in slots:
+            part, txn = slot.partition, slot.txn
+            assert part is not None and txn is not None
+            try:
+                slot.guard = part.maybe_start_transaction_verification(
+                    txn.producer_id, txn.base_sequence, txn.producer_epoch
+                )
+            except KafkaError as exc:
+                _fail(slot, exc.code, exc.message)
+                continue
+            if slot.guard is not None:
+                to_verify[(part.topic, part.index)] = slot
+        if not to_verify:
+            return
+        first = next(iter(to_verify.values())).txn
+        assert first is not None
+        errors = await self.verifier.verify(
+            request.transactional_id,
+            first.producer_id,
+            first.producer_epoch,
+            list(to_verify),
+            request.api_version,
+        )
+        for tp, code in errors.items():
+            slot = to_verify[tp]
+            if code == ErrorCode.INVALID_TXN_STATE:
+                message = "Partition was not added to the transaction"
+            elif code == ErrorCode.NOT_ENOUGH_REPLICAS:
+                message = "Unable to verify the partition has been added to the transaction"
+            else:
+                message = KafkaError(code).message
+            _fail(slot, code, message)
+
+    def _append(
+        self, slot: _Slot, part: Partition, acks: int, origin: AppendOrigin
+    ) -> tuple[int, int] | None:
+        """Append one partition; (required offset, leader epoch) for an acks=-1 wait."""
+        result = slot.result
+        try:
+            appended = part.append_as_leader(
+                bytearray(slot.request.records),
+                acks,
+                origin=origin,
+                verification_guard=slot.guard,
+                verification_required=self.verification_enabled,
+            )
+        except Exception as exc:
+            code = error_code_for(exc)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("%s: append failed", part.name)
+            _fail(slot, code, getattr(exc, "message", None) or str(exc))
+            result.log_start_offset = part.log_start_offset
+            return None
+        result.base_offset = appended.first_offset
+        result.log_append_time = appended.log_append_time
+        result.log_start_offset = appended.log_start_offset
+        if not appended.duplicate:
+            self.metrics.bytes_in(part.topic, appended.size)
+        return appended.last_offset + 1, appended.leader_epoch
 
 
-def _fail(result: storage_pb2.ProducePartitionResult, part: Partition, code: ErrorCode) -> None:
-    result.error_code = code
+def _fail(slot: _Slot, code: int, message: str) -> None:
+    slot.result.error_code = code
+    slot.result.error_message = message
+    part = slot.partition
+    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part is not None:
+        slot.result.current_leader_epoch = part.leader_epoch
+
+
+def _fail_after_append(slot: _Slot, code: ErrorCode) -> None:
+    part = slot.partition
+    assert part is not None
     if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-        result.error_message = (
+        message = (
             f"The size of the current ISR {list(part.isr)} is insufficient to satisfy the "
             f"min.isr requirement of {part.min_insync_replicas} for partition {part.name}"
         )
     elif code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-        result.error_message = f"Leadership of {part.name} moved before the write was replicated"
-        result.current_leader_epoch = part.leader_epoch
+        message = f"Leadership of {part.name} moved before the write was replicated"
     elif code == ErrorCode.REQUEST_TIMED_OUT:
-        result.error_message = (
-            f"The write to {part.name} was not replicated to the ISR {list(part.isr)} in time"
-        )
+        message = f"The write to {part.name} was not replicated to the ISR {list(part.isr)} in time"
     else:
-        result.error_message = KafkaError(code).message
+        message = KafkaError(code).message
+    _fail(slot, code, message)

@@ -1,6 +1,7 @@
 """The gRPC ``Storage`` servicer: protobuf in, handler call, protobuf out.
 
-The handlers do the work (:mod:`produce`, :mod:`fetch`, :mod:`offsets`); this module
+The handlers do the work (:mod:`produce`, :mod:`fetch`, :mod:`offsets`,
+:mod:`txn_markers`); this module
 only routes, answers the two describe calls, and turns an unexpected exception into a
 gRPC INTERNAL status instead of a dead handler. Until the node has loaded its logs and
 applied its first metadata, calls get UNAVAILABLE so callers retry.
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from odradek.protocol.errors import ErrorCode
-from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
+from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc, transactions_pb2
 
 if TYPE_CHECKING:
     from odradek.storage.fetch import FetchHandler
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from odradek.storage.log_dirs import LogDirsHandler
     from odradek.storage.produce import ProduceHandler
     from odradek.storage.replica_manager import ReplicaManager
+    from odradek.storage.txn_markers import TxnMarkersHandler
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +39,14 @@ class Handlers:
         fetch: FetchHandler,
         offsets: LeaderOffsetsHandler,
         log_dirs: LogDirsHandler,
+        txn_markers: TxnMarkersHandler,
     ) -> None:
         self.replicas = replicas
         self.produce = produce
         self.fetch = fetch
         self.offsets = offsets
         self.log_dirs = log_dirs
+        self.txn_markers = txn_markers
 
 
 class StorageServicer(storage_pb2_grpc.StorageServicer):
@@ -94,6 +98,12 @@ class StorageServicer(storage_pb2_grpc.StorageServicer):
         handlers = await self._ready(context)
         async for request in request_iterator:
             yield await handlers.fetch.fetch(request)
+
+    async def WriteTxnMarkers(
+        self, request: transactions_pb2.WriteTxnMarkersRequest, context: grpc.aio.ServicerContext
+    ) -> transactions_pb2.WriteTxnMarkersResponse:
+        handlers = await self._ready(context)
+        return await handlers.txn_markers.write_txn_markers(request)
 
     async def DescribePartitions(
         self, request: storage_pb2.DescribePartitionsRequest, context: grpc.aio.ServicerContext

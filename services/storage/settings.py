@@ -38,6 +38,13 @@ class StorageSettings:
     num_replica_fetchers: int = STORAGE_CONFIGS.int("num.replica.fetchers")
     controlled_shutdown_enable: bool = STORAGE_CONFIGS.bool("controlled.shutdown.enable")
     controlled_shutdown_timeout_ms: int = STORAGE_CONFIGS.int("controlled.shutdown.timeout.ms")
+    transaction_partition_verification_enable: bool = STORAGE_CONFIGS.bool(
+        "transaction.partition.verification.enable"
+    )
+    request_timeout_ms: int = STORAGE_CONFIGS.int("request.timeout.ms")
+    transaction_state_log_num_partitions: int = BROKER_CONFIGS.int(
+        "transaction.state.log.num.partitions"
+    )
     broker_defaults: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -78,6 +85,13 @@ class StorageSettings:
             ),
             controlled_shutdown_timeout_ms=STORAGE_CONFIGS.read_int(
                 config, "controlled.shutdown.timeout.ms"
+            ),
+            transaction_partition_verification_enable=STORAGE_CONFIGS.read_bool(
+                config, "transaction.partition.verification.enable"
+            ),
+            request_timeout_ms=STORAGE_CONFIGS.read_int(config, "request.timeout.ms"),
+            transaction_state_log_num_partitions=BROKER_CONFIGS.read_int(
+                config, "transaction.state.log.num.partitions"
             ),
             broker_defaults=config.as_dict(),
         )

@@ -806,6 +806,7 @@ class KafkajsClient(Client):
             "groupId": f"compat-js-{uuid.uuid4().hex[:8]}",
             "count": count,
             "timeoutMs": int(timeout * 1000),
+            **(config or {}),
         }
         answer = self.run("consume", request, timeout=timeout + 30)
         out = [

@@ -27,6 +27,7 @@ ODRADEK_SERVICES = (
     "storage-2",
     "offsets",
     "coordinator",
+    "transactions",
     "gateway",
     "console",
 )
@@ -105,8 +106,10 @@ def test_services_and_volumes(model: dict[str, Any]) -> None:
     )
 
 
-def test_coordinator_scales(model: dict[str, Any]) -> None:
-    coordinator = model["services"]["coordinator"]
+@pytest.mark.parametrize("name", ["coordinator", "transactions"])
+def test_coordinators_scale(model: dict[str, Any], name: str) -> None:
+    coordinator = model["services"][name]
+    assert coordinator["command"] == [name]
     # Anything fixed per container would collide at --scale coordinator=3.
     for key in ("container_name", "hostname", "ports"):
         assert key not in coordinator, key
@@ -126,9 +129,11 @@ def test_start_order_waits_for_health(model: dict[str, Any]) -> None:
         assert waits_for(f"storage-{i}") == {"controller": "service_healthy"}
     assert waits_for("offsets") == {f"storage-{i}": "service_healthy" for i in range(3)}
     assert waits_for("coordinator") == {"offsets": "service_healthy"}
+    assert waits_for("transactions") == {"offsets": "service_healthy"}
     assert waits_for("gateway") == {
         **{f"storage-{i}": "service_healthy" for i in range(3)},
         "coordinator": "service_healthy",
+        "transactions": "service_healthy",
     }
     assert "healthcheck" in services["etcd"]
 
@@ -193,7 +198,7 @@ def test_prometheus_scrapes_every_service(model: dict[str, Any]) -> None:
     }
     for name in ("controller", "storage-0", "storage-1", "storage-2", "gateway"):
         assert f"{name}:9102" in static, name
-    for name in ("coordinator", "offsets"):
+    for name in ("coordinator", "offsets", "transactions"):
         (sd,) = jobs[name]["dns_sd_configs"]
         assert sd["names"] == [name] and sd["type"] == "A" and sd["port"] == 9102
 

@@ -65,7 +65,14 @@ def test_dashboard_matches_its_generator() -> None:
 def test_dashboard_covers_health_throughput_latency_and_lag() -> None:
     doc = json.loads(DASHBOARD.read_text())
     rows = [p["title"] for p in doc["panels"] if p["type"] == "row"]
-    assert rows == ["Cluster health", "Throughput", "Latency", "Storage", "Consumer groups"]
+    assert rows == [
+        "Cluster health",
+        "Throughput",
+        "Latency",
+        "Storage",
+        "Consumer groups",
+        "Transactions",
+    ]
     names = used_names()
     for needed in (
         "odradek_controller_nodes",

@@ -81,6 +81,7 @@ def test_controller_defaults_to_the_embedded_store() -> None:
         ("coordinator", "compose", "3f2a9c1d7e4b", "odradek-coordinator-3.odradek_default", 202),
         ("coordinator", "auto", "3f2a9c1d7e4b", "odradek-coordinator-1.odradek_default", 200),
         ("offsets", "auto", "0a1b2c3d4e5f", "odradek-offsets-2", 301),
+        ("transactions", "compose", "9e8d7c6b5a4f", "odradek-transactions-2.odradek_default", 401),
         ("gateway", "ordinal", "gateway-0", None, 0),
     ],
 )

@@ -25,7 +25,15 @@ from odradek.config import from_environment
 RELEASE = "demo"
 NAMESPACE = "streaming"
 VALUES_FILES = sorted(VALUES_DIR.glob("*.yaml"))
-COMPONENTS = ("controller", "storage", "gateway", "coordinator", "offsets", "console")
+COMPONENTS = (
+    "controller",
+    "storage",
+    "gateway",
+    "coordinator",
+    "offsets",
+    "transactions",
+    "console",
+)
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +252,7 @@ def test_default_install_shape(helm: Any) -> None:
     work = workloads(docs)
     assert set(work) == {*COMPONENTS, "etcd"}
     assert work["storage"]["kind"] == "StatefulSet" and work["etcd"]["kind"] == "StatefulSet"
-    for name in ("controller", "gateway", "coordinator", "offsets", "console"):
+    for name in ("controller", "gateway", "coordinator", "offsets", "transactions", "console"):
         assert work[name]["kind"] == "Deployment", name
 
     # Storage: headless Service, a volume per pod, node ids from the ordinal.
@@ -264,7 +272,7 @@ def test_default_install_shape(helm: Any) -> None:
     # Everyone dials the controller Service; the controller uses the bundled etcd.
     controller_svc = f"{RELEASE}-odradek-controller"
     assert controller_svc in services
-    for name in ("storage", "gateway", "coordinator", "offsets"):
+    for name in ("storage", "gateway", "coordinator", "offsets", "transactions"):
         assert env_of(containers(work[name])[0])["ODRADEK_CONTROLLER_ADDRESS"] == (
             f"{controller_svc}:9093"
         )
@@ -274,10 +282,12 @@ def test_default_install_shape(helm: Any) -> None:
     assert f"{RELEASE}-odradek-etcd" in services
     assert work["etcd"]["spec"]["replicas"] == 3
 
-    # Coordinator: own replica count, hashed node ids, no HPA by default.
-    coordinator = work["coordinator"]
-    assert coordinator["spec"]["replicas"] == 2
-    assert env_of(containers(coordinator)[0])["ODRADEK_NODE_ID_FROM"] == "hash"
+    # Group and transaction coordinators: own replica counts, hashed node ids, no HPA.
+    for name in ("coordinator", "transactions"):
+        coordinator = work[name]
+        assert coordinator["spec"]["replicas"] == 2
+        assert env_of(containers(coordinator)[0])["ODRADEK_NODE_ID_FROM"] == "hash"
+        assert containers(coordinator)[0]["args"] == [name]
     assert not by_kind(docs, "HorizontalPodAutoscaler")
     assert not by_kind(docs, "ServiceMonitor")
     assert not by_kind(docs, "ConfigMap")

@@ -573,18 +573,6 @@ def test_idempotent_producers_get_distinct_producer_ids(
     assert all(pid >= 0 and epoch == 0 for pid, epoch in producers)
 
 
-def test_transactional_producer_fails_fast(bootstrap: str) -> None:
-    # The client gives up at once (transactions are not served: InitProducerId's own
-    # answer is checked raw below).
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-admin-test"})
-    start = time.monotonic()
-    with pytest.raises(KafkaException) as info:
-        producer.init_transactions(20)
-    error = info.value.args[0]
-    assert error.fatal() or not error.retriable()
-    assert time.monotonic() - start < 15
-
-
 # --------------------------------------------------------------------------- raw protocol
 
 
@@ -652,6 +640,6 @@ def test_init_producer_id_raw(bootstrap: str, version: int) -> None:
     assert (first.error_code, first.producer_epoch) == (0, 0)
     assert (second.error_code, second.producer_epoch) == (0, 0)
     assert 0 <= first.producer_id < second.producer_id
-    refused = init("tx-1")
-    assert refused.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    refused = init("")  # transactional producers: tests/integration/test_transactions_wire.py
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
     assert (refused.producer_id, refused.producer_epoch) == (-1, -1)

@@ -131,12 +131,7 @@ def test_find_coordinator_every_version(bootstrap: str, group_cluster: Cluster) 
                 ("b", E.NONE, 100, port),
                 ("ü-群", E.NONE, 100, port),
             ]
-        # Transactions are not supported: a clear, non-retriable error.
-        r = c.call(FindCoordinatorRequest(key="txn", key_type=1), 3)
-        assert r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert "transactions" in (r.error_message or "")
-        r = c.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["t1"]), 4)
-        assert r.coordinators[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        # Key type 1 (TRANSACTION): tests/integration/test_transactions_wire.py.
 
 
 # -- membership on the wire ---------------------------------------------------------------------

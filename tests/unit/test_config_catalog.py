@@ -128,6 +128,17 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": INT_MAX,
+    # TransactionLogConfig, TransactionStateManagerConfig
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.state.log.load.buffer.size": "5242880",
+    "transaction.max.timeout.ms": "900000",
+    "transaction.partition.verification.enable": "true",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # SocketServerConfigs, ServerConfigs
     "listeners": "PLAINTEXT://:9092",
     "advertised.listeners": None,
@@ -182,13 +193,19 @@ def test_every_listed_deviation_still_deviates_somewhere() -> None:
 
 def test_a_setting_is_defined_in_one_catalog() -> None:
     seen: dict[str, str] = {}
-    per_process = {"node.id", "grpc.listener", "metrics.port", "controller.address"}
+    per_process = {
+        "node.id",
+        "grpc.listener",
+        "metrics.port",
+        "controller.address",
+        "request.timeout.ms",
+    }
     # Kafka names some broker configs like the topic config they set (min.insync.replicas).
     same_named = {s.name for t in TOPIC_CONFIGS.values() for s in t.synonyms if s.name == t.name}
     for catalog in CATALOGS:
         for name in catalog:
             if name in per_process:
-                continue  # one definition (odradek.config_catalog.process), per-service default
+                continue  # one definition (odradek.config_catalog.process)
             if catalog is BROKER_CONFIGS and name in same_named:
                 continue
             assert name not in seen, f"{name} in {seen.get(name)} and {catalog.title}"
@@ -199,7 +216,14 @@ def test_every_setting_is_documented_and_has_readers() -> None:
     for catalog in CATALOGS:
         for d in catalog.values():
             assert d.doc and d.readers, d.name
-            assert set(d.readers) <= {"gateway", "storage", "controller", "coordinator", "offsets"}
+            assert set(d.readers) <= {
+                "gateway",
+                "storage",
+                "controller",
+                "coordinator",
+                "offsets",
+                "transactions",
+            }
             if d.default is not None:
                 assert d.parse(d.default_text) == d.default, d.name  # the default is valid
 

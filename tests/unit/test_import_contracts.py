@@ -28,6 +28,7 @@ SERVICES = (
     "pipeline",
     "console",
     "mirror",
+    "transactions",
 )
 
 

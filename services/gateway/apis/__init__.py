@@ -57,6 +57,13 @@ MODULES = [
     "list_partition_reassignments",
     "describe_log_dirs",
     "alter_replica_log_dirs",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "txn_offset_commit",
+    "end_txn",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 ]
 
 

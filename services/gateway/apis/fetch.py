@@ -8,6 +8,12 @@ from another. Whole batches travel as raw bytes (docs/compatibility.md C8); ever
 partition entry carries high watermark, last stable offset and log start offset,
 error entries included (docs/compatibility.md C9).
 
+Isolation (v4+): READ_COMMITTED fetches pass ``isolation_level`` to the storage
+leader, which returns data only below the last stable offset and the aborted
+transactions (producer id, first offset) overlapping the returned range, from its
+``.txnindex``; the client drops those transactions' records and every control
+batch. READ_UNCOMMITTED answers carry a null aborted-transactions list, as Kafka's.
+
 ``max_bytes`` (v3+) bounds the response: the first partition with data is returned
 whole even when larger, later partitions are left empty once the budget is spent.
 
@@ -54,6 +60,7 @@ BYTES_OUT = Counter(
 
 TopicResp = FetchResponse.FetchableTopicResponse
 PartResp = TopicResp.PartitionData
+Aborted = PartResp.AbortedTransaction
 ZERO_UUID = uuid.UUID(int=0)
 # How a response names a topic: by id from v13, by name before.
 TopicKey = uuid.UUID | str
@@ -251,7 +258,12 @@ def _assemble(
             high_watermark=r.high_watermark,
             last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
-            aborted_transactions=[] if isolation == 1 else None,
+            aborted_transactions=[
+                Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
+                for a in r.aborted_transactions
+            ]
+            if isolation == 1
+            else None,
             preferred_read_replica=-1,
             records=records or b"",
         )

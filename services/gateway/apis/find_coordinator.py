@@ -6,12 +6,12 @@ partition, as Kafka does, at the gateway endpoint it is advertised at
 coordinator service owning the shard whatever port they arrive on.
 COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` does not exist yet or that
 partition has no leader, the shard has no live coordinator, or no offset store is
-online; clients retry. v4+ batch several keys with an error per key (KAFKA-COMPAT item 18).
-Deviation: transactions and share groups are not supported (KAFKA-COMPAT item 20).
-Key type 1 (TRANSACTION) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
-librdkafka, the Java client and kafka-python all treat as fatal, so a transactional
-producer fails at once with a clear message instead of retrying the lookup until it
-times out (InitProducerId answers the same). Key type 2 (SHARE, v6) answers
+online; clients retry. Key type 1 (TRANSACTION) is answered the same way for the
+transactional id's ``__transaction_state`` partition (:mod:`odradek.gateway.txn_routing`):
+COORDINATOR_NOT_AVAILABLE while that topic does not exist, the partition has no
+leader or the shard has no online transaction coordinator. v4+ batch several keys
+with an error per key (docs/compatibility.md C18). Deviation: share groups are not
+supported; key type 2 (SHARE, v6) answers
 INVALID_REQUEST.
 """
 
@@ -33,13 +33,13 @@ TRANSACTION = 1
 def _answer(gw: GatewayApi, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     if key_type == TRANSACTION:
-        return (
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "transactions are not supported by this cluster",
-            -1,
-            "",
-            -1,
-        )
+        txns = gw.transactions
+        if not txns.available(key):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+        tx_broker = txns.coordinator_broker(key)
+        if tx_broker is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+        return ErrorCode.NONE, None, tx_broker.node_id, tx_broker.host, tx_broker.port
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not supported", -1, "", -1
     groups = gw.groups

@@ -1,33 +1,33 @@
 """InitProducerId (key 22), versions 0-5.
 
 Idempotent producers (no ``transactional_id``) get a fresh producer id with epoch 0,
-taken from controller-issued blocks (:mod:`odradek.gateway.producer_ids`), so
+taken from controller-issued blocks (:mod:`odradek.producer_id_blocks`), so
 no id is ever handed out twice, across gateways or restarts. As in Kafka, a
 producer id and epoch sent by a non-transactional producer (v3+, KIP-360) are
 ignored and a new id is handed out. When no block can be had in time the answer is
 COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 
-Transactions do not exist yet (docs/compatibility.md C20), so a transactional id gets
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). The choice: InitProducerId has no
-error message field, and the code must make clients stop instead of retrying
-forever. Retriable codes (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
-COORDINATOR_LOAD_IN_PROGRESS) would make them retry until their timeouts expire;
-this one is treated as fatal for the transactional producer by the Java client,
-librdkafka and kafka-python alike, and surfaces at once as
-"TransactionalIdAuthorizationException" from ``initTransactions()``, naming the
-transactional id as what is refused. An empty transactional id is INVALID_REQUEST,
-as in Kafka. ``transaction_timeout_ms`` is not used.
+Transactional producers are forwarded to the transaction coordinator owning the
+id's ``__transaction_state`` shard (:mod:`odradek.gateway.txn_routing`), which bumps
+the epoch (fencing zombies), aborts or completes what the id left open and answers
+CONCURRENT_TRANSACTIONS while a previous transaction is still being completed. An
+empty transactional id is INVALID_REQUEST; a producer id without an epoch (or the
+reverse, v3+) is INVALID_REQUEST, both as in Kafka's KafkaApis. NOT_COORDINATOR when
+the owner is unknown or unreachable, so the client looks it up again. Versions
+below 4 get INVALID_PRODUCER_EPOCH where Kafka would answer PRODUCER_FENCED.
 """
 
 from __future__ import annotations
 
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.producer_ids import WAIT_FOR_BLOCK_S, ProducerIdsUnavailable
+from odradek.gateway.txn_routing import for_version
+from odradek.producer_id_blocks import WAIT_FOR_BLOCK_S, ProducerIdsUnavailable
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from odradek.rpc.v1 import transactions_pb2
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 
@@ -41,13 +41,32 @@ def _answer(code: int, producer_id: int = -1, epoch: int = -1) -> InitProducerId
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
+    version = header.api_version
     transactional_id = request.transactional_id
+    producer_id, epoch = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
+    if (producer_id < 0) != (epoch < 0):
+        return _answer(ErrorCode.INVALID_REQUEST)
     if transactional_id is not None:
         if transactional_id == "":
             return _answer(ErrorCode.INVALID_REQUEST)
-        return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        answer = await gw.transactions.call(
+            transactional_id,
+            lambda s: s.InitProducerId,
+            transactions_pb2.TxnInitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout_ms=request.transaction_timeout_ms,
+                producer_id=producer_id,
+                producer_epoch=epoch,
+            ),
+        )
+        if isinstance(answer, int):
+            return _answer(answer)
+        code = for_version(answer.error_code, version, fenced_since=4, abortable_since=5)
+        if code:
+            return _answer(code)
+        return _answer(ErrorCode.NONE, answer.producer_id, answer.producer_epoch)
     try:
-        producer_id = await gw.producer_ids.next_id(WAIT_FOR_BLOCK_S)
+        new_id = await gw.producer_ids.next_id(WAIT_FOR_BLOCK_S)
     except ProducerIdsUnavailable:
         return _answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-    return _answer(ErrorCode.NONE, producer_id, 0)
+    return _answer(ErrorCode.NONE, new_id, 0)

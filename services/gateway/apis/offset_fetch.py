@@ -4,9 +4,11 @@ v0-7 ask about one group, v8+ about several, each with its own error (docs/compa
 C18). ``topics`` null (v2+) means every partition the group committed. A partition
 without a committed offset answers offset -1 and no error; the metadata string and
 committed leader epoch (v5+) come back as committed. COORDINATOR_LOAD_IN_PROGRESS while
-the shard loads, NOT_COORDINATOR when the shard is moving. ``require_stable`` (v7+)
-needs nothing: without transactions no commit is ever pending. v9's member id and
-epoch are for KIP-848 groups; classic groups ignore them, as Kafka does.
+the shard loads, NOT_COORDINATOR when the shard is moving. ``require_stable`` (v7+,
+KIP-447): a partition for which an open transaction holds a TxnOffsetCommit answers
+UNSTABLE_OFFSET_COMMIT (the consumer retries until the transaction ends); without it
+the last stable commit is returned. v9's member id and epoch are for KIP-848 groups;
+classic groups ignore them, as Kafka does.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class _Committed(TypedDict):
 
 
 async def _fetch(
-    gw: GatewayApi, group_id: str, topics: Wanted
+    gw: GatewayApi, group_id: str, topics: Wanted, require_stable: bool
 ) -> offsets_pb2.FetchOffsetsGroupResult:
     groups = gw.groups
     wanted = offsets_pb2.FetchOffsetsGroup(group_id=group_id, all_topics=topics is None)
@@ -55,7 +57,8 @@ async def _fetch(
             for index in t.partition_indexes:
                 wanted.partitions.append(common_pb2.TopicPartition(topic=t.name, partition=index))
     response = await groups.offsets.fetch(
-        groups.shard(group_id), offsets_pb2.FetchOffsetsRequest(groups=[wanted])
+        groups.shard(group_id),
+        offsets_pb2.FetchOffsetsRequest(groups=[wanted], require_stable=require_stable),
     )
     if not response.groups:
         return offsets_pb2.FetchOffsetsGroupResult(
@@ -97,8 +100,11 @@ async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetFetchRequest
 ) -> OffsetFetchResponse:
     version = header.api_version
+    stable = bool(request.require_stable) if version >= 7 else False
     if version >= 8:
-        results = await asyncio.gather(*(_fetch(gw, g.group_id, g.topics) for g in request.groups))
+        results = await asyncio.gather(
+            *(_fetch(gw, g.group_id, g.topics, stable) for g in request.groups)
+        )
         out = []
         for g, result in zip(request.groups, results, strict=True):
             error = result.error_code
@@ -121,7 +127,7 @@ async def handle(
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=out)
     topics_req = request.topics if version >= 2 else (request.topics or [])
-    result = await _fetch(gw, request.group_id, topics_req)
+    result = await _fetch(gw, request.group_id, topics_req, stable)
     error = result.error_code
     # v0/v1 have no group-level error: it goes on every partition.
     per_partition_error = error if version < 2 else ErrorCode.NONE

@@ -14,8 +14,15 @@ Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted 
 batches before storage, which only keeps v2 (Kafka 4 does the same). v3+ must carry
 v2 batches (INVALID_RECORD otherwise, as Kafka answers).
 acks=0 gets no response at all (docs/compatibility.md C6).
-Deviation: transactional produce is refused (INVALID_REQUEST) until transactions
-exist; InitProducerId never hands out transactional ids.
+
+Transactions: ``transactional_id`` (v3+) travels to the storage leader, which checks
+a transactional batch against the producer's state and, for the first batch of a
+transaction on a partition, against the transaction coordinator (KIP-890 part 1:
+a partition not added to the ongoing transaction is refused, so a late retry cannot
+open a hanging transaction). The request's version travels too: a failed
+verification is TRANSACTION_ABORTABLE from v11 on, INVALID_TXN_STATE before (Kafka's
+KafkaApis). Transactional batches in a request without a transactional id get
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import ProduceRequest, ProduceResponse
 from odradek.records.batch import MAGIC_OFFSET, RecordsError
 from odradek.records.convert import upconvert_legacy
+from odradek.records.header import HEADER_SIZE, read_batch_header
 from odradek.rpc.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -112,18 +120,21 @@ async def _produce(
     snap = gw.metadata.current
     results: dict[str, dict[int, _Result]] = {}
     by_node: dict[int, list[storage_pb2.ProducePartition]] = defaultdict(list)
-    transactional = bool(request.transactional_id) if version >= 3 else False
+    transactional_id = request.transactional_id if version >= 3 else None
+    if transactional_id is None and _has_transactional_records(request):
+        return {
+            t.name: {
+                p.index: _Result(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                for p in t.partition_data
+            }
+            for t in request.topic_data
+        }
     for topic_data in request.topic_data:
         name = topic_data.name
         topic_results = results.setdefault(name, {})
         topic = snap.topics.get(name)
         for pdata in topic_data.partition_data:
             index = pdata.index
-            if transactional:
-                topic_results[index] = _Result(
-                    ErrorCode.INVALID_REQUEST, "transactions are not supported by this cluster yet"
-                )
-                continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 topic_results[index] = _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
@@ -159,20 +170,45 @@ async def _produce(
             )
     if by_node:
         await asyncio.gather(
-            *(_send(gw, node, parts, request, results) for node, parts in by_node.items())
+            *(
+                _send(gw, node, parts, version, request, transactional_id or "", results)
+                for node, parts in by_node.items()
+            )
         )
     return results
+
+
+def _has_transactional_records(request: ProduceRequest) -> bool:
+    """Kafka's ``ProduceRequest.hasTransactionalRecords``: the first batch of a
+    partition's records says whether they belong to a transaction."""
+    for t in request.topic_data:
+        for p in t.partition_data:
+            records = cast("memoryview | None", p.records)
+            if (
+                records is not None
+                and len(records) >= HEADER_SIZE
+                and records[MAGIC_OFFSET] == 2
+                and read_batch_header(records).is_transactional
+            ):
+                return True
+    return False
 
 
 async def _send(
     gw: GatewayApi,
     node_id: int,
     parts: list[storage_pb2.ProducePartition],
+    version: int,
     request: ProduceRequest,
+    transactional_id: str,
     results: dict[str, dict[int, _Result]],
 ) -> None:
     rpc = storage_pb2.ProduceRequest(
-        acks=request.acks, timeout_ms=request.timeout_ms, partitions=parts
+        acks=request.acks,
+        timeout_ms=request.timeout_ms,
+        partitions=parts,
+        transactional_id=transactional_id,
+        api_version=version,
     )
     try:
         stub = gw.storage.stub(node_id)

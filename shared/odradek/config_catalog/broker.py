@@ -36,6 +36,7 @@ _HOUR = 3_600_000
 _GROUPS = ("coordinator",)
 _LOG = ("storage",)
 _CONTROLLER = ("controller",)
+_TXN = ("transactions",)
 
 
 def _c(
@@ -265,6 +266,80 @@ BROKER_CONFIGS = Catalog(
             INT_MAX,
             "Most members a classic group may have.",
             _GROUPS,
+            at_least=1,
+        ),
+        # transactions (Kafka's TransactionLogConfig, TransactionStateManagerConfig)
+        _c(
+            "transaction.state.log.num.partitions",
+            _INT,
+            50,
+            "Partitions of __transaction_state, and so shards of the transaction coordinator.",
+            ("controller", "transactions", "gateway", "storage"),
+            at_least=1,
+        ),
+        _c(
+            "transaction.state.log.replication.factor",
+            _SHORT,
+            3,
+            "Replicas of __transaction_state (capped by the storage nodes alive at creation).",
+            _TXN,
+            at_least=1,
+        ),
+        _c(
+            "transaction.state.log.min.isr",
+            _INT,
+            2,
+            "min.insync.replicas of __transaction_state (capped by its replication factor).",
+            _TXN,
+            at_least=1,
+        ),
+        _c(
+            "transaction.state.log.segment.bytes",
+            _INT,
+            104_857_600,
+            "segment.bytes of __transaction_state.",
+            _TXN,
+            at_least=1,
+        ),
+        _c(
+            "transaction.state.log.load.buffer.size",
+            _INT,
+            5_242_880,
+            "Bytes read per fetch while a transaction coordinator loads a shard.",
+            _TXN,
+            at_least=1,
+        ),
+        _c(
+            "transaction.max.timeout.ms",
+            _INT,
+            900_000,
+            "Largest transaction.timeout.ms a producer may ask for (InitProducerId with a "
+            "larger one: INVALID_TRANSACTION_TIMEOUT).",
+            _TXN,
+            at_least=1,
+        ),
+        _c(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            _INT,
+            10_000,
+            "How often transactions open longer than their timeout are aborted.",
+            _TXN,
+            at_least=1,
+        ),
+        _c(
+            "transactional.id.expiration.ms",
+            _INT,
+            604_800_000,
+            "A transactional id without transaction updates for this long is removed.",
+            _TXN,
+            at_least=1,
+        ),
+        _c(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            _INT,
+            3_600_000,
+            "How often expired transactional ids are removed.",
+            _TXN,
             at_least=1,
         ),
         # log defaults (topic-level synonyms)

@@ -7,7 +7,7 @@ broker configs it reads (``auto.create.topics.enable``, ...) come from the contr
 from __future__ import annotations
 
 from odradek.config_catalog.definition import Catalog, ConfigDef, ConfigType
-from odradek.config_catalog.process import process_settings
+from odradek.config_catalog.process import REQUEST_TIMEOUT_MS, process_settings
 
 _INT, _LONG, _STRING = ConfigType.INT, ConfigType.LONG, ConfigType.STRING
 
@@ -98,12 +98,7 @@ GATEWAY_CONFIGS = Catalog(
             "Idle client connections are closed after this long.",
             at_least=1,
         ),
-        ConfigDef(
-            "request.timeout.ms",
-            _INT,
-            30_000,
-            "Upper bound of a call to another service on a client's behalf.",
-        ),
+        REQUEST_TIMEOUT_MS,
         ConfigDef(
             "metadata.wait.ms",
             _INT,

@@ -10,6 +10,7 @@ from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.config_catalog.offsets import OFFSETS_CONFIGS
 from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.config_catalog.topic import TOPIC_CONFIGS
+from odradek.config_catalog.transactions import TRANSACTIONS_CONFIGS
 
 CATALOGS: tuple[Catalog, ...] = (
     TOPIC_CONFIGS,
@@ -19,4 +20,5 @@ CATALOGS: tuple[Catalog, ...] = (
     CONTROLLER_CONFIGS,
     COORDINATOR_CONFIGS,
     OFFSETS_CONFIGS,
+    TRANSACTIONS_CONFIGS,
 )

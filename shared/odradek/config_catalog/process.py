@@ -2,7 +2,7 @@
 
 Each service catalog includes these with the service's own node id and listener
 defaults (``odradek up`` numbers gateways 0.., storage nodes 100.., coordinators 200..,
-offset stores 300.., controllers 3000..).
+offset stores 300.., transaction coordinators 400.., controllers 3000..).
 """
 
 from __future__ import annotations
@@ -13,6 +13,18 @@ from odradek.config_catalog.definition import ConfigDef, ConfigType
 CONTROLLER_LISTENER = "127.0.0.1:9093"
 # Any free port on loopback: the bound port is reported in the service's ready file.
 EPHEMERAL_LISTENER = "127.0.0.1:0"
+
+
+# Shared by the gateway and the storage node (Kafka's request.timeout.ms, which bounds a
+# broker's calls to other brokers and controllers).
+REQUEST_TIMEOUT_MS = ConfigDef(
+    "request.timeout.ms",
+    ConfigType.INT,
+    30_000,
+    "Upper bound of a call to another service: on a client's behalf (gateway), a storage "
+    "leader's transaction verification, a WriteTxnMarkers request that names no timeout.",
+    at_least=0,
+)
 
 
 def process_settings(

@@ -9,7 +9,7 @@ by the controller's cluster-wide broker configs.
 from __future__ import annotations
 
 from odradek.config_catalog.definition import Catalog, ConfigDef, ConfigType
-from odradek.config_catalog.process import process_settings
+from odradek.config_catalog.process import REQUEST_TIMEOUT_MS, process_settings
 from odradek.config_catalog.topic import TOPIC_CONFIGS
 
 _INT, _LONG, _BOOL, _STRING, _LIST = (
@@ -123,6 +123,14 @@ STORAGE_CONFIGS = Catalog(
             134_217_728,
             "Memory of the cleaner's key-to-offset map.",
         ),
+        ConfigDef(
+            "transaction.partition.verification.enable",
+            _BOOL,
+            True,
+            "Before a transactional produce opens a transaction on a partition, the leader "
+            "asks the transaction coordinator whether the partition was added to it (KIP-890).",
+        ),
+        REQUEST_TIMEOUT_MS,
         ConfigDef(
             "producer.id.expiration.ms",
             _INT,

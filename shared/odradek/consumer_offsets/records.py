@@ -46,7 +46,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from odradek.records.varint import decode_unsigned_varint, write_unsigned_varint
+from odradek.records.message_fields import FieldReader, FieldWriter, MessageFieldError
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -55,13 +55,11 @@ OFFSET_COMMIT_VALUE_VERSION_EXPIRE = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
 _H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
 _HIGHEST_OFFSET_VALUE = 4
 _HIGHEST_GROUP_VALUE = 4
 
 
-class CoordinatorRecordError(ValueError):
+class CoordinatorRecordError(MessageFieldError):
     """A ``__consumer_offsets`` key or value that does not parse."""
 
     kafka_error = "CORRUPT_MESSAGE"
@@ -118,54 +116,9 @@ class GroupValue:
 
 
 # -- writing ------------------------------------------------------------------------------
-class _Writer:
-    __slots__ = ("flexible", "out")
-
-    def __init__(self, version: int, flexible: bool = False) -> None:
-        self.out = bytearray(_H.pack(version))
-        self.flexible = flexible
-
-    def int16(self, v: int) -> None:
-        self.out += _H.pack(v)
-
-    def int32(self, v: int) -> None:
-        self.out += _I.pack(v)
-
-    def int64(self, v: int) -> None:
-        self.out += _Q.pack(v)
-
-    def string(self, v: str | None) -> None:
-        if v is None:
-            if self.flexible:
-                self.out += b"\x00"
-            else:
-                self.int16(-1)
-            return
-        raw = v.encode()
-        if len(raw) > 0x7FFF:
-            raise CoordinatorRecordError(f"string of {len(raw)} bytes is too long")
-        if self.flexible:
-            write_unsigned_varint(self.out, len(raw) + 1)
-        else:
-            self.int16(len(raw))
-        self.out += raw
-
-    def bytes_(self, v: bytes) -> None:
-        if self.flexible:
-            write_unsigned_varint(self.out, len(v) + 1)
-        else:
-            self.int32(len(v))
-        self.out += v
-
-    def array_len(self, n: int) -> None:
-        if self.flexible:
-            write_unsigned_varint(self.out, n + 1)
-        else:
-            self.int32(n)
-
-    def tags(self) -> None:
-        if self.flexible:
-            self.out += b"\x00"
+class _Writer(FieldWriter):
+    __slots__ = ()
+    error = CoordinatorRecordError
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -232,97 +185,9 @@ def encode_group_value(value: GroupValue, version: int = GROUP_METADATA_VALUE_VE
 
 
 # -- reading ------------------------------------------------------------------------------
-class _Reader:
-    __slots__ = ("buf", "flexible", "pos")
-
-    def __init__(self, buf: bytes | bytearray | memoryview, flexible: bool = False) -> None:
-        self.buf = memoryview(buf)
-        self.pos = 0
-        self.flexible = flexible
-
-    def _need(self, n: int, what: str) -> None:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise CoordinatorRecordError(
-                f"{what}: need {n} bytes at {self.pos}, record has {len(self.buf)}"
-            )
-
-    def int16(self) -> int:
-        self._need(2, "int16")
-        (v,) = _H.unpack_from(self.buf, self.pos)
-        self.pos += 2
-        return int(v)
-
-    def int32(self) -> int:
-        self._need(4, "int32")
-        (v,) = _I.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(v)
-
-    def int64(self) -> int:
-        self._need(8, "int64")
-        (v,) = _Q.unpack_from(self.buf, self.pos)
-        self.pos += 8
-        return int(v)
-
-    def _uvarint(self) -> int:
-        try:
-            v, self.pos = decode_unsigned_varint(self.buf, self.pos)
-        except ValueError as exc:
-            raise CoordinatorRecordError(str(exc)) from None
-        return v
-
-    def _length(self, classic: int) -> int:
-        if self.flexible:
-            return self._uvarint() - 1
-        return self.int16() if classic == 2 else self.int32()
-
-    def nullable_string(self) -> str | None:
-        n = self._length(2)
-        if n < 0:
-            return None
-        self._need(n, "string")
-        raw = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        try:
-            return str(raw, "utf-8")
-        except UnicodeDecodeError as exc:
-            raise CoordinatorRecordError(f"string is not UTF-8: {exc}") from None
-
-    def string(self) -> str:
-        v = self.nullable_string()
-        if v is None:
-            raise CoordinatorRecordError("null where a string is required")
-        return v
-
-    def bytes_(self) -> bytes:
-        n = self._length(4)
-        if n < 0:
-            return b""
-        self._need(n, "bytes")
-        raw = self.buf[self.pos : self.pos + n].tobytes()
-        self.pos += n
-        return raw
-
-    def array_len(self) -> int:
-        n = self._length(4)
-        if n < 0:
-            raise CoordinatorRecordError("null array")
-        return n
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self._uvarint()):
-            self._uvarint()  # tag
-            size = self._uvarint()
-            self._need(size, "tagged field")
-            self.pos += size
-
-    def done(self, strict: bool) -> None:
-        if strict and self.pos != len(self.buf):
-            raise CoordinatorRecordError(
-                f"{len(self.buf) - self.pos} trailing bytes after the record"
-            )
+class _Reader(FieldReader):
+    __slots__ = ()
+    error = CoordinatorRecordError
 
 
 def record_version(buf: bytes | bytearray | memoryview) -> int:

@@ -2,10 +2,11 @@
 
 The log is split at the cleaner checkpoint (``cleaner-offset-checkpoint``): below it the
 clean section, from it the dirty section up to the first uncleanable offset (the active
-segment, the high watermark's segment, or the first segment younger than
-``min.compaction.lag.ms``). A pass:
+segment, the high watermark's segment, the last stable offset, or the first segment
+younger than ``min.compaction.lag.ms``). A pass:
 
-1. maps every key of the dirty section to its latest offset;
+1. maps every key of the dirty section to its latest offset (records of aborted
+   transactions are not mapped);
 2. regroups the segments from the log start to the end of the mapped section
    (consecutive segments whose sizes sum to at most ``segment.bytes``, whose indexes fit
    ``segment.index.bytes`` and whose offsets fit int32 relative offsets);
@@ -17,11 +18,16 @@ segment, the high watermark's segment, or the first segment younger than
    its baseOffset, lastOffsetDelta, producer fields, epoch and codec (recompressed);
    a batch whose records all go is dropped, unless it is its producer's last batch,
    whose header stays as an empty batch so the producer's sequence and epoch survive
-   (seed 001 §5.3.1). Control batches are kept as they are. When the group's last
-   batch went entirely, an empty batch spanning its offsets ends the new segment, so the
-   segment ends at the same offset as the group it replaces;
-4. fsyncs it, renames it ``.cleaned`` -> ``.swap``, swaps it into the segment list,
-   renames the old segments ``.deleted`` and the swap to its final name.
+   (seed 001 §5.3.1). Transactions (:mod:`odradek.log.cleaned_transactions`): batches
+   of aborted transactions lose all their records; COMMIT/ABORT markers stay while data
+   of their transaction remains, then get a delete horizon (``delete.retention.ms``)
+   and go in a pass after it, as in Kafka; the new segment's ``.txnindex`` keeps the
+   aborted transactions whose markers stay. When the group's last batch went entirely,
+   an empty batch spanning its offsets ends the new segment, so the segment ends at the
+   same offset as the group it replaces;
+4. fsyncs it (with its ``.txnindex``), renames it ``.cleaned`` -> ``.swap``, swaps it
+   into the segment list, renames the old segments ``.deleted`` and the swap to its
+   final name.
 
 Crash safety: a crash before step 4's first rename leaves ``.cleaned`` files that
 recovery deletes (old segments intact); from ``.log.swap`` on, recovery completes the
@@ -39,11 +45,14 @@ from dataclasses import dataclass
 from odradek.config_catalog.definition import LONG_MAX
 from odradek.config_catalog.storage import STORAGE_CONFIGS
 from odradek.log.checkpoints import fsync_dir
+from odradek.log.cleaned_transactions import CleanedTransactionMetadata
 from odradek.log.log import PartitionLog
 from odradek.log.segment import CLEANED_SUFFIX, LogSegment
 from odradek.records.batch import BatchView
+from odradek.records.control import EndTransactionMarker, read_end_txn_marker
+from odradek.records.errors import RecordsError
 from odradek.records.header import BatchHeader, TimestampType, read_batch_header
-from odradek.records.record import BatchBuilder, build_empty_batch, decode_batch
+from odradek.records.record import BatchBuilder, DecodedBatch, build_empty_batch, decode_batch
 
 CRASH_ENV = "ODRADEK_CLEANER_CRASH_AT"
 CRASH_POINTS = (
@@ -100,7 +109,7 @@ def cleanable_offsets(log: PartitionLog, checkpoint: int | None, now_ms: int) ->
         first_dirty = lso
     segs = log.segments
     bases = [s.base_offset for s in segs]
-    candidates = [segs[-1].base_offset]
+    candidates = [segs[-1].base_offset, log.last_stable_offset]
     hw = log.high_watermark
     hw_seg = max(i for i, b in enumerate(bases) if b <= hw) if bases[0] <= hw else 0
     candidates.append(bases[hw_seg])
@@ -216,7 +225,9 @@ class LogCleaner:
         segs = log.segments
         if uncleanable <= first_dirty:
             return CleanResult(first_dirty, 0, 0, 0, 0)
-        key_map, end_offset, bytes_read = self._build_offset_map(segs, first_dirty, uncleanable)
+        key_map, end_offset, bytes_read = self._build_offset_map(
+            log, segs, first_dirty, uncleanable
+        )
         if end_offset <= first_dirty:
             return CleanResult(first_dirty, 0, bytes_read, 0, 0)
         clean_section = [
@@ -235,11 +246,12 @@ class LogCleaner:
         groups = group_segments_by_size(
             to_clean, log.config.segment_bytes, log.config.segment_index_bytes, end_offset
         )
-        last_offsets = log.producer_state.active_producers_last_offsets()
+        last_records = log.producer_state.active_producers_last_records()
+        txns = CleanedTransactionMetadata()
         written = removed = 0
         for group in groups:
             result = self._clean_segments(
-                log, group, key_map, delete_horizon, last_offsets, truncations
+                log, group, key_map, delete_horizon, last_records, truncations, txns, now_ms
             )
             if result is None:
                 return CleanResult(
@@ -251,11 +263,13 @@ class LogCleaner:
         return CleanResult(end_offset, len(groups), bytes_read, written, removed)
 
     def _build_offset_map(
-        self, segs: Sequence[LogSegment], first_dirty: int, uncleanable: int
+        self, log: PartitionLog, segs: Sequence[LogSegment], first_dirty: int, uncleanable: int
     ) -> tuple[dict[bytes, int], int, int]:
         key_map: dict[bytes, int] = {}
         end = first_dirty
         read = 0
+        txns = CleanedTransactionMetadata()
+        txns.add_aborted_transactions(log.collect_aborted_transactions(first_dirty, uncleanable))
         for i, seg in enumerate(segs[:-1]):
             next_base = segs[i + 1].base_offset
             if next_base <= first_dirty:
@@ -265,8 +279,12 @@ class LogCleaner:
             seg_map: dict[bytes, int] = {}
             for b, data in seg.iter_batches():
                 read += b.size
-                if b.header.is_control or b.header.last_offset < first_dirty:
+                h = b.header
+                if h.is_control:
+                    txns.on_control_batch_read(h, _marker(data))
                     continue
+                if txns.on_batch_read(h) or h.last_offset < first_dirty:
+                    continue  # aborted records are removed whatever their keys
                 for rec in decode_batch(data, 0, verify_crc=False).records:
                     if rec.key is not None and rec.offset >= first_dirty:
                         seg_map[rec.key] = rec.offset
@@ -282,8 +300,10 @@ class LogCleaner:
         group: list[LogSegment],
         key_map: dict[bytes, int],
         delete_horizon_ms: int,
-        last_offsets: dict[int, int],
+        last_records: dict[int, tuple[int, int]],
         truncations: int,
+        txns: CleanedTransactionMetadata,
+        now_ms: int,
     ) -> tuple[int, int] | None:
         first = group[0]
         cleaned = LogSegment(
@@ -298,16 +318,36 @@ class LogCleaner:
         last_written = -1
         last_seen: BatchHeader | None = None
         try:
-            for seg in group:
+            segs = log.segments
+            for n, seg in enumerate(group):
+                # The whole segment's aborted transactions: the new index must hold them all.
+                if n + 1 < len(group):
+                    upper = group[n + 1].base_offset
+                else:
+                    later = [s.base_offset for s in segs if s.base_offset > seg.base_offset]
+                    upper = later[0] if later else seg.read_next_offset()
+                txns.add_aborted_transactions(
+                    log.collect_aborted_transactions(seg.base_offset, upper)
+                )
                 retain_deletes = seg.last_modified_ms > delete_horizon_ms
                 for b, data in seg.iter_batches():
                     h = last_seen = b.header
-                    out, dropped = filter_batch(h, data, key_map, retain_deletes, last_offsets)
+                    out, dropped = filter_batch(
+                        h,
+                        data,
+                        key_map,
+                        retain_deletes,
+                        last_records,
+                        txns,
+                        now_ms=now_ms,
+                        delete_retention_ms=log.config.delete_retention_ms,
+                    )
                     removed += dropped
                     if out is None:
                         continue
                     cleaned.append(out, [read_batch_header(out)])
                     last_written = h.last_offset
+                cleaned.txn_index.extend(txns.take_retained())
             if last_seen is not None and last_seen.last_offset > last_written:
                 # Keep the group's end offset in the new segment (see end_marker_batch).
                 marker = end_marker_batch(last_seen)
@@ -353,34 +393,124 @@ def end_marker_batch(h: BatchHeader) -> bytes:
     )
 
 
+def _marker(data: bytes) -> EndTransactionMarker | None:
+    try:
+        return read_end_txn_marker(data)
+    except RecordsError:
+        return None
+
+
+def _is_last_record_of_producer(h: BatchHeader, last_records: dict[int, tuple[int, int]]) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch holding a live producer's last data
+    offset, or (no data left) a marker of its current epoch."""
+    last = last_records.get(h.producer_id)
+    if last is None:
+        return False
+    last_data_offset, epoch = last
+    if last_data_offset >= 0:
+        return h.last_offset == last_data_offset
+    return h.is_control and h.producer_epoch == epoch
+
+
+def _empty_header(h: BatchHeader) -> bytes:
+    return build_empty_batch(
+        base_offset=h.base_offset,
+        last_offset=h.last_offset,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        timestamp=h.max_timestamp,
+        partition_leader_epoch=h.partition_leader_epoch,
+        timestamp_type=h.timestamp_type,
+        is_transactional=h.is_transactional,
+        is_control=h.is_control,
+    )
+
+
+def _with_delete_horizon(decoded: DecodedBatch, horizon_ms: int) -> bytes:
+    """The batch rewritten with a KIP-534 delete horizon (records, offsets, producer kept)."""
+    log_append = decoded.timestamp_type == TimestampType.LOG_APPEND_TIME
+    builder = BatchBuilder(
+        base_offset=decoded.base_offset,
+        compression=decoded.compression,
+        timestamp_type=decoded.timestamp_type,
+        log_append_time=decoded.max_timestamp if log_append else None,
+        producer_id=decoded.producer_id,
+        producer_epoch=decoded.producer_epoch,
+        base_sequence=decoded.base_sequence,
+        is_transactional=decoded.is_transactional,
+        is_control=decoded.is_control,
+        partition_leader_epoch=decoded.partition_leader_epoch,
+        delete_horizon_ms=horizon_ms,
+    )
+    for rec in decoded.records:
+        builder.append(
+            rec.timestamp, rec.key, rec.value, rec.headers, offset_delta=rec.offset_delta
+        )
+    out = bytearray(builder.build())
+    BatchView(out).set_last_offset_delta(decoded.last_offset_delta)
+    return bytes(out)
+
+
+def _filter_control_batch(
+    h: BatchHeader,
+    data: bytes,
+    last_records: dict[int, tuple[int, int]],
+    txns: CleanedTransactionMetadata,
+    now_ms: int,
+    delete_retention_ms: int,
+) -> tuple[bytes | None, int]:
+    """Markers stay while their transaction has data; then a delete horizon; then they go."""
+    can_discard = txns.on_control_batch_read(h, _marker(data) if h.records_count else None)
+    if h.records_count == 0 or (
+        can_discard and h.has_delete_horizon and h.base_timestamp <= now_ms
+    ):
+        if h.producer_id >= 0 and _is_last_record_of_producer(h, last_records):
+            return (data if h.records_count == 0 else _empty_header(h)), h.records_count
+        return None, h.records_count
+    if can_discard and not h.has_delete_horizon:
+        decoded = decode_batch(data, 0, verify_crc=False)
+        return _with_delete_horizon(decoded, now_ms + delete_retention_ms), 0
+    return data, 0
+
+
 def filter_batch(
     h: BatchHeader,
     data: bytes,
     key_map: dict[bytes, int],
     retain_deletes: bool,
-    last_offsets: dict[int, int],
+    last_records: dict[int, tuple[int, int]],
+    txns: CleanedTransactionMetadata | None = None,
+    *,
+    now_ms: int = 0,
+    delete_retention_ms: int = 0,
 ) -> tuple[bytes | None, int]:
     """The batch as compaction leaves it (None: dropped) and how many records went."""
+    if txns is None:
+        txns = CleanedTransactionMetadata()
     if h.is_control:
-        return data, 0
+        return _filter_control_batch(h, data, last_records, txns, now_ms, delete_retention_ms)
+    aborted = txns.on_batch_read(h)
     decoded = decode_batch(data, 0, verify_crc=False)
     pid = decoded.producer_id
+    is_last = pid >= 0 and _is_last_record_of_producer(h, last_records)
     if decoded.record_count == 0:
         # An empty header survives only while it is its producer's last batch; the
         # offset-keeping markers of earlier passes are re-added where still needed.
-        if pid >= 0 and last_offsets.get(pid) == decoded.last_offset:
+        if is_last:
             return data, 0
         return None, 0
     retained = []
-    for rec in decoded.records:
-        if rec.key is None:
-            continue
-        latest = key_map.get(rec.key)
-        if latest is not None and rec.offset < latest:
-            continue
-        if rec.value is None and not retain_deletes:
-            continue
-        retained.append(rec)
+    if not aborted:  # records of an aborted transaction go whatever their keys
+        for rec in decoded.records:
+            if rec.key is None:
+                continue
+            latest = key_map.get(rec.key)
+            if latest is not None and rec.offset < latest:
+                continue
+            if rec.value is None and not retain_deletes:
+                continue
+            retained.append(rec)
     dropped = decoded.record_count - len(retained)
     if not dropped:
         return data, 0
@@ -405,17 +535,6 @@ def filter_batch(
         # Keep the original last offset (and so the last sequence), as Kafka does.
         BatchView(out).set_last_offset_delta(decoded.last_offset_delta)
         return bytes(out), dropped
-    if pid >= 0 and last_offsets.get(pid) == decoded.last_offset:
-        empty = build_empty_batch(
-            base_offset=decoded.base_offset,
-            last_offset=decoded.last_offset,
-            producer_id=pid,
-            producer_epoch=decoded.producer_epoch,
-            base_sequence=decoded.base_sequence,
-            timestamp=decoded.max_timestamp,
-            partition_leader_epoch=decoded.partition_leader_epoch,
-            timestamp_type=decoded.timestamp_type,
-            is_transactional=decoded.is_transactional,
-        )
-        return empty, dropped
+    if is_last:
+        return _empty_header(h), dropped
     return None, dropped

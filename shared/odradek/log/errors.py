@@ -19,12 +19,14 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "LogDirLockedError",
     "LogError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
+    "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
 ]
 
@@ -57,6 +59,19 @@ class InvalidProducerEpochError(LogError):
     """A batch from a fenced (older) producer epoch."""
 
     kafka_error = "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidTxnStateError(LogError):
+    """A transactional write outside a transaction the coordinator knows about, or a
+    non-transactional write inside one (Kafka's InvalidTxnStateException)."""
+
+    kafka_error = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A marker from a coordinator epoch older than the one that last wrote for the producer."""
+
+    kafka_error = "TRANSACTION_COORDINATOR_FENCED"
 
 
 class RecordBatchTooLargeError(LogError):

@@ -5,14 +5,22 @@ retention deletes in :mod:`odradek.log.retention`, the batch header layout in
 :mod:`odradek.records.header`; this module applies them to the segment list.
 
 Directory ``<topic>-<partition>/`` holds the segments (``<base offset, 20 digits>.log``,
-``.index``, ``.timeindex``; :mod:`odradek.log.segment`), producer snapshots
+``.index``, ``.timeindex``, ``.txnindex``; :mod:`odradek.log.segment`), producer snapshots
 (``<offset>.snapshot``; :mod:`odradek.log.producer_state`), ``leader-epoch-checkpoint``
 (:mod:`odradek.log.leader_epoch`) and ``partition.metadata``
 (:mod:`odradek.log.partition_metadata`).
 
 Invariants: segments are sorted by base offset and never overlap; only the last one
-(the active segment) is appended to; ``log_start_offset <= high_watermark <=
-log_end_offset``; every offset below ``recovery_point`` is fsynced.
+(the active segment) is appended to; ``log_start_offset <= last_stable_offset <=
+high_watermark <= log_end_offset``; every offset below ``recovery_point`` is fsynced.
+
+Transactions (KIP-98): the last stable offset is the high watermark, or the first
+offset of the earliest transaction that is undecided or whose marker the high
+watermark has not passed yet (:mod:`odradek.log.producer_state`), whichever is lower.
+Leader and follower appends apply COMMIT/ABORT control batches alike: the producer's
+transaction ends, and an aborted one is written to the ``.txnindex`` of the segment
+holding its marker. A read_committed read (``include_aborted``) returns the aborted
+transactions overlapping the returned batches.
 
 Threads: the storage service appends and reads on its event-loop thread. Readers
 take one snapshot of the immutable segment list (copy-on-write) and never lock;
@@ -28,6 +36,7 @@ Crash behaviour: see :mod:`odradek.log.recovery`; deleted segments are renamed t
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import random
 import shutil
 import threading
@@ -40,23 +49,64 @@ from odradek.config_catalog.definition import LONG_MAX
 from odradek.log import retention
 from odradek.log.checkpoints import fsync_dir
 from odradek.log.errors import (
+    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
 from odradek.log.leader_epoch import CHECKPOINT_FILE, LeaderEpochCache
 from odradek.log.partition_metadata import read_topic_id, write_topic_id
-from odradek.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from odradek.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
+    CompletedTxn,
+    DuplicateInfo,
+    ProducerAppend,
+    ProducerStateManager,
+    VerificationGuard,
+)
 from odradek.log.recovery import load_segments, rebuild_producer_state
 from odradek.log.segment import DELETED_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentSettings
+from odradek.log.transaction_index import AbortedTxn
 from odradek.log.validator import (
     analyze_replicated_records,
+    check_client_batches,
     check_timestamps,
     validate_leader_records,
 )
 from odradek.records.batch import BatchView, assign_offsets
-from odradek.records.header import LOG_OVERHEAD, read_batch_header
+from odradek.records.control import (
+    ControlRecordType,
+    EndTransactionMarker,
+    build_end_txn_marker_batch,
+    read_end_txn_marker,
+)
+from odradek.records.errors import RecordsError
+from odradek.records.header import LOG_OVERHEAD, BatchHeader, Buffer, read_batch_header
 from odradek.topic_config import LogConfig
+
+
+def _marker_at(records: Buffer, position: int) -> EndTransactionMarker | None:
+    """The marker of the control batch at ``position`` (None: empty or not a marker)."""
+    try:
+        return read_end_txn_marker(records, position)
+    except RecordsError as exc:
+        raise InvalidRecordError(f"unreadable control record: {exc}") from exc
+
+
+def _replicated_marker_at(records: Buffer, position: int) -> EndTransactionMarker | None:
+    """A replicated control batch is applied as the leader wrote it: one whose record
+    cannot be read counts as empty (Kafka's replication origin does not validate)."""
+    try:
+        return read_end_txn_marker(records, position)
+    except RecordsError:
+        return None
+
+
+def _markers(
+    records: Buffer, positions: Sequence[int], headers: Sequence[BatchHeader]
+) -> dict[int, EndTransactionMarker | None]:
+    return {i: _marker_at(records, positions[i]) for i, h in enumerate(headers) if h.is_control}
 
 
 def _wall_clock_ms() -> int:
@@ -89,13 +139,18 @@ class AppendResult:
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    """Whole batches as stored; ``segment_path``/``file_position`` allow a sendfile."""
+    """Whole batches as stored; ``segment_path``/``file_position`` allow a sendfile.
+
+    ``aborted`` (read_committed reads only): the aborted transactions overlapping the
+    returned batches, in index order.
+    """
 
     records: bytes
     first_offset: int
     segment_path: Path | None
     file_position: int
     size: int
+    aborted: tuple[AbortedTxn, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +242,7 @@ class PartitionLog:
             max_message_size=log._max_batch_size(),
             epoch_cache=log.leader_epoch_cache,
             jitter_for=log._roll_jitter,
+            producer_state=log.producer_state,
         )
         log._segments = _SegmentList.of(loaded.segments)
         log._log_end_offset = loaded.log_end_offset
@@ -206,7 +262,7 @@ class PartitionLog:
             now_ms=clock_ms(),
         )
         hw = log._log_start_offset if high_watermark is None else high_watermark
-        log._high_watermark = min(max(hw, log._log_start_offset), log._log_end_offset)
+        log.high_watermark = hw
         return log
 
     def segment_settings(self) -> SegmentSettings:
@@ -247,7 +303,24 @@ class PartitionLog:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        self._high_watermark = min(max(value, self._log_start_offset), self._log_end_offset)
+        hw = min(max(value, self._log_start_offset), self._log_end_offset)
+        self._high_watermark = hw
+        self.producer_state.on_high_watermark_updated(hw)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest transaction not yet decided and replicated (None: none)."""
+        fuo = self.producer_state.first_unstable_offset()
+        if fuo is not None and fuo < self._log_start_offset:
+            return self._log_start_offset
+        return fuo
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's UnifiedLog.lastStableOffset: what read_committed consumers may read up to."""
+        fuo = self.first_unstable_offset
+        hw = self._high_watermark
+        return fuo if fuo is not None and fuo < hw else hw
 
     @property
     def recovery_point(self) -> int:
@@ -281,13 +354,26 @@ class PartitionLog:
 
     # -- append -------------------------------------------------------------------------
     def append_as_leader(
-        self, records: bytearray, leader_epoch: int, *, now_ms: int | None = None
+        self,
+        records: bytearray,
+        leader_epoch: int,
+        *,
+        now_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+        verification_required: bool = False,
     ) -> AppendResult:
         """Validate, dedupe, assign offsets (in place) and append a produced records blob.
 
+        ``origin`` COORDINATOR skips the sequence checks and duplicate detection (markers,
+        transactional offset commits). With ``verification_required`` a transactional
+        batch that does not continue an ongoing transaction must present the guard of a
+        verification this log handed out (KIP-890, :meth:`maybe_start_transaction_verification`).
+
         Raises BatchTooLargeError (MESSAGE_TOO_LARGE), CorruptRecordError,
         InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError,
-        InvalidProducerEpochError, OutOfOrderSequenceError.
+        InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError,
+        TransactionCoordinatorFencedError.
         """
         cfg = self.config
         now = self.clock_ms() if now_ms is None else now_ms
@@ -302,9 +388,22 @@ class PartitionLog:
             # look for duplicates (a duplicate's patched buffer is simply dropped).
             next_offset = assign_offsets(records, positions, first, leader_epoch)
             headers = [read_batch_header(records, pos) for pos in positions]
+            if origin is AppendOrigin.CLIENT:
+                check_client_batches(headers, self.name)
             check_timestamps(positions, headers, now, cfg, self.name)
-            dup = self.producer_state.check_and_prepare(headers, first)
-            if dup is not None:
+            prepared: ProducerAppend | DuplicateInfo | None = None
+            if summary.producer_id >= 0:
+                prepared = self.producer_state.check_and_prepare(
+                    headers,
+                    origin=origin,
+                    markers=None
+                    if origin is AppendOrigin.CLIENT
+                    else _markers(records, positions, headers),
+                    verification_guard=verification_guard,
+                    verification_required=verification_required,
+                )
+            if isinstance(prepared, DuplicateInfo):
+                dup = prepared
                 return AppendResult(
                     dup.first_offset,
                     dup.last_offset,
@@ -331,12 +430,12 @@ class PartitionLog:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             segment = self._maybe_roll(total, max_timestamp, last, first, now)
             segment.append(records, headers)
-            ps = self.producer_state
-            if summary.producer_id >= 0:
-                for h in headers:
-                    ps.update_from_batch(h)
-            ps.map_end_offset = next_offset
             self._log_end_offset = next_offset
+            ps = self.producer_state
+            if prepared is not None:
+                for done in ps.apply(prepared):
+                    self._complete_txn(segment, done)
+            ps.map_end_offset = next_offset
         self._maybe_flush_on_messages()
         return AppendResult(
             first,
@@ -366,6 +465,12 @@ class PartitionLog:
             )
         rr = analyze_replicated_records(buf, self.config, self.name)
         first, next_offset = rr.first_offset, rr.next_offset
+        markers: dict[int, EndTransactionMarker | None] = {}
+        pos = 0
+        for i, h in enumerate(rr.headers):
+            if h.is_control and h.producer_id >= 0:
+                markers[i] = _replicated_marker_at(buf, pos)
+            pos += h.size
         with self.lock:
             self._check_open()
             if first < self._log_end_offset:
@@ -382,11 +487,13 @@ class PartitionLog:
             now = self.clock_ms()
             segment = self._maybe_roll(total, rr.max_timestamp, next_offset - 1, first, now)
             segment.append(buf, rr.headers)
-            ps = self.producer_state
-            for h in rr.headers:
-                ps.update_from_batch(h)
-            ps.map_end_offset = next_offset
             self._log_end_offset = next_offset
+            ps = self.producer_state
+            for i, h in enumerate(rr.headers):
+                done = ps.replay(h, markers.get(i))
+                if done is not None:
+                    self._complete_txn(segment, done)
+            ps.map_end_offset = next_offset
         self._maybe_flush_on_messages()
         return AppendResult(
             first,
@@ -398,6 +505,81 @@ class PartitionLog:
             self._log_start_offset,
             rr.record_count,
         )
+
+    def append_end_txn_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        leader_epoch: int,
+        now_ms: int | None = None,
+    ) -> AppendResult:
+        """Append one COMMIT/ABORT control batch as the partition leader (Kafka's
+        WriteTxnMarkers append, origin COORDINATOR).
+
+        Raises InvalidProducerEpochError when the producer already has a newer epoch
+        here and TransactionCoordinatorFencedError for an older coordinator epoch.
+        """
+        now = self.clock_ms() if now_ms is None else now_ms
+        batch = build_end_txn_marker_batch(
+            control_type=ControlRecordType.COMMIT if committed else ControlRecordType.ABORT,
+            coordinator_epoch=coordinator_epoch,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timestamp=now,
+        )
+        return self.append_as_leader(
+            bytearray(batch), leader_epoch, now_ms=now, origin=AppendOrigin.COORDINATOR
+        )
+
+    def _complete_txn(self, segment: LogSegment, done: CompletedTxn) -> None:
+        """A marker ended ``done``: index it if aborted (with the LSO of this moment)."""
+        ps = self.producer_state
+        if done.is_aborted:
+            segment.update_txn_index(
+                AbortedTxn(
+                    done.producer_id,
+                    done.first_offset,
+                    done.last_offset,
+                    ps.last_stable_offset(done),
+                )
+            )
+        ps.complete_txn(done)
+
+    # -- transactions -------------------------------------------------------------------
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        return self.producer_state.has_ongoing_transaction(producer_id)
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard | None:
+        """KIP-890: the guard a transactional produce must present after the coordinator
+        confirmed the transaction; None when the producer's transaction is already
+        ongoing here (no verification needed)."""
+        with self.lock:
+            ps = self.producer_state
+            if ps.has_ongoing_transaction(producer_id):
+                return None
+            return ps.maybe_create_verification_state(
+                producer_id, sequence, epoch, self.clock_ms()
+            ).guard
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """Aborted transactions with a marker at or after ``start_offset`` whose data starts
+        below ``upper_bound_offset``, from the segment holding ``start_offset`` on."""
+        sl = self._segments
+        i = max(sl.floor_index(start_offset), 0)
+        found: list[AbortedTxn] = []
+        for seg in sl.segments[i:]:
+            result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.complete:
+                break
+        return found
 
     def _check_open(self) -> None:
         if self._closed:
@@ -472,13 +654,41 @@ class PartitionLog:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        include_aborted: bool = False,
     ) -> ReadResult:
         """Whole batches starting with the one holding ``offset``.
 
-        ``max_offset`` (exclusive, e.g. the high watermark) excludes every batch that
-        holds an offset >= it. Raises OffsetOutOfRangeError outside [log start, log end].
+        ``max_offset`` (exclusive, e.g. the high watermark or the LSO) excludes every
+        batch that holds an offset >= it. ``include_aborted`` (read_committed) adds the
+        aborted transactions overlapping the returned batches (Kafka's
+        LocalLog.addAbortedTransactions). Raises OffsetOutOfRangeError outside [log
+        start, log end].
         """
         sl = self._segments
+        result, index, next_offset = self._read(sl, offset, max_bytes, max_offset, min_one_message)
+        if not include_aborted:
+            return result
+        if not result.size:
+            return dataclasses.replace(result, aborted=())
+        # Kafka bounds the search by the offset index entry past the read; the exact
+        # offset after the returned batches is tighter and as correct.
+        found: list[AbortedTxn] = []
+        for seg in sl.segments[index:]:
+            search = seg.collect_aborted_txns(offset, next_offset)
+            found.extend(search.aborted)
+            if search.complete:
+                break
+        return dataclasses.replace(result, aborted=tuple(found))
+
+    def _read(
+        self,
+        sl: _SegmentList,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_message: bool,
+    ) -> tuple[ReadResult, int, int]:
+        """The read, the index of the segment it came from and the offset after it."""
         leo = self._log_end_offset
         lso = self._log_start_offset
         if offset < lso or offset > leo:
@@ -491,7 +701,7 @@ class PartitionLog:
             max_offset = None  # nothing to hide beyond the log end
         if offset == leo or (max_offset is not None and offset >= max_offset):
             last = segs[-1]
-            return ReadResult(b"", offset, last.log_path, last.size, 0)
+            return ReadResult(b"", offset, last.log_path, last.size, 0), len(segs) - 1, offset
         i = max(sl.floor_index(offset), 0)
         while i < len(segs):
             seg = segs[i]
@@ -504,16 +714,17 @@ class PartitionLog:
                         max_position = bound.position
             fetched = seg.read(offset, max_bytes, max_position, min_one_message)
             if fetched is not None:
-                return ReadResult(
+                result = ReadResult(
                     fetched.records,
                     fetched.first_offset,
                     seg.log_path,
                     fetched.position,
                     fetched.size,
                 )
+                return result, i, fetched.next_offset
             i += 1
         last = segs[-1]
-        return ReadResult(b"", offset, last.log_path, last.size, 0)
+        return ReadResult(b"", offset, last.log_path, last.size, 0), len(segs) - 1, offset
 
     # -- lookups ------------------------------------------------------------------------
     def offset_for_timestamp(
@@ -605,7 +816,6 @@ class PartitionLog:
             target.truncate_to(offset)
             self._log_end_offset = new_leo
             self._recovery_point = min(self._recovery_point, new_leo)
-            self._high_watermark = min(self._high_watermark, new_leo)
             if self._log_start_offset > new_leo:
                 self._log_start_offset = new_leo
             self.leader_epoch_cache.truncate_from_end(new_leo)
@@ -617,6 +827,7 @@ class PartitionLog:
                 now_ms=self.clock_ms(),
                 take_snapshot=False,
             )
+            self.high_watermark = min(self._high_watermark, new_leo)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -665,6 +876,7 @@ class PartitionLog:
         if new_start > self._log_start_offset:
             self._log_start_offset = new_start
             self.leader_epoch_cache.truncate_from_start(new_start)
+            self.producer_state.on_log_start_offset_incremented(new_start)
 
     def _delete_old_segments(
         self,

@@ -8,14 +8,22 @@ Steps, in order:
    compaction had reached its swap phase): the old segments the swap replaces are
    removed and the swap renamed into place; otherwise they are removed, leaving the
    original segments. Index ``.swap`` files are dropped (indexes are rebuilt).
-2. Every ``.log`` becomes a segment; missing or implausible indexes are rebuilt.
+2. Every ``.log`` becomes a segment; missing or implausible indexes (``.index``,
+   ``.timeindex``, ``.txnindex``) are rebuilt.
 3. Without a clean shutdown, every segment from the one holding the recovery point
    on is re-validated batch by batch (sizes, magic, CRC-32C, increasing offsets);
    the first bad byte truncates that segment, and every later segment is deleted.
    No batch before the first corruption is ever dropped.
 4. The leader epoch cache loses entries above the log end offset; producer state is
    reloaded from the newest snapshot at or below the log end offset and brought
-   forward by replaying batch headers.
+   forward by replaying batch headers (and the markers of control batches), which
+   re-registers ongoing transactions for the last stable offset.
+
+Rebuilding a segment's ``.txnindex`` (steps 2 and 3) needs the producer state at the
+segment's base offset (which transaction each ABORT marker ends, and the LSO of that
+moment): as Kafka's LogLoader.recoverSegment, the state is rebuilt up to the segment
+(newest snapshot at or below its base, then replay), the segment is recovered with it,
+and a snapshot at the segment's end saves the next segment the replay.
 """
 
 from __future__ import annotations
@@ -39,7 +47,11 @@ from odradek.log.segment import (
     LogSegment,
     SegmentSettings,
     segment_paths,
+    txn_index_path,
 )
+from odradek.log.transaction_index import TXN_INDEX_SUFFIX
+from odradek.records.control import read_end_txn_marker
+from odradek.records.errors import RecordsError
 
 
 @dataclass
@@ -63,6 +75,7 @@ def remove_temp_files_and_complete_swaps(
     """Step 1: make the directory hold only final segment files."""
     min_cleaned = None
     swaps: list[int] = []
+    txn_swaps: list[int] = []
     for name in sorted(os.listdir(directory)):
         path = directory / name
         if name.endswith(DELETED_SUFFIX):
@@ -78,6 +91,8 @@ def remove_temp_files_and_complete_swaps(
             base = _base_of(name)
             if name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and base is not None:
                 swaps.append(base)
+            elif name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX) and base is not None:
+                txn_swaps.append(base)  # cannot be rebuilt without producer state: kept
             else:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
@@ -91,6 +106,8 @@ def remove_temp_files_and_complete_swaps(
         if min_cleaned is not None and base >= min_cleaned:
             # The compaction that wrote it had not finished renaming .cleaned -> .swap.
             log_swap.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                txn_index_path(directory, base, SWAP_SUFFIX).unlink()
             continue
         swap = LogSegment(directory, base, settings, active=False, suffix=SWAP_SUFFIX)
         try:
@@ -106,15 +123,25 @@ def remove_temp_files_and_complete_swaps(
             b = _base_of(name)
             if b is None or not (base <= b < max(next_offset, base + 1)):
                 continue
-            if name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            if name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 with contextlib.suppress(FileNotFoundError):
                     (directory / name).unlink()
         os.replace(log_swap, segment_paths(directory, base)[0])
+    for base in txn_swaps:
+        # Completed swaps renamed theirs above; one left behind belongs to a swap whose
+        # final rename stopped after the log (keep it), or to a discarded one (drop it).
+        swap_path = txn_index_path(directory, base, SWAP_SUFFIX)
+        if not swap_path.exists():
+            continue
+        if segment_paths(directory, base)[0].exists():
+            os.replace(swap_path, txn_index_path(directory, base))
+        else:
+            swap_path.unlink()
 
 
 def _delete_orphan_indexes(directory: Path, bases: set[int]) -> None:
     for name in os.listdir(directory):
-        if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+        if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
             b = _base_of(name)
             if b is not None and b not in bases:
                 with contextlib.suppress(FileNotFoundError):
@@ -131,8 +158,34 @@ def load_segments(
     max_message_size: int,
     epoch_cache: LeaderEpochCache | None,
     jitter_for: Callable[[], int] = lambda: 0,
+    producer_state: ProducerStateManager | None = None,
 ) -> LoadResult:
-    """Steps 1-3: returns the segments (the last one active) and the recovered log end."""
+    """Steps 1-3: returns the segments (the last one active) and the recovered log end.
+
+    ``producer_state`` (the log's, reloaded afterwards anyway) lets recovered segments
+    rebuild their ``.txnindex``; without it transaction indexes are left as found.
+    """
+
+    def recover(
+        seg: LogSegment, before: Sequence[LogSegment], *, epochs: bool, snapshot: bool = True
+    ) -> int:
+        if producer_state is not None:
+            rebuild_producer_state(
+                producer_state,
+                before,
+                log_start_offset=min(max(log_start_offset, 0), seg.base_offset),
+                log_end_offset=seg.base_offset,
+                now_ms=None,
+                take_snapshot=False,
+            )
+        if epochs:
+            truncated = seg.recover(max_message_size, producer_state, epoch_cache)
+        else:
+            truncated = seg.rebuild_indexes(max_message_size, producer_state)
+        if producer_state is not None and snapshot:
+            producer_state.take_snapshot()
+        return truncated
+
     settings = settings_for(0)
     remove_temp_files_and_complete_swaps(directory, settings, max_message_size)
     bases = sorted(
@@ -149,7 +202,7 @@ def load_segments(
         try:
             seg.sanity_check(next_base)
         except (FileNotFoundError, CorruptIndexError):
-            seg.rebuild_indexes(max_message_size)
+            recover(seg, segments, epochs=False)
             recovered += 1
         seg.close_handles_of_indexes()
         segments.append(seg)
@@ -171,7 +224,9 @@ def load_segments(
         i = first
         while i < len(segments):
             seg = segments[i]
-            truncated = seg.recover(max_message_size, None, epoch_cache)
+            # No snapshot after the last one: the final replay then keeps its producers'
+            # last 5 batches for duplicate detection, not just the last.
+            truncated = recover(seg, segments[:i], epochs=True, snapshot=i + 1 < len(segments))
             recovered += 1
             truncated_total += truncated
             if truncated > 0 and i + 1 < len(segments):
@@ -210,7 +265,7 @@ def rebuild_producer_state(
     loaded = producer_state.load_latest_snapshot(log_end_offset, now_ms)
     start = max(loaded if loaded is not None else log_start_offset, log_start_offset)
     if loaded is None or loaded < log_start_offset:
-        producer_state.producers.clear()
+        producer_state.clear_state()
     replayed = 0
     if start < log_end_offset:
         for i, seg in enumerate(segments):
@@ -231,7 +286,13 @@ def rebuild_producer_state(
                     break
                 if h.last_offset < start:
                     continue
-                producer_state.update_from_batch(h)
+                marker = None
+                if h.is_control and h.producer_id >= 0:
+                    try:
+                        marker = read_end_txn_marker(seg.read_bytes(b.position, b.size))
+                    except RecordsError:
+                        marker = None
+                producer_state.update_from_batch(h, marker)
                 replayed += 1
     producer_state.update_map_end_offset(log_end_offset)
     if take_snapshot and replayed:

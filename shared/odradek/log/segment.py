@@ -1,10 +1,13 @@
-"""One log segment: the ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
+"""One log segment: the ``.log`` file of record batches plus its ``.index``, ``.timeindex``
+and ``.txnindex``.
 
 Files, named by the segment's base offset zero-padded to 20 digits::
 
     00000000000003257573.log        v2 record batches exactly as on the wire
     00000000000003257573.index      offset -> position  (see offset_index)
     00000000000003257573.timeindex  timestamp -> offset (see time_index)
+    00000000000003257573.txnindex   aborted transactions whose ABORT marker is in this
+                                    segment (see transaction_index; only once one exists)
 
 ``.log`` byte layout: batches back to back, no header or padding. Each batch starts
 with ``int64 baseOffset, int32 batchLength`` (layout in :mod:`odradek.records.header`),
@@ -25,7 +28,8 @@ Crash behaviour: appends are one ``pwrite`` per produce at the tracked end posit
 and are durable only after :meth:`LogSegment.flush`. After a crash the file may end
 in a partial batch, garbage, or zeros (a preallocated or grown-but-unwritten tail);
 :meth:`LogSegment.recover` validates every batch (size bounds, magic, CRC-32C,
-increasing offsets), truncates at the first invalid byte and rebuilds both indexes.
+increasing offsets), truncates at the first invalid byte and rebuilds both indexes;
+given the producer state at the segment's base offset it also rebuilds ``.txnindex``.
 
 Concurrency: readers use ``pread`` only (no shared file position), so a worker
 thread may read, recover or flush a segment that the loop thread does not append to.
@@ -47,7 +51,14 @@ from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.offset_index import OffsetIndex
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from odradek.log.transaction_index import (
+    TXN_INDEX_SUFFIX,
+    AbortedTxn,
+    TransactionIndex,
+    TxnIndexSearchResult,
+)
 from odradek.records.batch import compute_crc
+from odradek.records.control import read_end_txn_marker
 from odradek.records.errors import CorruptRecordError as _BatchCorrupt
 from odradek.records.header import (
     HEADER_SIZE,
@@ -77,6 +88,10 @@ def log_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{LOG_SUFFIX}"
 
 
+def txn_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / f"{base_offset:020d}{TXN_INDEX_SUFFIX}{suffix}"
+
+
 def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[Path, Path, Path]:
     stem = f"{base_offset:020d}"
     return (
@@ -93,6 +108,7 @@ class FetchSlice(NamedTuple):
     first_offset: int  # base offset of the first returned batch
     position: int
     size: int
+    next_offset: int = -1  # the offset after the last returned batch (-1: nothing returned)
 
 
 @dataclass(frozen=True)
@@ -128,9 +144,12 @@ class LogSegment:
         self.log_path, self.index_path, self.time_index_path = segment_paths(
             self.dir, base_offset, suffix
         )
+        self.txn_index = TransactionIndex(
+            txn_index_path(self.dir, base_offset, suffix), base_offset
+        )
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
         if create:
-            for stale in (self.index_path, self.time_index_path):
+            for stale in (self.index_path, self.time_index_path, self.txn_index.path):
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
         self._fd = os.open(self.log_path, flags, 0o644)
@@ -206,6 +225,17 @@ class LogSegment:
             raise FileNotFoundError(f"index files of segment {self.base_offset} are missing")
         self.offset_index.sanity_check(self._size, next_offset)
         self.time_index.sanity_check(next_offset)
+        self.txn_index.sanity_check()
+
+    # -- aborted transactions -----------------------------------------------------------
+    def update_txn_index(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction whose marker was just appended here."""
+        self.txn_index.append(txn)
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     # -- timestamps ---------------------------------------------------------------------
     def _load_max_timestamp(self) -> None:
@@ -450,7 +480,7 @@ class LogSegment:
         end, next_offset = self._batch_end_at_or_before(first, limit)
         data = os.pread(self._fd, end - first.position, first.position)
         self._next_fetch = (next_offset, end)
-        return FetchSlice(data, base, first.position, len(data))
+        return FetchSlice(data, base, first.position, len(data), next_offset)
 
     def read_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)
@@ -528,6 +558,7 @@ class LogSegment:
         self.make_active()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         if mapping is None:
             return 0
         removed = self._size - mapping.position
@@ -555,8 +586,11 @@ class LogSegment:
     ) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first bad byte.
 
-        Also replays batches into ``producer_state`` and the leader epoch cache. Returns
-        the number of bytes truncated.
+        Also replays batches into the leader epoch cache and into ``producer_state``,
+        which must then describe the log below this segment's base offset: the
+        transactions its markers end rebuild ``.txnindex`` (Kafka's LogSegment.recover).
+        Without ``producer_state`` the transaction index is left as it is. Returns the
+        number of bytes truncated.
         """
         oi = self.offset_index
         ti = self.time_index
@@ -565,6 +599,8 @@ class LogSegment:
         ti.make_writable()
         oi.reset()
         ti.reset()
+        if producer_state is not None:
+            self.txn_index.reset()
         file_size = os.fstat(self._fd).st_size
         self._size = file_size
         valid = 0
@@ -592,7 +628,7 @@ class LogSegment:
                 epochs.append((epoch, h.base_offset))
                 latest_epoch = epoch
             if producer_state is not None:
-                producer_state.update_from_batch(h)
+                self._replay_into(producer_state, h, data)
         if epoch_cache is not None and epochs:
             epoch_cache.assign_many(epochs)
         truncated = file_size - valid
@@ -611,6 +647,28 @@ class LogSegment:
             ti.trim()
         self._unflushed = True
         return truncated
+
+    def _replay_into(
+        self, producer_state: ProducerStateManager, h: BatchHeader, data: bytes
+    ) -> None:
+        marker = None
+        if h.is_control and h.producer_id >= 0:
+            try:
+                marker = read_end_txn_marker(data)
+            except (_BatchCorrupt, ValueError):
+                marker = None
+        done = producer_state.replay(h, marker)
+        if done is not None:
+            if done.is_aborted:
+                self.txn_index.append(
+                    AbortedTxn(
+                        done.producer_id,
+                        done.first_offset,
+                        done.last_offset,
+                        producer_state.last_stable_offset(done),
+                    )
+                )
+            producer_state.complete_txn(done)
 
     def _iter_for_recovery(
         self, file_size: int, max_message_size: int
@@ -682,6 +740,7 @@ class LogSegment:
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.flush()
+        self.txn_index.flush()
 
     @property
     def unflushed(self) -> bool:
@@ -706,6 +765,9 @@ class LogSegment:
             for idx in (self._offset_index, self._time_index):
                 if idx is not None:
                     idx.close(sync=sync)
+            if sync:
+                self.txn_index.flush()
+            self.txn_index.close_handle()
             os.close(self._fd)
             self._fd = -1
 
@@ -718,6 +780,7 @@ class LogSegment:
                 idx.close_handle()
         self._offset_index = None
         self._time_index = None
+        self.txn_index.close_handle()
 
     def close_handles(self) -> None:
         """Close file descriptors without trimming (files are deleted or renamed away)."""
@@ -726,6 +789,7 @@ class LogSegment:
                 idx.close_handle()
         self._offset_index = None
         self._time_index = None
+        self.txn_index.close_handle()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -749,6 +813,7 @@ class LogSegment:
             self._offset_index.path = new_index
         if self._time_index is not None:
             self._time_index.path = new_time
+        self.txn_index.rename(txn_index_path(self.dir, self.base_offset, new_suffix))
         self.suffix = new_suffix
 
     def delete_files(self) -> None:
@@ -756,9 +821,13 @@ class LogSegment:
         for p in (self.log_path, self.index_path, self.time_index_path):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
+        self.txn_index.delete()
 
-    def rebuild_indexes(self, max_message_size: int) -> int:
-        """Rebuild indexes (missing or corrupt) by recovering the segment."""
+    def rebuild_indexes(
+        self, max_message_size: int, producer_state: ProducerStateManager | None = None
+    ) -> int:
+        """Rebuild indexes (missing or corrupt) by recovering the segment; ``.txnindex`` too
+        when given the producer state at the segment's base offset."""
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.close_handle()
@@ -766,7 +835,7 @@ class LogSegment:
         for p in (self.index_path, self.time_index_path):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
-        return self.recover(max_message_size)
+        return self.recover(max_message_size, producer_state)
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self._size}, active={self._active})"
@@ -805,4 +874,5 @@ __all__ = [
     "SegmentSettings",
     "log_file_name",
     "segment_paths",
+    "txn_index_path",
 ]

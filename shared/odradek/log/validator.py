@@ -5,7 +5,9 @@ Leader appends (produced records): whole v2 batches with valid CRCs from one pro
 (:func:`odradek.records.batch.validate_v2_batches`), each at most
 ``max.message.bytes`` (MESSAGE_TOO_LARGE), the whole blob at most ``segment.bytes``
 (RECORD_BATCH_TOO_LARGE); then, as in Kafka's ``validateMessagesAndAssignOffsets``,
-once offsets are assigned: CreateTime timestamps only and, when
+once offsets are assigned: for a client's produce no control batches (only the
+transaction coordinator writes markers) and a sequence with every producer id
+(INVALID_RECORD); CreateTime timestamps only and, when
 ``message.timestamp.before/after.max.ms`` are set, within them (INVALID_TIMESTAMP).
 
 Follower appends (replicated records, offsets and epochs assigned by the leader):
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from odradek.config_catalog.definition import LONG_MAX
 from odradek.log.errors import (
+    InvalidRecordError,
     InvalidTimestampError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
@@ -51,6 +54,20 @@ def validate_leader_records(records: Buffer, config: LogConfig, partition: str) 
     summary = validate_v2_batches(records, max_batch_bytes=config.max_message_bytes)
     check_segment_fits(len(records), config, partition)
     return summary
+
+
+def check_client_batches(headers: Sequence[BatchHeader], partition: str) -> None:
+    """Kafka's LogValidator.validateBatch for AppendOrigin.CLIENT."""
+    for h in headers:
+        if h.is_control:
+            raise InvalidRecordError(
+                f"Clients are not allowed to write control records in topic partition {partition}"
+            )
+        if h.producer_id >= 0 and h.base_sequence < 0:
+            raise InvalidRecordError(
+                f"Invalid sequence number {h.base_sequence} in record batch with producerId "
+                f"{h.producer_id} in topic partition {partition}"
+            )
 
 
 def check_timestamps(

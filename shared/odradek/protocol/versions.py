@@ -57,7 +57,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # codec 0-2; v0: gone from Kafka 4, no old struct
     # SASL_HANDSHAKE / SASL_AUTHENTICATE: not served (no authentication yet).
     # CONSUMER_GROUP_HEARTBEAT (KIP-848): not served; kafka-python ships no schema for it.
-    # Transaction APIs: not advertised until transactions exist (docs/compatibility.md C20).
+    # Transactions (KIP-98/447/664/890 part 1; docs/transactions-design.md):
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # codec 0-5; v4+ batched/verify-only (brokers)
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),  # codec 0-4
+    ApiKey.END_TXN: (0, 4),  # codec 0-5; v5 is transactions v2 (KIP-890 part 2)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # codec 0-5; v5 is transactions v2 (KIP-890 part 2)
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # codec 0-0
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # codec 0-0
+    ApiKey.LIST_TRANSACTIONS: (0, 1),  # codec 0-2; v2 adds a transactional id pattern (KIP-1152)
 }
 
 

@@ -26,7 +26,8 @@ from odradek.records.batch import (
     InvalidRecordError,
     TimestampType,
 )
-from odradek.records.record import BatchBuilder
+from odradek.records.header import read_batch_header
+from odradek.records.record import BatchBuilder, decode_batch
 
 CONTROL_KEY_VERSION = 0
 END_TXN_MARKER_VERSION = 0
@@ -83,6 +84,26 @@ def parse_end_txn_marker(key: Buffer | None, value: Buffer | None) -> EndTransac
     if version < 0:
         raise InvalidRecordError(f"invalid transaction marker version {version}")
     return EndTransactionMarker(ControlRecordType(type_id), int(coordinator_epoch))
+
+
+def read_end_txn_marker(batch: Buffer, pos: int = 0) -> EndTransactionMarker | None:
+    """The transaction marker the control batch at ``pos`` holds (CRC not checked).
+
+    None for an empty control batch (the cleaner removed its record; Kafka's
+    ProducerAppendInfo then applies nothing) and for control types other than
+    COMMIT/ABORT, which never belong to a transaction. Raises InvalidRecordError or
+    CorruptRecordError when the record cannot be read.
+    """
+    h = read_batch_header(batch, pos)
+    if not h.is_control:
+        raise InvalidRecordError("not a control batch")
+    if h.records_count == 0:
+        return None
+    record = decode_batch(batch, pos, verify_crc=False).records[0]
+    _, type_id = parse_control_key(record.key)
+    if type_id not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return None
+    return parse_end_txn_marker(record.key, record.value)
 
 
 def build_end_txn_marker_batch(

@@ -5,7 +5,9 @@ or on the data of a dead node. Every file kind of a partition directory is handl
 
 - ``.log``: ``Starting offset: <base>``, one line per batch (v2, seed 004's field order)
   or per legacy message (magic 0/1, seed 004's 0.8 style), and with
-  ``--deep-iteration``/``--print-data-log`` one ``| offset: ...`` line per record.
+  ``--deep-iteration``/``--print-data-log`` one ``| offset: ...`` line per record;
+  ``--transaction-log-decoder`` prints ``__transaction_state`` records as transaction
+  metadata (Kafka's ``TransactionLog.formatRecordKeyAndValue``).
   A batch whose CRC does not match prints ``isvalid: false`` and the walk goes on
   while sizes stay plausible; bytes that cannot form a batch end it with
   ``Found N invalid bytes at the end of <file>``.
@@ -27,7 +29,7 @@ import mmap
 import os
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -53,6 +55,10 @@ from odradek.records.legacy import (
     record_overhead,
 )
 from odradek.records.record import DecodedRecord, decode_batch
+from odradek.transaction_log.records import format_record as format_transaction_log_record
+
+# Turns a data record into the `` key: ... payload: ...`` text of a decoder option.
+RecordParser = Callable[[DecodedRecord], str]
 
 _LEGACY_CODEC_NAMES = {
     0: "NoCompressionCodec",
@@ -121,7 +127,21 @@ def _v2_batch_line(h: BatchHeader, position: int, valid: bool) -> str:
     )
 
 
-def _v2_record_line(record: DecodedRecord, ts_name: str, is_control: bool, print_data: bool) -> str:
+def transaction_log_parser(record: DecodedRecord) -> str:
+    """``--transaction-log-decoder``: a ``__transaction_state`` record as Kafka prints it."""
+    key, payload = format_transaction_log_record(record.key, record.value)
+    return (f" key: {key}" if key is not None else "") + (
+        f" payload: {payload}" if payload is not None else ""
+    )
+
+
+def _v2_record_line(
+    record: DecodedRecord,
+    ts_name: str,
+    is_control: bool,
+    print_data: bool,
+    parser: RecordParser | None = None,
+) -> str:
     parts = [
         f"| offset: {record.offset} {ts_name}: {record.timestamp} "
         f"keysize: {-1 if record.key is None else len(record.key)} "
@@ -131,6 +151,8 @@ def _v2_record_line(record: DecodedRecord, ts_name: str, is_control: bool, print
     ]
     if is_control:
         parts.append(_control_description(record))
+    elif parser is not None:
+        parts.append(parser(record))
     elif print_data:
         if record.key is not None:
             parts.append(f" key: {_text(record.key)}")
@@ -158,7 +180,12 @@ def _control_description(record: DecodedRecord) -> str:
 
 
 def _dump_v2(
-    data: bytes | mmap.mmap, pos: int, size: int, deep: bool, print_data: bool
+    data: bytes | mmap.mmap,
+    pos: int,
+    size: int,
+    deep: bool,
+    print_data: bool,
+    parser: RecordParser | None = None,
 ) -> list[str]:
     raw = data[pos : pos + size]
     valid = BatchView(raw).is_valid()
@@ -171,7 +198,8 @@ def _dump_v2(
         else:
             ts_name = _TIMESTAMP_NAMES[batch.timestamp_type]
             lines.extend(
-                _v2_record_line(r, ts_name, batch.is_control, print_data) for r in batch.records
+                _v2_record_line(r, ts_name, batch.is_control, print_data, parser)
+                for r in batch.records
             )
     return lines
 
@@ -229,7 +257,9 @@ def _min_length(magic: int) -> int | None:
     return None
 
 
-def dump_log(path: str, deep: bool, print_data: bool, out: TextIO) -> None:
+def dump_log(
+    path: str, deep: bool, print_data: bool, out: TextIO, parser: RecordParser | None = None
+) -> None:
     out.write(f"Starting offset: {_base_offset(path)}\n")
     with _mapped(path) as data:
         end = len(data)
@@ -242,7 +272,7 @@ def dump_log(path: str, deep: bool, print_data: bool, out: TextIO) -> None:
                 break
             size = entry.size
             if magic == 2:
-                lines = _dump_v2(data, pos, size, deep, print_data)
+                lines = _dump_v2(data, pos, size, deep, print_data, parser)
             else:
                 lines = _dump_legacy(data, pos, size, deep, print_data)
             out.write("\n".join(lines))
@@ -403,13 +433,17 @@ def dump_files(
     *,
     deep_iteration: bool = False,
     err: TextIO | None = None,
+    transaction_log_decoder: bool = False,
 ) -> int:
     """Dump each file; 0 when all could be read, 1 if any was missing or of unknown kind.
 
     Corrupt content is reported in the output, not by the exit code, as Kafka does.
+    ``transaction_log_decoder`` prints records as ``__transaction_state`` metadata
+    (implies printing data, as in Kafka).
     """
     err = sys.stderr if err is None else err
-    deep = deep_iteration or print_data_log
+    parser = transaction_log_parser if transaction_log_decoder else None
+    deep = deep_iteration or print_data_log or parser is not None
     status = 0
     for path in paths:
         out.write(f"Dumping {path}\n")
@@ -419,7 +453,7 @@ def dump_files(
                 out.write(f"File {path} does not exist or is not a regular file\n")
                 status = 1
             elif kind == ".log":
-                dump_log(path, deep, print_data_log, out)
+                dump_log(path, deep, print_data_log, out, parser)
             elif kind == ".index":
                 dump_index(path, out, err)
             elif kind == ".timeindex":
@@ -448,7 +482,13 @@ def _run(args: argparse.Namespace) -> int:
     if not paths:
         print("odradek dump-log: --files needs at least one file", file=sys.stderr)
         return 2
-    return dump_files(paths, args.print_data_log, sys.stdout, deep_iteration=args.deep_iteration)
+    return dump_files(
+        paths,
+        args.print_data_log,
+        sys.stdout,
+        deep_iteration=args.deep_iteration,
+        transaction_log_decoder=args.transaction_log_decoder,
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -474,5 +514,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--deep-iteration",
         action="store_true",
         help="print every record, not only batch headers",
+    )
+    p.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="parse records as transaction metadata from the __transaction_state topic "
+        "(implies --print-data-log)",
     )
     p.set_defaults(func=_run)

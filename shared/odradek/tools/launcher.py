@@ -3,8 +3,8 @@
 Starts etcd when asked (``--etcd``: a local one under the data dir), then the
 controllers (one by default; several share an etcd metadata store and elect one
 active, the others stand by; every other service gets all their addresses), then
-storage nodes, offset store, coordinators, gateways and the web console, each as
-``python -m odradek.<svc>``
+storage nodes, offset store, coordinators, transaction coordinators, gateways and the
+web console, each as ``python -m odradek.<svc>``
 with its own data directory and log file under ``--data-dir``. Every service reports
 its bound ports through a ready file; once all are up, ``<data-dir>/cluster.json``
 lists each service's name, pid, ports and command line, so tests and operators can
@@ -14,12 +14,14 @@ grow: :meth:`Cluster.add_storage_node` starts one more storage node (the next id
 which a reassignment or ``odradek cluster rebalance`` then fills.
 
 Node ids: gateways 0.., storage nodes 100.., coordinators 200.., offset stores
-300.., controllers 3000.. (named ``controller``, ``controller-3001``, ...). The
-brokers Kafka clients see are the storage nodes, each advertised at a broker port of
-a gateway (docs/brokers.md): ephemeral ports by default, listed per gateway in
-``cluster.json`` (``ports``: ``broker-<storage node id>``); with
-``--set broker.port.start=N`` gateway ``i`` serves the fixed range
-``N + i * broker.port.count`` onwards, since all gateways share this host.
+300.., transaction coordinators 400.. (named ``transactions-400``, ...), controllers
+3000.. (named ``controller``, ``controller-3001``, ...). The brokers Kafka clients see
+are the storage nodes, each advertised at a broker port of a gateway
+(docs/brokers.md): ephemeral ports by default, listed per gateway in ``cluster.json``
+(``ports``: ``broker-<storage node id>``); with ``--set broker.port.start=N`` gateway
+``i`` serves the fixed range ``N + i * broker.port.count`` onwards, since all gateways
+share this host. ``with_groups=False`` (``--no-groups``) leaves out every coordinator
+and the offset store: a bare produce/fetch cluster.
 """
 
 from __future__ import annotations
@@ -44,9 +46,18 @@ GATEWAY_BASE_ID = 0
 STORAGE_BASE_ID = 100
 COORDINATOR_BASE_ID = 200
 OFFSETS_BASE_ID = 300
+TRANSACTIONS_BASE_ID = 400
 CONTROLLER_ID = 3000
 
-STOP_ORDER = ("console", "gateway", "coordinator", "offsets", "storage", "controller")
+STOP_ORDER = (
+    "console",
+    "gateway",
+    "transactions",
+    "coordinator",
+    "offsets",
+    "storage",
+    "controller",
+)
 CONSOLE_PORT = 8080
 DEFAULT_KAFKA_PORT = 9092
 
@@ -166,6 +177,7 @@ class ClusterOptions:
     gateways: int = 1
     coordinators: int = 1
     offset_stores: int = 1
+    transaction_coordinators: int = 1
     port: int = DEFAULT_KAFKA_PORT
     host: str = "127.0.0.1"
     replication_factor: int = 1
@@ -237,6 +249,7 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     "metadata.store": metadata_store,
                     "default.replication.factor": str(opts.replication_factor),
                     "offsets.topic.replication.factor": str(rf_offsets),
+                    "transaction.state.log.replication.factor": str(rf_offsets),
                     "min.insync.replicas": common.get(
                         "min.insync.replicas", BROKER_CONFIGS.text("min.insync.replicas")
                     ),
@@ -269,6 +282,17 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                     "coordinator",
                     {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
                     data / f"coordinator-{node_id}",
+                )
+            )
+        for i in range(opts.transaction_coordinators):
+            node_id = TRANSACTIONS_BASE_ID + i
+            specs.append(
+                ServiceSpec(
+                    f"transactions-{node_id}",
+                    "transactions",
+                    "transactions",
+                    {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
+                    data / f"transactions-{node_id}",
                 )
             )
     broker_ports = int(common.get("broker.port.start") or 0)

@@ -15,7 +15,8 @@ from odradek.tools.launcher import Cluster, ClusterError, ClusterOptions
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "up",
-        help="start a local cluster (controller, storage nodes, group services, gateway)",
+        help="start a local cluster (controller, storage nodes, group and transaction "
+        "services, gateway)",
         description="Start every Odradek service on 127.0.0.1 as separate processes. "
         "Kafka clients connect to the gateway (default 127.0.0.1:9092).",
     )
@@ -32,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--gateways", type=int, default=1, metavar="N")
     p.add_argument("--coordinators", type=int, default=1, metavar="N")
+    p.add_argument(
+        "--transaction-coordinators",
+        type=int,
+        default=1,
+        metavar="N",
+        help="transaction coordinator processes (shards of __transaction_state spread over them)",
+    )
     p.add_argument("--port", type=int, default=9092, help="Kafka port of the first gateway")
     p.add_argument("--replication-factor", type=int, default=1, help="default.replication.factor")
     p.add_argument(
@@ -57,7 +65,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="NAME=VALUE",
         help="a Kafka-named setting passed to every service (repeatable)",
     )
-    p.add_argument("--no-groups", action="store_true", help="skip the coordinator and offset store")
+    p.add_argument(
+        "--no-groups",
+        action="store_true",
+        help="skip the group and transaction coordinators and the offset store",
+    )
     p.add_argument(
         "--console-port",
         type=int,
@@ -94,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         log_dirs=max(1, args.log_dirs),
         gateways=args.gateways,
         coordinators=args.coordinators,
+        transaction_coordinators=args.transaction_coordinators,
         port=args.port,
         replication_factor=args.replication_factor,
         metadata=args.metadata,

@@ -1,6 +1,8 @@
 // The Apache Kafka Java client (kafka-clients 4.3.0) driven from Odradek's compat tests.
 //
 // Usage: java CompatClient COMMAND BOOTSTRAP [name=value ...]
+// Commands: produce, txn-produce (transactions), consume, offsets-for-times, and admin
+// commands (create-topic, list-offsets, ...).
 // Options named like "producer.X=Y", "consumer.X=Y" or "admin.X=Y" pass straight into
 // that client's config; the rest are this program's own (topic=, partition=, ...).
 //
@@ -96,6 +98,8 @@ public final class CompatClient {
         switch (command) {
             case "produce":
                 return produce(bootstrap, opts);
+            case "txn-produce":
+                return txnProduce(bootstrap, opts);
             case "consume":
                 return consume(bootstrap, opts);
             case "offsets-for-times":
@@ -150,6 +154,59 @@ public final class CompatClient {
                 }
             }
             return failed == 0 ? 0 : 3;
+        }
+    }
+
+    // Transactions: stdin holds record lines as for "produce"; a line "COMMIT" or "ABORT"
+    // ends the transaction the records since the last such line belong to. Needs
+    // producer.transactional.id. Prints "TXN<TAB>COMMIT|ABORT<TAB>records" per transaction.
+    private static int txnProduce(String bootstrap, Map<String, String> opts) throws Exception {
+        Properties props = clientProps(bootstrap, opts, "producer.");
+        props.put("key.serializer", ByteArraySerializer.class.getName());
+        props.put("value.serializer", ByteArraySerializer.class.getName());
+        String topic = opts.get("topic");
+        Integer partition = opts.containsKey("partition")
+                ? Integer.valueOf(opts.get("partition")) : null;
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            producer.initTransactions();
+            BufferedReader in = new BufferedReader(
+                    new InputStreamReader(System.in, StandardCharsets.US_ASCII));
+            String line;
+            boolean open = false;
+            int count = 0;
+            while ((line = in.readLine()) != null) {
+                if (line.isEmpty()) {
+                    continue;
+                }
+                if (line.equals("COMMIT") || line.equals("ABORT")) {
+                    if (!open) {
+                        producer.beginTransaction();
+                    }
+                    if (line.equals("COMMIT")) {
+                        producer.commitTransaction();
+                    } else {
+                        producer.flush(); // into the log first: the abort has data to hide
+                        producer.abortTransaction();
+                    }
+                    System.out.println("TXN\t" + line + "\t" + count);
+                    open = false;
+                    count = 0;
+                    continue;
+                }
+                if (!open) {
+                    producer.beginTransaction();
+                    open = true;
+                }
+                String[] f = line.split("\t", -1);
+                Long ts = f.length > 3 && !f[3].equals("-") ? Long.valueOf(f[3]) : null;
+                producer.send(new ProducerRecord<>(
+                        topic, partition, ts, bytes(f[0]), bytes(f[1]), headers(f[2])));
+                count++;
+            }
+            if (open) {
+                producer.abortTransaction();
+            }
+            return 0;
         }
     }
 

@@ -180,8 +180,56 @@ async function produce(kafka, req) {
   }
 }
 
+// One transactional producer: each of req.transactions ({messages, commit}) in its own
+// transaction, committed or aborted.
+async function txnProduce(kafka, req) {
+  const producer = kafka.producer({
+    transactionalId: req.transactionalId,
+    idempotent: true,
+    maxInFlightRequests: 1,
+    transactionTimeout: req.transactionTimeout || 60000,
+  });
+  await producer.connect();
+  try {
+    const done = [];
+    for (const t of req.transactions) {
+      const txn = await producer.transaction();
+      try {
+        const messages = t.messages.map((m) => ({
+          key: unb64(m.key),
+          value: unb64(m.value),
+          headers: decodeHeaders(m.headers),
+          partition: m.partition,
+        }));
+        if (messages.length) {
+          await txn.send({ topic: req.topic, messages, acks: -1, timeout: 30000 });
+        }
+        if (t.commit) {
+          await txn.commit();
+        } else {
+          await txn.abort();
+        }
+      } catch (e) {
+        if (txn.isActive()) {
+          await txn.abort();
+        }
+        throw e;
+      }
+      done.push(t.commit ? 'COMMIT' : 'ABORT');
+    }
+    return { ok: true, transactions: done };
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+// kafkajs reads committed data only unless readUncommitted (its default is READ_COMMITTED).
 async function consume(kafka, req) {
-  const consumer = kafka.consumer({ groupId: req.groupId, sessionTimeout: 10000 });
+  const consumer = kafka.consumer({
+    groupId: req.groupId,
+    sessionTimeout: 10000,
+    readUncommitted: Boolean(req.readUncommitted),
+  });
   const records = [];
   await consumer.connect();
   try {
@@ -313,6 +361,8 @@ async function main() {
   try {
     if (command === 'produce') {
       answer = await produce(kafka, req);
+    } else if (command === 'txn-produce') {
+      answer = await txnProduce(kafka, req);
     } else if (command === 'consume') {
       answer = await consume(kafka, req);
     } else {

@@ -305,7 +305,7 @@ def test_producer_id_blocks_never_overlap_across_reloads() -> None:
 
 
 def _all_records(model: ClusterModel) -> dict[str, object]:
-    keys = ["cluster", "producer_ids", "shards", "cluster_configs"]
+    keys = ["cluster", "producer_ids", "shards", "transaction_shards", "cluster_configs"]
     keys += [f"nodes/{n}" for n in model.nodes] + [f"topics/{t}" for t in model.topics]
     return {k: model.record(k) for k in keys}
 
@@ -372,6 +372,36 @@ def test_coordinator_registration_moves_shards() -> None:
     assert Counter(s.coordinator_id for s in model.shards) == Counter({200: 25, 201: 25})
     model.node_offline(201)
     assert {s.coordinator_id for s in model.shards} == {200}
+
+
+def test_transaction_coordinators_own_the_transaction_shards_only() -> None:
+    model = make_model(storage=1, **{"transaction.state.log.num.partitions": "10"})
+    assert len(model.transaction_shards) == 10
+    assert all(s.coordinator_id == NO_LEADER for s in model.transaction_shards)
+    model.register_node(NodeInfo(200, NodeKind.COORDINATOR))
+    model.register_node(NodeInfo(400, NodeKind.TRANSACTION_COORDINATOR))
+    model.register_node(NodeInfo(401, NodeKind.TRANSACTION_COORDINATOR))
+    assert {s.coordinator_id for s in model.shards} == {200}
+    assert Counter(s.coordinator_id for s in model.transaction_shards) == Counter({400: 5, 401: 5})
+    before = list(model.transaction_shards)
+    group_shards = list(model.shards)
+    model.node_offline(401)
+    assert model.shards == group_shards  # a transaction coordinator leaving moves no group shard
+    for a, b in zip(before, model.transaction_shards, strict=True):
+        assert b.coordinator_id == 400
+        assert b.epoch == (a.epoch if a.coordinator_id == 400 else a.epoch + 1)
+    # The table survives a reload; a cluster made before transactions gets one at bootstrap.
+    model.take_changes()
+    reloaded = ClusterModel(rng=random.Random(1))
+    reloaded.load(_all_records(model))
+    assert reloaded.transaction_shards == model.transaction_shards
+    old = _all_records(model)
+    del old["transaction_shards"]
+    upgraded = ClusterModel(rng=random.Random(1))
+    upgraded.load(old)
+    assert not upgraded.bootstrap()
+    assert [s.coordinator_id for s in upgraded.transaction_shards] == [400] * 50
+    assert "transaction_shards" in upgraded.take_changes()
 
 
 # ---------------------------------------------------------------- elections

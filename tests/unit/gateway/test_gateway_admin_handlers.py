@@ -277,14 +277,24 @@ async def test_describe_cluster_endpoint_types(gw: Gateway) -> None:
 
 
 @pytest.mark.parametrize("version", [0, 3, 5])
-async def test_transactional_ids_are_refused_fatally(gw: Gateway, version: int) -> None:
+async def test_transactional_init_producer_id_without_a_coordinator(
+    gw: Gateway, version: int
+) -> None:
+    """No transaction coordinator owns the id's shard: NOT_COORDINATOR, which clients
+    retry after looking the coordinator up again; bad ids are INVALID_REQUEST."""
     request = InitProducerIdRequest(transactional_id="tx-1", transaction_timeout_ms=60000)
     response = await call(gw, ApiKey.INIT_PRODUCER_ID, version, request)
-    assert response.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert response.error_code == ErrorCode.NOT_COORDINATOR
     assert (response.producer_id, response.producer_epoch) == (-1, -1)
     empty = InitProducerIdRequest(transactional_id="", transaction_timeout_ms=60000)
     response = await call(gw, ApiKey.INIT_PRODUCER_ID, version, empty)
     assert response.error_code == ErrorCode.INVALID_REQUEST
+    if version >= 3:  # KIP-360: a producer id without its epoch
+        half = InitProducerIdRequest(
+            transactional_id="tx-1", transaction_timeout_ms=60000, producer_id=5, producer_epoch=-1
+        )
+        response = await call(gw, ApiKey.INIT_PRODUCER_ID, version, half)
+        assert response.error_code == ErrorCode.INVALID_REQUEST
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])

@@ -12,8 +12,9 @@ from odradek.consumer_offsets.records import (
     encode_offset_key,
     encode_offset_value,
 )
+from odradek.internal_topic.partition_log import build_batch
+from odradek.offsets.append_errors import map_append_error
 from odradek.offsets.cache import ShardCache
-from odradek.offsets.partition_log import build_batch, map_append_error
 from odradek.protocol.consumer_protocol import encode_subscription
 from odradek.protocol.errors import ErrorCode as E
 from odradek.records.record import decode_batches

@@ -15,6 +15,7 @@ class NodeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONTROLLER: _ClassVar[NodeKind]
     COORDINATOR: _ClassVar[NodeKind]
     OFFSET_STORE: _ClassVar[NodeKind]
+    TRANSACTION_COORDINATOR: _ClassVar[NodeKind]
 
 class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -28,6 +29,7 @@ STORAGE: NodeKind
 CONTROLLER: NodeKind
 COORDINATOR: NodeKind
 OFFSET_STORE: NodeKind
+TRANSACTION_COORDINATOR: NodeKind
 NODE_STATE_UNSPECIFIED: NodeState
 ONLINE: NodeState
 OFFLINE: NodeState
@@ -120,7 +122,7 @@ class CoordinatorShard(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "dynamic_cluster_configs", "broker_configs")
+    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "dynamic_cluster_configs", "broker_configs", "transaction_shards")
     class ClusterConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +154,7 @@ class ClusterMetadata(_message.Message):
     COORDINATOR_SHARDS_FIELD_NUMBER: _ClassVar[int]
     DYNAMIC_CLUSTER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     BROKER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_SHARDS_FIELD_NUMBER: _ClassVar[int]
     version: int
     cluster_id: str
     controller_id: int
@@ -162,7 +165,8 @@ class ClusterMetadata(_message.Message):
     coordinator_shards: _containers.RepeatedCompositeFieldContainer[CoordinatorShard]
     dynamic_cluster_configs: _containers.ScalarMap[str, str]
     broker_configs: _containers.MessageMap[int, BrokerConfigs]
-    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., dynamic_cluster_configs: _Optional[_Mapping[str, str]] = ..., broker_configs: _Optional[_Mapping[int, BrokerConfigs]] = ...) -> None: ...
+    transaction_shards: _containers.RepeatedCompositeFieldContainer[CoordinatorShard]
+    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., dynamic_cluster_configs: _Optional[_Mapping[str, str]] = ..., broker_configs: _Optional[_Mapping[int, BrokerConfigs]] = ..., transaction_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ...) -> None: ...
 
 class BrokerConfigs(_message.Message):
     __slots__ = ("configs",)

@@ -23,49 +23,50 @@ _sym_db = _symbol_database.Default()
 
 
 from odradek.rpc.v1 import common_pb2 as odradek_dot_v1_dot_common__pb2
+from odradek.rpc.v1 import transactions_pb2 as odradek_dot_v1_dot_transactions__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18odradek/v1/offsets.proto\x12\nodradek.v1\x1a\x17odradek/v1/common.proto\"\x83\x01\n\x15OffsetCommitPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x15\n\x08metadata\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_metadata\"\x8d\x02\n\x14\x43ommitOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x1e\n\x11group_instance_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x11retention_time_ms\x18\x05 \x01(\x03\x12\x35\n\npartitions\x18\x06 \x03(\x0b\x32!.odradek.v1.OffsetCommitPartition\x12\x16\n\x0e\x63oordinator_id\x18\x07 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x08 \x01(\x05\x42\x14\n\x12_group_instance_id\"F\n\x0ePartitionError\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\"[\n\x15\x43ommitOffsetsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.odradek.v1.PartitionError\"i\n\x11\x46\x65tchOffsetsGroup\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x12\n\nall_topics\x18\x02 \x01(\x08\x12.\n\npartitions\x18\x03 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\"\\\n\x13\x46\x65tchOffsetsRequest\x12-\n\x06groups\x18\x01 \x03(\x0b\x32\x1d.odradek.v1.FetchOffsetsGroup\x12\x16\n\x0erequire_stable\x18\x02 \x01(\x08\"\xab\x01\n\x0f\x43ommittedOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x15\n\x08metadata\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x12\n\nerror_code\x18\x06 \x01(\x05\x12\x18\n\x10\x63ommit_timestamp\x18\x07 \x01(\x03\x42\x0b\n\t_metadata\"m\n\x17\x46\x65tchOffsetsGroupResult\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x12,\n\x07offsets\x18\x03 \x03(\x0b\x32\x1b.odradek.v1.CommittedOffset\"K\n\x14\x46\x65tchOffsetsResponse\x12\x33\n\x06groups\x18\x01 \x03(\x0b\x32#.odradek.v1.FetchOffsetsGroupResult\"\x8b\x01\n\x14\x44\x65leteOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\x12\x16\n\x0e\x63oordinator_id\x18\x03 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x04 \x01(\x05\"[\n\x15\x44\x65leteOffsetsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.odradek.v1.PartitionError\"\xe2\x01\n\x0bGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x1e\n\x11group_instance_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x05 \x01(\x05\x12\x1a\n\x12session_timeout_ms\x18\x06 \x01(\x05\x12\x14\n\x0csubscription\x18\x07 \x01(\x0c\x12\x12\n\nassignment\x18\x08 \x01(\x0c\x42\x14\n\x12_group_instance_id\"\xdb\x01\n\rGroupMetadata\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rprotocol_type\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x05\x12\x15\n\x08protocol\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06leader\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1f\n\x17\x63urrent_state_timestamp\x18\x06 \x01(\x03\x12(\n\x07members\x18\x07 \x03(\x0b\x32\x17.odradek.v1.GroupMemberB\x0b\n\t_protocolB\t\n\x07_leader\"\x99\x01\n\x12StoreGroupsRequest\x12\r\n\x05shard\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x03 \x01(\x05\x12)\n\x06groups\x18\x04 \x03(\x0b\x32\x19.odradek.v1.GroupMetadata\x12\x16\n\x0e\x64\x65leted_groups\x18\x05 \x03(\t\")\n\x13StoreGroupsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\"T\n\x10LoadShardRequest\x12\r\n\x05shard\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x03 \x01(\x05\"i\n\x11LoadShardResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12)\n\x06groups\x18\x02 \x03(\x0b\x32\x19.odradek.v1.GroupMetadata\x12\x15\n\roffset_groups\x18\x03 \x03(\t2\xa6\x03\n\x0bOffsetStore\x12T\n\rCommitOffsets\x12 .odradek.v1.CommitOffsetsRequest\x1a!.odradek.v1.CommitOffsetsResponse\x12Q\n\x0c\x46\x65tchOffsets\x12\x1f.odradek.v1.FetchOffsetsRequest\x1a .odradek.v1.FetchOffsetsResponse\x12T\n\rDeleteOffsets\x12 .odradek.v1.DeleteOffsetsRequest\x1a!.odradek.v1.DeleteOffsetsResponse\x12N\n\x0bStoreGroups\x12\x1e.odradek.v1.StoreGroupsRequest\x1a\x1f.odradek.v1.StoreGroupsResponse\x12H\n\tLoadShard\x12\x1c.odradek.v1.LoadShardRequest\x1a\x1d.odradek.v1.LoadShardResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18odradek/v1/offsets.proto\x12\nodradek.v1\x1a\x17odradek/v1/common.proto\x1a\x1dodradek/v1/transactions.proto\"\x83\x01\n\x15OffsetCommitPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x15\n\x08metadata\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_metadata\"\xeb\x02\n\x14\x43ommitOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x1e\n\x11group_instance_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x11retention_time_ms\x18\x05 \x01(\x03\x12\x35\n\npartitions\x18\x06 \x03(\x0b\x32!.odradek.v1.OffsetCommitPartition\x12\x16\n\x0e\x63oordinator_id\x18\x07 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x08 \x01(\x05\x12\x15\n\rtransactional\x18\t \x01(\x08\x12\x18\n\x10transactional_id\x18\n \x01(\t\x12\x13\n\x0bproducer_id\x18\x0b \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x0c \x01(\x05\x42\x14\n\x12_group_instance_id\"F\n\x0ePartitionError\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\"[\n\x15\x43ommitOffsetsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.odradek.v1.PartitionError\"i\n\x11\x46\x65tchOffsetsGroup\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x12\n\nall_topics\x18\x02 \x01(\x08\x12.\n\npartitions\x18\x03 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\"\\\n\x13\x46\x65tchOffsetsRequest\x12-\n\x06groups\x18\x01 \x03(\x0b\x32\x1d.odradek.v1.FetchOffsetsGroup\x12\x16\n\x0erequire_stable\x18\x02 \x01(\x08\"\xab\x01\n\x0f\x43ommittedOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x15\n\x08metadata\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x12\n\nerror_code\x18\x06 \x01(\x05\x12\x18\n\x10\x63ommit_timestamp\x18\x07 \x01(\x03\x42\x0b\n\t_metadata\"m\n\x17\x46\x65tchOffsetsGroupResult\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x12,\n\x07offsets\x18\x03 \x03(\x0b\x32\x1b.odradek.v1.CommittedOffset\"K\n\x14\x46\x65tchOffsetsResponse\x12\x33\n\x06groups\x18\x01 \x03(\x0b\x32#.odradek.v1.FetchOffsetsGroupResult\"\x8b\x01\n\x14\x44\x65leteOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.odradek.v1.TopicPartition\x12\x16\n\x0e\x63oordinator_id\x18\x03 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x04 \x01(\x05\"[\n\x15\x44\x65leteOffsetsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.odradek.v1.PartitionError\"\xe2\x01\n\x0bGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x1e\n\x11group_instance_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x05 \x01(\x05\x12\x1a\n\x12session_timeout_ms\x18\x06 \x01(\x05\x12\x14\n\x0csubscription\x18\x07 \x01(\x0c\x12\x12\n\nassignment\x18\x08 \x01(\x0c\x42\x14\n\x12_group_instance_id\"\xdb\x01\n\rGroupMetadata\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rprotocol_type\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x05\x12\x15\n\x08protocol\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06leader\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1f\n\x17\x63urrent_state_timestamp\x18\x06 \x01(\x03\x12(\n\x07members\x18\x07 \x03(\x0b\x32\x17.odradek.v1.GroupMemberB\x0b\n\t_protocolB\t\n\x07_leader\"\x99\x01\n\x12StoreGroupsRequest\x12\r\n\x05shard\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x03 \x01(\x05\x12)\n\x06groups\x18\x04 \x03(\x0b\x32\x19.odradek.v1.GroupMetadata\x12\x16\n\x0e\x64\x65leted_groups\x18\x05 \x03(\t\")\n\x13StoreGroupsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\"T\n\x10LoadShardRequest\x12\r\n\x05shard\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x03 \x01(\x05\"i\n\x11LoadShardResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12)\n\x06groups\x18\x02 \x03(\x0b\x32\x19.odradek.v1.GroupMetadata\x12\x15\n\roffset_groups\x18\x03 \x03(\t2\x82\x04\n\x0bOffsetStore\x12T\n\rCommitOffsets\x12 .odradek.v1.CommitOffsetsRequest\x1a!.odradek.v1.CommitOffsetsResponse\x12Q\n\x0c\x46\x65tchOffsets\x12\x1f.odradek.v1.FetchOffsetsRequest\x1a .odradek.v1.FetchOffsetsResponse\x12T\n\rDeleteOffsets\x12 .odradek.v1.DeleteOffsetsRequest\x1a!.odradek.v1.DeleteOffsetsResponse\x12N\n\x0bStoreGroups\x12\x1e.odradek.v1.StoreGroupsRequest\x1a\x1f.odradek.v1.StoreGroupsResponse\x12H\n\tLoadShard\x12\x1c.odradek.v1.LoadShardRequest\x1a\x1d.odradek.v1.LoadShardResponse\x12Z\n\x0fWriteTxnMarkers\x12\".odradek.v1.WriteTxnMarkersRequest\x1a#.odradek.v1.WriteTxnMarkersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'odradek.v1.offsets_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OFFSETCOMMITPARTITION']._serialized_start=66
-  _globals['_OFFSETCOMMITPARTITION']._serialized_end=197
-  _globals['_COMMITOFFSETSREQUEST']._serialized_start=200
-  _globals['_COMMITOFFSETSREQUEST']._serialized_end=469
-  _globals['_PARTITIONERROR']._serialized_start=471
-  _globals['_PARTITIONERROR']._serialized_end=541
-  _globals['_COMMITOFFSETSRESPONSE']._serialized_start=543
-  _globals['_COMMITOFFSETSRESPONSE']._serialized_end=634
-  _globals['_FETCHOFFSETSGROUP']._serialized_start=636
-  _globals['_FETCHOFFSETSGROUP']._serialized_end=741
-  _globals['_FETCHOFFSETSREQUEST']._serialized_start=743
-  _globals['_FETCHOFFSETSREQUEST']._serialized_end=835
-  _globals['_COMMITTEDOFFSET']._serialized_start=838
-  _globals['_COMMITTEDOFFSET']._serialized_end=1009
-  _globals['_FETCHOFFSETSGROUPRESULT']._serialized_start=1011
-  _globals['_FETCHOFFSETSGROUPRESULT']._serialized_end=1120
-  _globals['_FETCHOFFSETSRESPONSE']._serialized_start=1122
-  _globals['_FETCHOFFSETSRESPONSE']._serialized_end=1197
-  _globals['_DELETEOFFSETSREQUEST']._serialized_start=1200
-  _globals['_DELETEOFFSETSREQUEST']._serialized_end=1339
-  _globals['_DELETEOFFSETSRESPONSE']._serialized_start=1341
-  _globals['_DELETEOFFSETSRESPONSE']._serialized_end=1432
-  _globals['_GROUPMEMBER']._serialized_start=1435
-  _globals['_GROUPMEMBER']._serialized_end=1661
-  _globals['_GROUPMETADATA']._serialized_start=1664
-  _globals['_GROUPMETADATA']._serialized_end=1883
-  _globals['_STOREGROUPSREQUEST']._serialized_start=1886
-  _globals['_STOREGROUPSREQUEST']._serialized_end=2039
-  _globals['_STOREGROUPSRESPONSE']._serialized_start=2041
-  _globals['_STOREGROUPSRESPONSE']._serialized_end=2082
-  _globals['_LOADSHARDREQUEST']._serialized_start=2084
-  _globals['_LOADSHARDREQUEST']._serialized_end=2168
-  _globals['_LOADSHARDRESPONSE']._serialized_start=2170
-  _globals['_LOADSHARDRESPONSE']._serialized_end=2275
-  _globals['_OFFSETSTORE']._serialized_start=2278
-  _globals['_OFFSETSTORE']._serialized_end=2700
+  _globals['_OFFSETCOMMITPARTITION']._serialized_start=97
+  _globals['_OFFSETCOMMITPARTITION']._serialized_end=228
+  _globals['_COMMITOFFSETSREQUEST']._serialized_start=231
+  _globals['_COMMITOFFSETSREQUEST']._serialized_end=594
+  _globals['_PARTITIONERROR']._serialized_start=596
+  _globals['_PARTITIONERROR']._serialized_end=666
+  _globals['_COMMITOFFSETSRESPONSE']._serialized_start=668
+  _globals['_COMMITOFFSETSRESPONSE']._serialized_end=759
+  _globals['_FETCHOFFSETSGROUP']._serialized_start=761
+  _globals['_FETCHOFFSETSGROUP']._serialized_end=866
+  _globals['_FETCHOFFSETSREQUEST']._serialized_start=868
+  _globals['_FETCHOFFSETSREQUEST']._serialized_end=960
+  _globals['_COMMITTEDOFFSET']._serialized_start=963
+  _globals['_COMMITTEDOFFSET']._serialized_end=1134
+  _globals['_FETCHOFFSETSGROUPRESULT']._serialized_start=1136
+  _globals['_FETCHOFFSETSGROUPRESULT']._serialized_end=1245
+  _globals['_FETCHOFFSETSRESPONSE']._serialized_start=1247
+  _globals['_FETCHOFFSETSRESPONSE']._serialized_end=1322
+  _globals['_DELETEOFFSETSREQUEST']._serialized_start=1325
+  _globals['_DELETEOFFSETSREQUEST']._serialized_end=1464
+  _globals['_DELETEOFFSETSRESPONSE']._serialized_start=1466
+  _globals['_DELETEOFFSETSRESPONSE']._serialized_end=1557
+  _globals['_GROUPMEMBER']._serialized_start=1560
+  _globals['_GROUPMEMBER']._serialized_end=1786
+  _globals['_GROUPMETADATA']._serialized_start=1789
+  _globals['_GROUPMETADATA']._serialized_end=2008
+  _globals['_STOREGROUPSREQUEST']._serialized_start=2011
+  _globals['_STOREGROUPSREQUEST']._serialized_end=2164
+  _globals['_STOREGROUPSRESPONSE']._serialized_start=2166
+  _globals['_STOREGROUPSRESPONSE']._serialized_end=2207
+  _globals['_LOADSHARDREQUEST']._serialized_start=2209
+  _globals['_LOADSHARDREQUEST']._serialized_end=2293
+  _globals['_LOADSHARDRESPONSE']._serialized_start=2295
+  _globals['_LOADSHARDRESPONSE']._serialized_end=2400
+  _globals['_OFFSETSTORE']._serialized_start=2403
+  _globals['_OFFSETSTORE']._serialized_end=2917
 # @@protoc_insertion_point(module_scope)

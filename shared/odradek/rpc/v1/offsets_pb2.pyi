@@ -1,4 +1,5 @@
 from odradek.rpc.v1 import common_pb2 as _common_pb2
+from odradek.rpc.v1 import transactions_pb2 as _transactions_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -22,7 +23,7 @@ class OffsetCommitPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ...) -> None: ...
 
 class CommitOffsetsRequest(_message.Message):
-    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id", "retention_time_ms", "partitions", "coordinator_id", "coordinator_epoch")
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id", "retention_time_ms", "partitions", "coordinator_id", "coordinator_epoch", "transactional", "transactional_id", "producer_id", "producer_epoch")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +32,10 @@ class CommitOffsetsRequest(_message.Message):
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     generation_id: int
     member_id: str
@@ -39,7 +44,11 @@ class CommitOffsetsRequest(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitPartition]
     coordinator_id: int
     coordinator_epoch: int
-    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., retention_time_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
+    transactional: bool
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., retention_time_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., transactional: _Optional[bool] = ..., transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class PartitionError(_message.Message):
     __slots__ = ("topic", "partition", "error_code")

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from odradek.rpc.v1 import offsets_pb2 as odradek_dot_v1_dot_offsets__pb2
+from odradek.rpc.v1 import transactions_pb2 as odradek_dot_v1_dot_transactions__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -59,6 +60,11 @@ class OffsetStoreStub:
                 request_serializer=odradek_dot_v1_dot_offsets__pb2.LoadShardRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_offsets__pb2.LoadShardResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/odradek.v1.OffsetStore/WriteTxnMarkers',
+                request_serializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class OffsetStoreServicer:
@@ -100,6 +106,15 @@ class OffsetStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Transaction markers for __consumer_offsets partitions, from the transaction
+        coordinator: appended through the storage leader, then pending transactional
+        offsets of that producer are materialised (COMMIT) or dropped (ABORT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OffsetStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +142,11 @@ def add_OffsetStoreServicer_to_server(servicer, server):
                     servicer.LoadShard,
                     request_deserializer=odradek_dot_v1_dot_offsets__pb2.LoadShardRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_offsets__pb2.LoadShardResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +284,33 @@ class OffsetStore:
             '/odradek.v1.OffsetStore/LoadShard',
             odradek_dot_v1_dot_offsets__pb2.LoadShardRequest.SerializeToString,
             odradek_dot_v1_dot_offsets__pb2.LoadShardResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.OffsetStore/WriteTxnMarkers',
+            odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersRequest.SerializeToString,
+            odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

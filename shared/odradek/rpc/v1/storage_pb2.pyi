@@ -1,11 +1,20 @@
 from odradek.rpc.v1 import common_pb2 as _common_pb2
+from odradek.rpc.v1 import transactions_pb2 as _transactions_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AppendOrigin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPEND_ORIGIN_CLIENT: _ClassVar[AppendOrigin]
+    APPEND_ORIGIN_COORDINATOR: _ClassVar[AppendOrigin]
+APPEND_ORIGIN_CLIENT: AppendOrigin
+APPEND_ORIGIN_COORDINATOR: AppendOrigin
 
 class ProducePartition(_message.Message):
     __slots__ = ("topic", "partition", "records")
@@ -18,16 +27,20 @@ class ProducePartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "partitions", "transactional_id")
+    __slots__ = ("acks", "timeout_ms", "partitions", "transactional_id", "api_version", "origin")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     partitions: _containers.RepeatedCompositeFieldContainer[ProducePartition]
     transactional_id: str
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ProducePartition, _Mapping]]] = ..., transactional_id: _Optional[str] = ...) -> None: ...
+    api_version: int
+    origin: AppendOrigin
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ProducePartition, _Mapping]]] = ..., transactional_id: _Optional[str] = ..., api_version: _Optional[int] = ..., origin: _Optional[_Union[AppendOrigin, str]] = ...) -> None: ...
 
 class RecordError(_message.Message):
     __slots__ = ("batch_index", "message")
@@ -110,7 +123,7 @@ class EpochEndOffset(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
 
 class FetchPartitionResult(_message.Message):
-    __slots__ = ("topic", "partition", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records", "diverging_epoch", "current_leader_epoch", "log_end_offset")
+    __slots__ = ("topic", "partition", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records", "diverging_epoch", "current_leader_epoch", "log_end_offset", "aborted_transactions")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +134,7 @@ class FetchPartitionResult(_message.Message):
     DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error_code: int
@@ -131,7 +145,16 @@ class FetchPartitionResult(_message.Message):
     diverging_epoch: EpochEndOffset
     current_leader_epoch: int
     log_end_offset: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[int] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., current_leader_epoch: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
+    aborted_transactions: _containers.RepeatedCompositeFieldContainer[AbortedTransaction]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[int] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., current_leader_epoch: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ...) -> None: ...
+
+class AbortedTransaction(_message.Message):
+    __slots__ = ("producer_id", "first_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    first_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
     __slots__ = ("error_code", "partitions")

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from odradek.rpc.v1 import storage_pb2 as odradek_dot_v1_dot_storage__pb2
+from odradek.rpc.v1 import transactions_pb2 as odradek_dot_v1_dot_transactions__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -84,6 +85,11 @@ class StorageStub:
                 request_serializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/odradek.v1.Storage/WriteTxnMarkers',
+                request_serializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServicer:
@@ -154,6 +160,15 @@ class StorageServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Transaction markers (Kafka's WriteTxnMarkers) from the transaction coordinator:
+        the leader appends a COMMIT/ABORT control batch per partition, answered once the
+        high watermark passed it (acks=all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -206,6 +221,11 @@ def add_StorageServicer_to_server(servicer, server):
                     servicer.AlterReplicaLogDirs,
                     request_deserializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -478,6 +498,33 @@ class Storage:
             '/odradek.v1.Storage/AlterReplicaLogDirs',
             odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsRequest.SerializeToString,
             odradek_dot_v1_dot_storage__pb2.AlterReplicaLogDirsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Storage/WriteTxnMarkers',
+            odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersRequest.SerializeToString,
+            odradek_dot_v1_dot_transactions__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

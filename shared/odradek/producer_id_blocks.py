@@ -1,15 +1,17 @@
-"""Producer ids for idempotent producers, taken from blocks the controller hands out.
+"""Producer ids taken from blocks the controller hands out (Kafka's ``RPCProducerIdManager``).
 
-The controller gives each caller a disjoint block of ids (``AllocateProducerIds``,
-1000 by default) and persists its high-water mark before answering, so no id is
-handed out twice, across gateways or across restarts of one gateway: a restarted
-gateway asks for a new block and abandons what was left of the old one. Within a
-gateway ids come from the current block in order; once 90% of it is used (the
+Used by the gateway (InitProducerId without a transactional id: idempotent producers)
+and the transaction coordinator (transactional ids, and a new id when a producer's
+epochs are exhausted). The controller gives each caller a disjoint block of ids
+(``AllocateProducerIds``, 1000 by default) and persists its high-water mark before
+answering, so no id is handed out twice, across callers or across restarts of one: a
+restarted caller asks for a new block and abandons what was left of the old one.
+Within a caller ids come from the current block in order; once 90% of it is used (the
 threshold of Kafka's ``RPCProducerIdManager``) the next block is fetched in the
 background, so a producer rarely waits for the controller.
 
 As a last guard against a misbehaving controller, a block that reaches below the
-highest id this gateway already handed out is refused, never used.
+highest id this caller already handed out is refused, never used.
 
 When no id is available in time :class:`ProducerIdsUnavailable` maps to
 COORDINATOR_LOAD_IN_PROGRESS, a retriable error (Kafka answers the same while its
@@ -55,7 +57,7 @@ Fetch = Callable[[], Awaitable[tuple[int, int]]]
 def from_controller(
     controller: ControllerClient, node_id: int, incarnation: Callable[[], int]
 ) -> Fetch:
-    """A :data:`Fetch` asking the controller (``AllocateProducerIds``) for gateway
+    """A :data:`Fetch` asking the controller (``AllocateProducerIds``) for node
     ``node_id``'s next block; ``incarnation`` is its current registration's."""
 
     async def fetch() -> tuple[int, int]:

@@ -13,7 +13,7 @@ from helpers.waiting import wait_until_async
 
 from odradek.controller.cluster_state import NodeInfo, NodeKind
 from odradek.controller.model import ClusterModel
-from odradek.gateway.producer_ids import ProducerIdBlocks, ProducerIdsUnavailable
+from odradek.producer_id_blocks import ProducerIdBlocks, ProducerIdsUnavailable
 
 GATEWAY = 0
 

@@ -1,0 +1,44 @@
+"""acks=all on the leader: wait until the high watermark passes what was appended
+(Kafka's DelayedProduce and checkEnoughReplicasReachOffset), for Produce and WriteTxnMarkers.
+
+Each waiter is ``(partition, required offset, leader epoch at append)``. The answer per
+waiter is NONE once the high watermark reached the required offset with an ISR of at
+least ``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it got there with a
+smaller ISR, NOT_LEADER_OR_FOLLOWER if leadership or the epoch moved first, and
+REQUEST_TIMED_OUT when ``timeout_ms`` passes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.notify import subscribed, wait_until
+from odradek.storage.partition import Partition
+
+Waiter = tuple[Partition, int, int]
+
+
+async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[ErrorCode]:
+    """The outcome of each waiter, in order."""
+    outcome: list[ErrorCode | None] = [None] * len(waiting)
+    pending = list(range(len(waiting)))
+    deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000.0
+    event = asyncio.Event()
+    notifiers = {id(w[0]): w[0].hw_changed for w in waiting}.values()
+    with subscribed(event, notifiers):
+        while pending:
+            event.clear()
+            still = []
+            for i in pending:
+                part, required, epoch = waiting[i]
+                done, error = part.replication_status(required, epoch)
+                if done:
+                    outcome[i] = error
+                else:
+                    still.append(i)
+            pending = still
+            if not pending or not await wait_until(event, deadline):
+                break
+    return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in outcome]

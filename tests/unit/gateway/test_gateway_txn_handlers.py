@@ -1,0 +1,299 @@
+"""The transaction API handlers through the gateway's real dispatch, without a cluster.
+
+What the gateway answers on its own, at every advertised version: input it refuses
+before asking anyone (empty ids, unknown topics, internal topics, transactional
+batches without a transactional id) and the retriable answers while no transaction
+coordinator owns the id (clients look the coordinator up again). Everything that
+needs the coordinator is covered by tests/integration/test_transactions_wire.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from odradek.config import Config
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway import DEFAULTS, Gateway
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode as E
+from odradek.protocol.headers import parse_request_header, parse_response_header
+from odradek.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    DescribeTransactionsRequest,
+    EndTxnRequest,
+    FindCoordinatorRequest,
+    ListTransactionsRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+    decode_response,
+    encode_request,
+)
+from odradek.protocol.versions import SUPPORTED, response_header_version
+from odradek.records.record import BatchBuilder
+from odradek.rpc.v1 import common_pb2
+
+
+def _metadata() -> common_pb2.ClusterMetadata:
+    online = common_pb2.ONLINE
+    return common_pb2.ClusterMetadata(
+        version=3,
+        cluster_id="Zq3sS1o8RkGx7YH0c2bVYA",
+        nodes=[
+            common_pb2.Node(
+                node_id=0, kind=common_pb2.GATEWAY, host="127.0.0.1", kafka_port=9092, state=online
+            ),
+            common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
+        ],
+        topics=[
+            common_pb2.Topic(
+                name="orders",
+                partitions=[
+                    common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)
+                ],
+            )
+        ],
+    )
+
+
+@pytest.fixture
+async def gw() -> AsyncIterator[Gateway]:
+    gateway = Gateway(
+        Config(
+            DEFAULTS,
+            overrides={
+                "node.id": "0",
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "controller.address": "127.0.0.1:1",
+            },
+        )
+    )
+    await gateway.metadata.update(_metadata())
+    yield gateway
+    await gateway.transactions.close()
+    await gateway.controller.close()
+
+
+async def call(gw: Gateway, api_key: ApiKey, version: int, request: Any) -> Any:
+    frame = encode_request(api_key, version, 41, "unit", request)
+    header, offset = parse_request_header(memoryview(frame)[4:])
+    answer = await gw.dispatch(
+        ConnectionContext(1, "test"), header, memoryview(frame)[4 + offset :]
+    )
+    assert answer is not None
+    cid, start = parse_response_header(
+        memoryview(answer)[4:], response_header_version(api_key, version)
+    )
+    assert cid == 41
+    return decode_response(api_key, version, memoryview(answer)[4 + start :])
+
+
+def versions(key: ApiKey) -> range:
+    low, high = SUPPORTED[key]
+    return range(low, high + 1)
+
+
+def test_transaction_apis_are_advertised_as_served() -> None:
+    assert SUPPORTED[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 5)
+    assert SUPPORTED[ApiKey.ADD_OFFSETS_TO_TXN] == (0, 4)
+    assert SUPPORTED[ApiKey.END_TXN] == (0, 4)  # v5 is transactions v2 (KIP-890 part 2)
+    assert SUPPORTED[ApiKey.TXN_OFFSET_COMMIT] == (0, 4)
+    assert SUPPORTED[ApiKey.DESCRIBE_TRANSACTIONS] == (0, 0)
+    assert SUPPORTED[ApiKey.LIST_TRANSACTIONS] == (0, 1)
+    assert SUPPORTED[ApiKey.DESCRIBE_PRODUCERS] == (0, 0)
+    assert SUPPORTED[ApiKey.PRODUCE] == (0, 11)  # v12 is transactions v2
+    assert ApiKey.WRITE_TXN_MARKERS not in SUPPORTED  # broker to broker only
+
+
+@pytest.mark.parametrize("version", [1, 3, 4, 6])
+async def test_find_coordinator_before_transaction_state_exists(gw: Gateway, version: int) -> None:
+    if version >= 4:
+        r = await call(
+            gw,
+            ApiKey.FIND_COORDINATOR,
+            version,
+            FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]),
+        )
+        assert r.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+    else:
+        r = await call(
+            gw, ApiKey.FIND_COORDINATOR, version, FindCoordinatorRequest(key="t", key_type=1)
+        )
+        assert r.error_code == E.COORDINATOR_NOT_AVAILABLE
+
+
+@pytest.mark.parametrize("version", range(4))
+async def test_add_partitions_checks_before_asking_the_coordinator(
+    gw: Gateway, version: int
+) -> None:
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+
+    def request(tid: str, *topics: tuple[str, list[int]]) -> AddPartitionsToTxnRequest:
+        return AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=7,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[T(name=n, partitions=ps) for n, ps in topics],
+        )
+
+    def codes(r: Any) -> dict[tuple[str, int], int]:
+        return {
+            (t.name, p.partition_index): p.partition_error_code
+            for t in r.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+
+    r = await call(gw, ApiKey.ADD_PARTITIONS_TO_TXN, version, request("t", ("orders", [0, 3])))
+    assert codes(r) == {
+        ("orders", 0): E.OPERATION_NOT_ATTEMPTED,
+        ("orders", 3): E.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    r = await call(
+        gw, ApiKey.ADD_PARTITIONS_TO_TXN, version, request("t", ("__transaction_state", [0]))
+    )
+    assert codes(r) == {("__transaction_state", 0): E.TOPIC_AUTHORIZATION_FAILED}
+    r = await call(gw, ApiKey.ADD_PARTITIONS_TO_TXN, version, request("", ("orders", [0])))
+    assert codes(r) == {("orders", 0): E.INVALID_REQUEST}
+    r = await call(gw, ApiKey.ADD_PARTITIONS_TO_TXN, version, request("t", ("orders", [0])))
+    assert codes(r) == {("orders", 0): E.NOT_COORDINATOR}
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_add_partitions_broker_form_answers_per_transaction(
+    gw: Gateway, version: int
+) -> None:
+    X = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+    T = X.AddPartitionsToTxnTopic
+    r = await call(
+        gw,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        version,
+        AddPartitionsToTxnRequest(
+            transactions=[
+                X(
+                    transactional_id=tid,
+                    producer_id=1,
+                    producer_epoch=0,
+                    verify_only=True,
+                    topics=[T(name=topic, partitions=[0])],
+                )
+                for tid, topic in (("a", "orders"), ("b", "missing"))
+            ]
+        ),
+    )
+    assert r.error_code == E.NONE
+    assert {
+        x.transactional_id: [
+            (t.name, p.partition_error_code)
+            for t in x.topic_results
+            for p in t.results_by_partition
+        ]
+        for x in r.results_by_transaction
+    } == {"a": [("orders", E.NOT_COORDINATOR)], "b": [("missing", E.UNKNOWN_TOPIC_OR_PARTITION)]}
+
+
+async def test_end_txn_and_add_offsets_without_a_coordinator(gw: Gateway) -> None:
+    for version in versions(ApiKey.END_TXN):
+        empty = EndTxnRequest(transactional_id="", producer_id=1, producer_epoch=0, committed=True)
+        assert (await call(gw, ApiKey.END_TXN, version, empty)).error_code == E.INVALID_REQUEST
+        ok = EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True)
+        assert (await call(gw, ApiKey.END_TXN, version, ok)).error_code == E.NOT_COORDINATOR
+    for version in versions(ApiKey.ADD_OFFSETS_TO_TXN):
+        request = AddOffsetsToTxnRequest(
+            transactional_id="t", producer_id=1, producer_epoch=0, group_id="g"
+        )
+        assert (
+            await call(gw, ApiKey.ADD_OFFSETS_TO_TXN, version, request)
+        ).error_code == E.NOT_COORDINATOR
+
+
+@pytest.mark.parametrize("version", range(5))
+async def test_txn_offset_commit_refusals(gw: Gateway, version: int) -> None:
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+
+    def request(group: str, topic: str, partition: int) -> TxnOffsetCommitRequest:
+        return TxnOffsetCommitRequest(
+            transactional_id="t",
+            group_id=group,
+            producer_id=1,
+            producer_epoch=0,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                T(
+                    name=topic,
+                    partitions=[
+                        P(
+                            partition_index=partition,
+                            committed_offset=5,
+                            committed_leader_epoch=-1,
+                            committed_metadata=None,
+                        )
+                    ],
+                )
+            ],
+        )
+
+    def code(r: Any) -> int:
+        return int(r.topics[0].partitions[0].error_code)
+
+    assert (
+        code(await call(gw, ApiKey.TXN_OFFSET_COMMIT, version, request("", "orders", 0)))
+        == E.INVALID_GROUP_ID
+    )
+    assert (
+        code(await call(gw, ApiKey.TXN_OFFSET_COMMIT, version, request("g", "orders", 9)))
+        == E.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    assert (
+        code(await call(gw, ApiKey.TXN_OFFSET_COMMIT, version, request("g", "orders", 0)))
+        == E.NOT_COORDINATOR
+    )
+
+
+async def test_admin_apis_without_a_coordinator(gw: Gateway) -> None:
+    r = await call(
+        gw,
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        0,
+        DescribeTransactionsRequest(transactional_ids=["t", ""]),
+    )
+    assert [(s.transactional_id, s.error_code) for s in r.transaction_states] == [
+        ("t", E.NOT_COORDINATOR),
+        ("", E.INVALID_REQUEST),
+    ]
+    for version in versions(ApiKey.LIST_TRANSACTIONS):
+        r = await call(
+            gw,
+            ApiKey.LIST_TRANSACTIONS,
+            version,
+            ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1),
+        )
+        assert (r.error_code, r.transaction_states) == (E.NONE, [])
+
+
+@pytest.mark.parametrize("version", [3, 9, 11])
+async def test_transactional_batches_need_a_transactional_id(gw: Gateway, version: int) -> None:
+    builder = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    builder.append(1, None, b"v")
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            data(
+                name="orders",
+                partition_data=[data.PartitionProduceData(index=0, records=builder.build())],
+            )
+        ],
+    )
+    r = await call(gw, ApiKey.PRODUCE, version, request)
+    assert (
+        r.responses[0].partition_responses[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    )
