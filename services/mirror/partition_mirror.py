@@ -33,6 +33,7 @@ from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.mirror import mirror_metrics as metrics
 from odradek.mirror import wire
 from odradek.mirror.batches import AbortedTransactions, MirrorBatch, mirror_batches, stamp_producer
+from odradek.mirror.offset_store import decode_metadata, encode_metadata
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class PartitionMirror:
         target_tp: tuple[str, int],
         start: int | None,
         tuning: Tuning,
+        exactly_once: tuple[str, str] | None = None,
     ) -> None:
         self.alias = source_alias
         self.source = source
@@ -72,6 +74,8 @@ class PartitionMirror:
         self.source_tp = source_tp
         self.target_tp = target_tp
         self.tuning = tuning
+        # (transactional id, mirror group id): records and source offset in one transaction.
+        self.exactly_once = exactly_once
         self.acked = start  # None: not known yet (start at the source's log start)
         self.target_next = -1
         self.high_watermark = -1
@@ -124,6 +128,8 @@ class PartitionMirror:
             except asyncio.CancelledError:
                 raise
             except (KafkaClientError, ProduceFailed, OSError) as exc:
+                if self.exactly_once:
+                    self._producer = None  # InitProducerId again: aborts the open transaction
                 self.errors += 1
                 self.last_error = str(exc)
                 metrics.ERRORS.labels(self.alias, type(exc).__name__).inc()
@@ -158,6 +164,9 @@ class PartitionMirror:
         return max(0, offset)
 
     async def _session(self) -> None:
+        if self.exactly_once:
+            await self._transactional_session(*self.exactly_once)
+            return
         if self._producer is None:
             self._producer = await wire.init_producer_id(self.target)
             self._sequence = 0
@@ -165,13 +174,8 @@ class PartitionMirror:
         if self.acked is None:
             self.acked = await self._start_position(source_leader)
         position = self.acked
-        target_leader = await self._leader(self.target, self.target_tp)
-        ends = await wire.list_offsets(self.target, target_leader, {self.target_tp: wire.LATEST})
-        code, end = ends.get(self.target_tp, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1))
-        if code:
-            raise KafkaClientError(f"ListOffsets {self.target_tp}: {ErrorCode(code).name}", code)
-        self.target_next = end
-        self.syncs.append((position, end, 0))
+        self.target_next = await self._target_end()
+        self.syncs.append((position, self.target_next, 0))
         aborted = AbortedTransactions()
         in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]] = deque()
         try:
@@ -226,19 +230,117 @@ class PartitionMirror:
         finally:
             await self._drain(in_flight)
 
-    def _send(self, batch: MirrorBatch) -> asyncio.Task[tuple[int, int, str]]:
+    async def _target_end(self) -> int:
+        leader = await self._leader(self.target, self.target_tp)
+        ends = await wire.list_offsets(self.target, leader, {self.target_tp: wire.LATEST})
+        code, end = ends.get(self.target_tp, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1))
+        if code:
+            raise KafkaClientError(f"ListOffsets {self.target_tp}: {ErrorCode(code).name}", code)
+        return end
+
+    async def _transactional_session(self, transactional_id: str, group_id: str) -> None:
+        """Exactly once (KIP-98): per fetched chunk, one transaction holding the batches
+        and the mirror's new source offset (TxnOffsetCommit). The position a session
+        starts from is the committed one (read with require_stable), never a guess."""
+        coordinator = await wire.find_coordinator(self.target, transactional_id, key_type=1)
+        if self._producer is None:
+            self._producer = await wire.init_producer_id(
+                self.target, transactional_id, node_id=coordinator
+            )
+            self._sequence = 0
+        txn = (transactional_id, *self._producer)
+        group_coordinator = await wire.find_coordinator(self.target, group_id)
+        committed = await wire.offset_fetch(self.target, group_coordinator, group_id)
+        if self.target_tp in committed:
+            offset, metadata = committed[self.target_tp]
+            if decode_metadata(metadata)[0] == self.alias:
+                self.acked = offset
+        source_leader = await self._leader(self.source, self.source_tp)
+        if self.acked is None:
+            self.acked = await self._start_position(source_leader)
+        position = self.acked
+        self.target_next = await self._target_end()
+        self.syncs.append((position, self.target_next, 0))
+        aborted = AbortedTransactions()
+        while True:
+            fetched = (
+                await wire.fetch(
+                    self.source,
+                    source_leader,
+                    {self.source_tp: position},
+                    max_wait_ms=self.tuning.max_wait_ms,
+                    max_bytes=self.tuning.partition_max_bytes,
+                    partition_max_bytes=self.tuning.partition_max_bytes,
+                )
+            ).get(self.source_tp)
+            if fetched is None or fetched.error_code:
+                code = ErrorCode.UNKNOWN_SERVER_ERROR if fetched is None else fetched.error_code
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    position = await self._start_position(source_leader)
+                    continue
+                raise KafkaClientError(f"fetch {self.source_tp}: {ErrorCode(code).name}", code)
+            self.high_watermark = fetched.high_watermark
+            aborted.add(fetched.aborted)
+            batches = mirror_batches(fetched.records, position, aborted)
+            if not batches:
+                continue
+            committed_position = self.acked
+            in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]]
+            in_flight = deque()
+            try:
+                if any(b.data is not None for b in batches):
+                    await wire.add_partitions_to_txn(self.target, coordinator, txn, self.target_tp)
+                for batch in batches:
+                    task = None
+                    if batch.data is not None:
+                        task = self._send(batch, transactional_id)
+                    in_flight.append((batch, task))
+                tasks = [t for _, t in in_flight if t is not None]
+                if tasks:
+                    await asyncio.wait(tasks)
+                self._apply_acks(in_flight)
+                position = batches[-1].source_next
+                await wire.add_offsets_to_txn(self.target, coordinator, txn, group_id)
+                await wire.txn_offset_commit(
+                    self.target,
+                    group_coordinator,
+                    txn,
+                    group_id,
+                    {self.target_tp: (position, encode_metadata(self.alias, self.target_next))},
+                )
+                await wire.end_txn(self.target, coordinator, txn, commit=True)
+            except BaseException:
+                self.acked = committed_position
+                raise
+            self.acked = position
+            metrics.LAG.labels(*self._labels).set(max(0, self.high_watermark - position))
+
+    def _send(
+        self, batch: MirrorBatch, transactional_id: str | None = None
+    ) -> asyncio.Task[tuple[int, int, str]]:
         assert batch.data is not None and self._producer is not None
         stamp_producer(
-            batch.data, self._producer[0], self._producer[1], self._sequence, transactional=False
+            batch.data,
+            self._producer[0],
+            self._producer[1],
+            self._sequence,
+            transactional=transactional_id is not None,
         )
         self._sequence = (self._sequence + batch.record_count) & 0x7FFFFFFF
-        return asyncio.get_running_loop().create_task(self._produce(batch))
+        return asyncio.get_running_loop().create_task(self._produce(batch, transactional_id))
 
-    async def _produce(self, batch: MirrorBatch) -> tuple[int, int, str]:
+    async def _produce(
+        self, batch: MirrorBatch, transactional_id: str | None = None
+    ) -> tuple[int, int, str]:
         assert batch.data is not None
         leader = await self._leader(self.target, self.target_tp)
         result = await wire.produce(
-            self.target, leader, self.target_tp, batch.data, timeout_ms=self.tuning.timeout_ms
+            self.target,
+            leader,
+            self.target_tp,
+            batch.data,
+            timeout_ms=self.tuning.timeout_ms,
+            transactional_id=transactional_id,
         )
         if result[0] in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER) and batch.max_timestamp >= 0:
             latency = max(0.0, time.time() - batch.max_timestamp / 1000.0)

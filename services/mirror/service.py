@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 import time
 
@@ -24,6 +25,7 @@ from odradek.mirror.offset_store import OffsetStore, decode_metadata, encode_met
 from odradek.mirror.partition_mirror import PartitionMirror, Tuning
 from odradek.mirror.settings import DEFAULTS, MirrorSettings, parse_settings
 from odradek.mirror.topic_sync import WorkUnit, sync_topics
+from odradek.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ class MirrorService:
         self.mirrors: dict[WorkUnit, PartitionMirror] = {}
         self.committed: dict[tuple[str, int], tuple[int, str]] = {}
         self._loaded = False
+        self.exactly_once: bool | None = None  # decided once the target answers
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
 
@@ -95,6 +98,7 @@ class MirrorService:
             try:
                 self.committed = await self.store.load()
                 self._loaded = True
+                self.exactly_once = self._decide_exactly_once()
             except (KafkaClientError, OSError) as exc:
                 log.warning(
                     "target %s: cannot read committed positions: %s", self.settings.target, exc
@@ -118,6 +122,24 @@ class MirrorService:
                 )
         self.reconcile({u for units in self.units.values() for u in units})
 
+    def _decide_exactly_once(self) -> bool:
+        """``exactly.once.support``: requested (the default) uses transactions when the
+        target serves them; enabled requires them; disabled never uses them."""
+        support = self.settings.get("exactly.once.support").lower()
+        served = all(
+            self.target.supports(api)
+            for api in (ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.TXN_OFFSET_COMMIT, ApiKey.END_TXN)
+        )
+        if support == "enabled" and not served:
+            _say(
+                f"exactly.once.support=enabled, but the target {self.settings.target} does not "
+                "serve transactions; set exactly.once.support=requested to copy at least once"
+            )
+            os._exit(2)
+        chosen = served and support != "disabled"
+        _say("exactly once (transactions)" if chosen else "at least once (idempotent producer)")
+        return chosen
+
     def reconcile(self, wanted: set[WorkUnit]) -> None:
         for unit in [u for u in self.mirrors if u not in wanted]:
             mirror = self.mirrors.pop(unit)
@@ -138,6 +160,12 @@ class MirrorService:
                 unit.target_tp,
                 start,
                 self.tuning,
+                (
+                    f"{self.settings.group_id}-{unit.target_topic}-{unit.partition}",
+                    self.settings.group_id,
+                )
+                if self.exactly_once
+                else None,
             )
             if start is not None and target_offset >= 0:
                 mirror.syncs.append((start, target_offset, 0))
@@ -158,7 +186,7 @@ class MirrorService:
     def positions(self) -> dict[tuple[str, int], tuple[int, str]]:
         out = {}
         for unit, mirror in self.mirrors.items():
-            if mirror.acked is not None:
+            if mirror.acked is not None and not mirror.exactly_once:
                 out[unit.target_tp] = (
                     mirror.acked,
                     encode_metadata(unit.source, mirror.target_next),

@@ -421,3 +421,99 @@ async def list_groups(client: KafkaClient) -> set[str]:
         if not response.error_code:
             out.update(g.group_id for g in response.groups)
     return out
+
+
+# -- transactions (KIP-98): the calls of one exactly-once copy ---------------------------
+async def add_partitions_to_txn(
+    client: KafkaClient, coordinator: int, txn: tuple[str, int, int], tp: TopicPartition
+) -> None:
+    from odradek.protocol.messages import AddPartitionsToTxnRequest
+
+    cls = AddPartitionsToTxnRequest
+    transactional_id, producer_id, epoch = txn
+    request = cls(
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])],
+    )
+    response = await client.send(ApiKey.ADD_PARTITIONS_TO_TXN, request, coordinator)
+    for t in response.results_by_topic_v3_and_below:
+        for p in t.results_by_partition:
+            check(p.partition_error_code)
+
+
+async def add_offsets_to_txn(
+    client: KafkaClient, coordinator: int, txn: tuple[str, int, int], group_id: str
+) -> None:
+    from odradek.protocol.messages import AddOffsetsToTxnRequest
+
+    transactional_id, producer_id, epoch = txn
+    request = AddOffsetsToTxnRequest(
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        group_id=group_id,
+    )
+    response = await client.send(ApiKey.ADD_OFFSETS_TO_TXN, request, coordinator)
+    check(response.error_code)
+
+
+async def txn_offset_commit(
+    client: KafkaClient,
+    group_coordinator: int,
+    txn: tuple[str, int, int],
+    group_id: str,
+    offsets: Mapping[TopicPartition, tuple[int, str]],
+) -> None:
+    from odradek.protocol.messages import TxnOffsetCommitRequest
+
+    cls = TxnOffsetCommitRequest
+    transactional_id, producer_id, epoch = txn
+    by_topic: dict[str, list[tuple[int, int, str]]] = {}
+    for (topic, partition), (offset, metadata) in offsets.items():
+        by_topic.setdefault(topic, []).append((partition, offset, metadata))
+    request = cls(
+        transactional_id=transactional_id,
+        group_id=group_id,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            cls.TxnOffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    cls.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                        partition_index=p,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata=metadata,
+                    )
+                    for p, offset, metadata in parts
+                ],
+            )
+            for topic, parts in by_topic.items()
+        ],
+    )
+    response = await client.send(ApiKey.TXN_OFFSET_COMMIT, request, group_coordinator)
+    for t in response.topics:
+        for p in t.partitions:
+            check(p.error_code)
+
+
+async def end_txn(
+    client: KafkaClient, coordinator: int, txn: tuple[str, int, int], *, commit: bool
+) -> None:
+    from odradek.protocol.messages import EndTxnRequest
+
+    transactional_id, producer_id, epoch = txn
+    request = EndTxnRequest(
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        committed=commit,
+    )
+    response = await client.send(ApiKey.END_TXN, request, coordinator)
+    check(response.error_code)

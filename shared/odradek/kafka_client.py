@@ -76,6 +76,10 @@ VERSION_CAPS: dict[ApiKey, int] = {
     ApiKey.SYNC_GROUP: 5,
     ApiKey.HEARTBEAT: 4,
     ApiKey.LEAVE_GROUP: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.ADD_OFFSETS_TO_TXN: 3,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.END_TXN: 3,
 }
 
 _SIZE = struct.Struct(">i")

@@ -140,6 +140,19 @@ def produce(
     assert producer.flush(120) == 0
 
 
+def mirror_position(
+    bootstrap: str, topic: str, group: str = "odradek-mirror-target"
+) -> dict[int, int]:
+    """The source positions the mirror committed on the target (by target partition)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        n = partition_count(bootstrap, topic)
+        found = consumer.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+    finally:
+        consumer.close()
+
+
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-ends"})
     try:
@@ -167,17 +180,20 @@ def read_all(bootstrap: str, topic: str, *, timeout: float = 30.0) -> dict[int, 
     try:
         wanted = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, 0) for p in wanted])
-        done: set[int] = set()
         deadline = time.monotonic() + timeout
-        while done != wanted and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                out[msg.partition()].append(
+                    (msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])
+                )
                 continue
-            p = msg.partition()
-            out[p].append((msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1]))
-            if msg.offset() + 1 >= ends[p]:
-                done.add(p)
-        assert done == wanted, f"read {topic} only to {done} of {wanted} in {timeout}s"
+            # Caught up: positions pass the end offsets (transaction markers included).
+            positions = consumer.position([TopicPartition(topic, p) for p in wanted])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                break
+        else:
+            raise AssertionError(f"could not read {topic} to its end offsets {ends} in {timeout}s")
     finally:
         consumer.close()
     return out

@@ -31,6 +31,7 @@ from tests.integration.mirror_process import (
     add_partitions,
     create_topic,
     end_offsets,
+    mirror_position,
     partition_count,
     produce,
     read_all,
@@ -48,14 +49,21 @@ def two_clusters(
     yield module_cluster_factory(console=False), module_cluster_factory(console=False)
 
 
-def mirrored(source: str, target: str, topic: str, target_topic: str | None = None) -> bool:
-    """The target holds as many records per partition as the source (a check to poll)."""
+def mirrored(
+    source: str,
+    target: str,
+    topic: str,
+    target_topic: str | None = None,
+    group: str = "odradek-mirror-target",
+) -> bool:
+    """The mirror's committed source positions on the target reach the source's end
+    offsets: everything is copied (a check to poll; the records are compared after)."""
     try:
         src = end_offsets(source, topic)
-        dst = end_offsets(target, target_topic or topic)
+        done = mirror_position(target, target_topic or topic, group)
     except KafkaException:  # a topic or partition not in the metadata yet
         return False
-    return bool(src) and src == dst
+    return bool(src) and src == done
 
 
 def test_identity_copy_keeps_records_configs_partitions_and_resumes(
@@ -97,28 +105,41 @@ def first_occurrences(rows: list[Row]) -> list[Row]:
     return out
 
 
+@pytest.mark.parametrize("support", ["requested", "disabled"])
 def test_kill9_mid_stream_loses_nothing_and_keeps_order(
-    two_clusters: tuple[Cluster, Cluster], tmp_path: Path
+    two_clusters: tuple[Cluster, Cluster], tmp_path: Path, support: str
 ) -> None:
+    """exactly.once.support=requested: the target (Odradek, with transactions) ends up
+    with every source record exactly once; disabled: at least once, in order."""
     a, b = (c.bootstrap_servers for c in two_clusters)
-    create_topic(a, "stream", 4)
+    topic = f"stream-{support}"
+    create_topic(a, topic, 4)
     done = threading.Event()
 
     def write() -> None:
         for i in range(20):
-            produce(a, "stream", 500, start=i * 500, partitions=4)
+            produce(a, topic, 500, start=i * 500, partitions=4)
         done.set()
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     mirror = MirrorProcess(
-        tmp_path / "mirror.log", "--source", a, "--target", b, "--topics", "stream", *FAST
+        tmp_path / "mirror.log",
+        "--source",
+        a,
+        "--target",
+        b,
+        "--topics",
+        topic,
+        "--set",
+        f"exactly.once.support={support}",
+        *FAST,
     )
     mirror.start()
     try:
         wait_until(
             lambda: (
-                sum(end_offsets(b, "stream").values()) > 2000 if "stream" in topic_names(b) else 0
+                sum(mirror_position(b, topic).values()) > 2000 if topic in topic_names(b) else 0
             ),
             "the mirror under way",
             timeout=60,
@@ -127,16 +148,14 @@ def test_kill9_mid_stream_loses_nothing_and_keeps_order(
         mirror.start()
         writer.join(120)
         assert done.is_set()
-        wait_until(
-            lambda: all(
-                end_offsets(b, "stream").get(p, 0) >= n for p, n in end_offsets(a, "stream").items()
-            ),
-            "everything copied after the kill",
-            timeout=90,
-        )
+        wait_until(lambda: mirrored(a, b, topic), "everything copied after the kill", timeout=90)
     finally:
         mirror.stop()
-    source, target = read_all(a, "stream"), read_all(b, "stream")
+    source, target = read_all(a, topic), read_all(b, topic)
+    if support == "requested":
+        assert "exactly once (transactions)" in mirror.log()
+        assert target == source
+        return
     for p, rows in source.items():
         # At least once: every source record, in order; a re-sent tail may repeat.
         assert first_occurrences(target[p]) == rows, f"partition {p}"
