@@ -197,3 +197,34 @@ def read_all(bootstrap: str, topic: str, *, timeout: float = 30.0) -> dict[int, 
     finally:
         consumer.close()
     return out
+
+
+def read_count(
+    bootstrap: str, topic: str, partitions: int, count: int, *, timeout: float = 60.0
+) -> dict[int, list[Row]]:
+    """The first ``count`` records of ``topic`` by partition (for brokers whose end
+    offsets cannot be trusted: Tansu's ListOffsets(latest) lags its last batch)."""
+    out: dict[int, list[Row]] = {p: [] for p in range(partitions)}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "mirror-test-reader",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            out[msg.partition()].append(
+                (msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])
+            )
+            got += 1
+        assert got == count, f"read {got} of {count} records of {topic}"
+    finally:
+        consumer.close()
+    return out
