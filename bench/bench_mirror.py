@@ -149,7 +149,7 @@ def latency(
     ):
         reader = threading.Thread(target=consume, daemon=True)
         reader.start()
-        producer = Producer({"bootstrap.servers": source, "linger.ms": 0, "acks": "all"})
+        producer = Producer({"bootstrap.servers": source, "linger.ms": 5, "acks": "all"})
         warmup = time.monotonic() + 5  # the mirror starts and creates lat.latency
         while time.monotonic() < warmup:
             producer.produce(topic, value=b"w" * 100)
@@ -164,7 +164,8 @@ def latency(
                 time.sleep(delay)
             producer.produce(topic, value=b"x" * 100)
             producer.poll(0)
-        producer.flush(30)
+        if producer.flush(60):
+            raise RuntimeError("the source did not take every latency record within 60 s")
         time.sleep(2)
         stop.set()
         reader.join(10)

@@ -47,6 +47,8 @@ class MirrorService:
             timeout_ms=settings.int("request.timeout.ms"),
         )
         host, _, port = settings.get("metrics.listener").rpartition(":")
+        if settings.values.get("metrics.port"):  # the name every other service uses
+            host, port = "0.0.0.0", settings.values["metrics.port"]
         self.metrics = MetricsServer(host or "127.0.0.1", int(port or 0))
         self.units: dict[str, list[WorkUnit]] = {}  # by source alias: what its flow selects
         self.mirrors: dict[WorkUnit, PartitionMirror] = {}
@@ -121,6 +123,7 @@ class MirrorService:
                     exc,
                 )
         self.reconcile({u for units in self.units.values() for u in units})
+        self.metrics.ready = True  # /readyz: the target answered and the work is running
 
     def _decide_exactly_once(self) -> bool:
         """``exactly.once.support``: requested (the default) uses transactions when the

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from odradek.config import ConfigError
+from odradek.config import ConfigError, load_file
 from odradek.kafka_client import ClientConfig
 from odradek.kafka_security import SecurityConfigError
 from odradek.mirror.replication_policy import ReplicationPolicy
@@ -144,8 +144,17 @@ def _matches(patterns: tuple[re.Pattern[str], ...], name: str) -> bool:
 
 
 def parse_settings(values: Mapping[str, str]) -> MirrorSettings:
-    """Validate an MM2-style configuration; :class:`ConfigError` names what is wrong."""
+    """Validate an MM2-style configuration; :class:`ConfigError` names what is wrong.
+
+    ``mirror.config.file`` (``ODRADEK_MIRROR_CONFIG_FILE``) names a properties/YAML file
+    read under the other settings: how a container gets flow keys such as
+    ``east->west.enabled``, which cannot be environment variables."""
     values = dict(values)
+    if values.get("mirror.config.file"):
+        try:
+            values = {**load_file(values["mirror.config.file"]), **values}
+        except OSError as exc:
+            raise ConfigError(f"mirror.config.file: {exc}") from None
     aliases = [a.strip() for a in values.get("clusters", "").split(",") if a.strip()]
     if not aliases:
         raise ConfigError("clusters: list the cluster aliases, e.g. clusters = east, west")
