@@ -101,6 +101,7 @@ class PartitionMirror:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await self.source.close()  # this partition's own source connections
 
     @property
     def lag(self) -> int:
@@ -192,7 +193,7 @@ class PartitionMirror:
                         self.source,
                         source_leader,
                         {self.source_tp: position},
-                        max_wait_ms=0 if in_flight else self.tuning.max_wait_ms,
+                        max_wait_ms=self.tuning.max_wait_ms,
                         max_bytes=self.tuning.partition_max_bytes,
                         partition_max_bytes=self.tuning.partition_max_bytes,
                     )

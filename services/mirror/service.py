@@ -157,7 +157,9 @@ class MirrorService:
                     start = offset
             mirror = PartitionMirror(
                 unit.source,
-                self.clients[unit.source],
+                # Its own source connection: a broker answers one connection's requests in
+                # order, so a long-polling Fetch would hold up every other partition's.
+                KafkaClient(self.settings.clusters[unit.source]),
                 self.target,
                 unit.source_tp,
                 unit.target_tp,
