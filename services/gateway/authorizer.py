@@ -10,6 +10,8 @@ codes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from odradek.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -24,6 +26,7 @@ from odradek.acl import (
 from odradek.config import Config
 from odradek.gateway.connection import ConnectionContext
 from odradek.metadata_cache import MetadataCache, Snapshot
+from odradek.protocol.errors import ErrorCode
 
 __all__ = ["AclOperation", "Authorizer", "ResourceType"]
 
@@ -63,6 +66,27 @@ class Authorizer:
         if not self.enabled:
             return True
         return authorize(self.acls(), self.config, ctx.principal, ctx.host, op, rtype, name)
+
+    def denied(
+        self, ctx: ConnectionContext, op: AclOperation, rtype: ResourceType, names: Iterable[str]
+    ) -> set[str]:
+        """Which of ``names`` the principal may not ``op`` (empty without an authorizer)."""
+        if not self.enabled:
+            return set()
+        return {n for n in set(names) if not self.allowed(ctx, op, rtype, n)}
+
+    def config_resource(
+        self, ctx: ConnectionContext, op: AclOperation, config_type: int, name: str
+    ) -> tuple[ErrorCode, str] | None:
+        """(error code, message) when ``op`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a
+        config resource is denied: a TOPIC (2) checks the topic, BROKER (4) and
+        BROKER_LOGGER (8) the cluster, as KafkaApis does; None when allowed."""
+        if config_type == 2:
+            if not self.allowed(ctx, op, ResourceType.TOPIC, name):
+                return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+        elif config_type in (4, 8) and not self.cluster(ctx, op):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return None
 
     def cluster(self, ctx: ConnectionContext, op: AclOperation) -> bool:
         return self.allowed(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)

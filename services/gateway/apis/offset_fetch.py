@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import TypedDict
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -48,6 +49,28 @@ class _Committed(TypedDict):
 
 
 async def _fetch(
+    gw: GatewayApi, ctx: ConnectionContext, group_id: str, topics: Wanted, require_stable: bool
+) -> offsets_pb2.FetchOffsetsGroupResult:
+    # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; offsets of topics the
+    # principal may not DESCRIBE are left out (Kafka answers TOPIC_AUTHORIZATION_FAILED
+    # for named ones; here they read as "no committed offset").
+    if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return offsets_pb2.FetchOffsetsGroupResult(
+            group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
+    result = await _fetch_allowed(gw, group_id, topics, require_stable)
+    if gw.authorizer.enabled:
+        denied = gw.authorizer.denied(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {o.topic for o in result.offsets}
+        )
+        if denied:
+            kept = [o for o in result.offsets if o.topic not in denied]
+            del result.offsets[:]
+            result.offsets.extend(kept)
+    return result
+
+
+async def _fetch_allowed(
     gw: GatewayApi, group_id: str, topics: Wanted, require_stable: bool
 ) -> offsets_pb2.FetchOffsetsGroupResult:
     groups = gw.groups
@@ -103,7 +126,7 @@ async def handle(
     stable = bool(request.require_stable) if version >= 7 else False
     if version >= 8:
         results = await asyncio.gather(
-            *(_fetch(gw, g.group_id, g.topics, stable) for g in request.groups)
+            *(_fetch(gw, ctx, g.group_id, g.topics, stable) for g in request.groups)
         )
         out = []
         for g, result in zip(request.groups, results, strict=True):
@@ -127,7 +150,7 @@ async def handle(
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=out)
     topics_req = request.topics if version >= 2 else (request.topics or [])
-    result = await _fetch(gw, request.group_id, topics_req, stable)
+    result = await _fetch(gw, ctx, request.group_id, topics_req, stable)
     error = result.error_code
     # v0/v1 have no group-level error: it goes on every partition.
     per_partition_error = error if version < 2 else ErrorCode.NONE
