@@ -38,7 +38,9 @@ async def handle(
         )
     if not gw.authorizer.cluster(ctx, AclOperation.DESCRIBE):
         return DescribeAclsResponse(
-            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, resources=[]
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Cluster authorization failed.",
+            resources=[],
         )
     try:
         f = AclFilter(

@@ -154,8 +154,12 @@ class ScramServer:
 
     RECEIVE_CLIENT_FIRST, RECEIVE_CLIENT_FINAL, COMPLETE, FAILED = range(4)
 
-    def __init__(self, mech: ScramMechanism, fake_secret: bytes) -> None:
+    def __init__(
+        self, mech: ScramMechanism, fake_secret: bytes, server_nonce: str | None = None
+    ) -> None:
+        """``server_nonce``: fixed server part of the nonce (RFC test vectors only)."""
         self.mech = mech
+        self._server_nonce = server_nonce
         self.state = self.RECEIVE_CLIENT_FIRST
         self.username = ""
         self._fake_secret = fake_secret
@@ -205,7 +209,9 @@ class ScramServer:
         self._cred = cred
         # Alphanumeric like Kafka's ScramFormatter.secureRandomString: some clients
         # (librdkafka) look attributes up by substring.
-        self._nonce = attrs["r"] + "".join(_NONCE_CHARS[b % 62] for b in os.urandom(32))
+        self._nonce = attrs["r"] + (
+            self._server_nonce or "".join(_NONCE_CHARS[b % 62] for b in os.urandom(32))
+        )
         self._client_first_bare = bare
         self._server_first = f"r={self._nonce},s={base64.b64encode(salt).decode()},i={iterations}"
         self.state = self.RECEIVE_CLIENT_FINAL
