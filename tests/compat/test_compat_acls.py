@@ -123,7 +123,7 @@ def test_alice_sees_nothing_and_may_do_nothing_without_acls(
         alice.delete_topics([topic])[topic].result(30)
     assert _code(exc.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     with pytest.raises(KafkaException) as exc:
-        list(alice.create_topics([NewTopic("acl-x", 1, 1)]).values())[0].result(30)
+        next(iter(alice.create_topics([NewTopic("acl-x", 1, 1)]).values())).result(30)
     assert _code(exc.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     res = ConfigResource(ConfigResource.Type.TOPIC, topic, {"retention.ms": "1000"})
     with pytest.raises(KafkaException) as exc:
@@ -139,7 +139,7 @@ def test_alice_sees_nothing_and_may_do_nothing_without_acls(
     # the broker refuses.
     _allow(admin, _acl(ResourceType.TOPIC, topic, AclOperation.DESCRIBE))
     with pytest.raises(KafkaException) as exc:
-        list(alice.delete_records([TopicPartition(topic, 0, 0)]).values())[0].result(30)
+        next(iter(alice.delete_records([TopicPartition(topic, 0, 0)]).values())).result(30)
     assert _code(exc.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     (group_future,) = alice.delete_consumer_groups(["some-group"]).values()
     with pytest.raises(KafkaException) as exc:
