@@ -13,6 +13,10 @@ Limits, with Kafka's names where Kafka has one:
   past either bound the connection stops reading until responses drain;
 - ``connections.max.idle.ms``: a connection with nothing in flight and no traffic
   for that long is closed;
+- ``max.connections`` / ``max.connections.per.ip`` (``max.connections.per.ip.overrides``):
+  counted over all listeners of the gateway (bootstrap and broker ports); a
+  connection over either limit is closed as soon as it is accepted (Kafka closes
+  per-IP excess the same way, but delays accepting past ``max.connections``);
 - ``authentication.timeout.ms`` (listeners.py): a connection that has not finished
   its TLS handshake and SASL exchange by then is closed.
 
@@ -58,6 +62,46 @@ class ConnectionLimits:
     idle_timeout_s: float = GATEWAY_CONFIGS.int("connections.max.idle.ms") / 1000.0
 
 
+class ConnectionQuota:
+    """Open connections per client address and in total, shared by every listener."""
+
+    def __init__(
+        self,
+        max_total: int = 2**31 - 1,
+        max_per_ip: int = 2**31 - 1,
+        overrides: dict[str, int] | None = None,
+    ) -> None:
+        self.max_total = max_total
+        self.max_per_ip = max_per_ip
+        self.overrides = dict(overrides or {})
+        self.total = 0
+        self.by_ip: collections.Counter[str] = collections.Counter()
+
+    @staticmethod
+    def parse_overrides(value: str | None) -> dict[str, int]:
+        """``max.connections.per.ip.overrides``: ``host:count,host:count``."""
+        out: dict[str, int] = {}
+        for item in (v.strip() for v in (value or "").split(",")):
+            if item:
+                host, _, count = item.rpartition(":")
+                out[host] = int(count)
+        return out
+
+    def admit(self, host: str) -> bool:
+        limit = self.overrides.get(host, self.max_per_ip)
+        if self.total >= self.max_total or self.by_ip[host] >= limit:
+            return False
+        self.total += 1
+        self.by_ip[host] += 1
+        return True
+
+    def release(self, host: str) -> None:
+        self.total -= 1
+        self.by_ip[host] -= 1
+        if self.by_ip[host] <= 0:
+            del self.by_ip[host]
+
+
 class CloseConnection(Exception):
     """Raised by a handler to drop this connection (Kafka's reaction to bad requests)."""
 
@@ -100,8 +144,11 @@ class KafkaConnection(asyncio.Protocol):
         on_close: Callable[[KafkaConnection], None],
         broker_id: int | None = None,
         security: ListenerSecurity | None = None,
+        quota: ConnectionQuota | None = None,
     ) -> None:
         KafkaConnection._next_id += 1
+        self.quota = quota
+        self._counted = False
         self.dispatch = dispatch
         self.limits = limits
         self.on_close = on_close
@@ -127,6 +174,12 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.ctx.host = peer[0] if peer else "?"
+        if self.quota is not None:
+            if not self.quota.admit(self.ctx.host):
+                log.info("closing %s: too many connections", self.ctx.peer)
+                self.close()
+                return
+            self._counted = True
         self._secure(transport)
         self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
 
@@ -179,6 +232,9 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._counted and self.quota is not None:
+            self._counted = False
+            self.quota.release(self.ctx.host)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
         for fut, _ in self.pending:
@@ -296,8 +352,10 @@ class KafkaListener:
         limits: ConnectionLimits,
         broker_id: int | None = None,
         security: ListenerSecurity | None = None,
+        quota: ConnectionQuota | None = None,
     ) -> None:
         self.security = security or ListenerSecurity()
+        self.quota = quota
         self.host = host
         self.port = port
         self.broker_id = broker_id
@@ -325,7 +383,7 @@ class KafkaListener:
 
     def _make(self) -> KafkaConnection:
         conn = KafkaConnection(
-            self.dispatch, self.limits, self._closed, self.broker_id, self.security
+            self.dispatch, self.limits, self._closed, self.broker_id, self.security, self.quota
         )
         self.connections.add(conn)
         if self.on_count_change:

@@ -42,6 +42,7 @@ from odradek.gateway.connection import (
     CloseConnection,
     ConnectionContext,
     ConnectionLimits,
+    ConnectionQuota,
     KafkaListener,
 )
 from odradek.gateway.group_routing import GroupRouter
@@ -143,9 +144,19 @@ class Gateway:
             max_inflight_bytes=GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"),
             idle_timeout_s=GATEWAY_CONFIGS.read_int(config, "connections.max.idle.ms") / 1000.0,
         )
+        self.quota = ConnectionQuota(
+            GATEWAY_CONFIGS.read_int(config, "max.connections"),
+            GATEWAY_CONFIGS.read_int(config, "max.connections.per.ip"),
+            ConnectionQuota.parse_overrides(config.get("max.connections.per.ip.overrides")),
+        )
         # The bootstrap listener; broker_listeners hold one per storage node (broker port).
         self.listener = KafkaListener(
-            self.host, self.port, self.dispatch, self.limits, security=self.security
+            self.host,
+            self.port,
+            self.dispatch,
+            self.limits,
+            security=self.security,
+            quota=self.quota,
         )
         self.listener.on_count_change = self._count_connections
         self.broker_listeners: dict[int, KafkaListener] = {}
@@ -239,6 +250,7 @@ class Gateway:
             self.limits,
             broker_id=storage_id,
             security=self.security,
+            quota=self.quota,
         )
         listener.on_count_change = self._count_connections
         bound = await listener.start()

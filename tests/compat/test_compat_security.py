@@ -20,6 +20,7 @@ import json
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -326,3 +327,75 @@ def test_kcat_without_credentials_is_refused(secure: UpCluster) -> None:
     )
     assert proc.returncode != 0
     assert b"Authentication failed" in proc.stderr
+
+
+# -- SSL with client certificates (odradek up --security ssl) ------------------------------
+@pytest.fixture(scope="module")
+def ssl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
+    cluster = start_up(
+        tmp_path_factory.mktemp("ssl") / "data", ["--security", "ssl", "--no-console"]
+    )
+    yield cluster
+    stop_up(cluster)
+
+
+def _rd_ssl(up: UpCluster, cert: str) -> dict[str, str]:
+    certs = up.data_dir / "certs"
+    return {
+        "security.protocol": "ssl",
+        "ssl.ca.location": str(certs / "ca.crt"),
+        "ssl.certificate.location": str(certs / f"{cert}.crt"),
+        "ssl.key.location": str(certs / f"{cert}.key"),
+    }
+
+
+def test_ssl_client_certificate_is_the_principal(ssl_cluster: UpCluster) -> None:
+    """The super user is ``User:CN=admin`` (its certificate); another certificate from
+    the same CA authenticates as ``User:CN=bob`` and is refused by the authorizer."""
+    from confluent_kafka import KafkaError, Producer
+
+    from odradek.config import parse_properties
+
+    rd = parse_properties((ssl_cluster.data_dir / "librdkafka.conf").read_text())
+    assert rd["security.protocol"] == "ssl" and "ssl.certificate.location" in rd
+    topic = f"ssl-{uuid.uuid4().hex[:6]}"
+    _roundtrip(ConfluentClient(ssl_cluster.bootstrap), topic, dict(rd))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "odradek",
+            "certs",
+            "--dir",
+            str(ssl_cluster.data_dir / "certs"),
+            "client",
+            "bob",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    errors: list[KafkaError] = []
+    p = Producer(
+        {
+            "bootstrap.servers": ssl_cluster.bootstrap,
+            **_rd_ssl(ssl_cluster, "bob"),
+            "message.timeout.ms": 8000,
+            "enable.idempotence": False,
+        }
+    )
+    p.produce(topic, b"x", partition=0, on_delivery=lambda err, _m: errors.append(err))
+    p.flush(15)
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_ssl_without_client_certificate_is_refused(ssl_cluster: UpCluster) -> None:
+    host, port = ssl_cluster.bootstrap.rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=str(ssl_cluster.data_dir / "certs" / "ca.crt"))
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            with ctx.wrap_socket(raw, server_hostname=host) as tls:
+                # TLS 1.3: the refusal of a missing certificate arrives on first read.
+                tls.sendall(b"\x00\x00\x00\x01\x00")
+                if tls.recv(1) == b"":
+                    raise ConnectionError("closed")
