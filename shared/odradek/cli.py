@@ -23,6 +23,8 @@ COMMANDS: list[str] = [
     "odradek.tools.reassign",
     "odradek.tools.cluster",
     "odradek.tools.certs",
+    "odradek.tools.users",
+    "odradek.tools.acls",
 ]
 
 

@@ -9,6 +9,8 @@ is false), and what an ACL allows starts working.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -73,7 +75,8 @@ def admin(secure: UpCluster) -> AdminClient:
 
 
 def _create(admin: AdminClient, topic: str) -> None:
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    future = admin.create_topics([NewTopic(topic, 1, 1)])[topic]
+    future.result(30)
 
 
 def _code(exc: BaseException) -> int:
@@ -217,3 +220,75 @@ def test_users_without_credentials_cannot_authenticate(secure: UpCluster) -> Non
 
 def test_ca_file_is_the_trust_anchor(secure: UpCluster) -> None:
     assert Path(_alice_conf(secure)["ssl.ca.location"]).read_text().startswith("-----BEGIN")
+
+
+def _odradek(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "odradek", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_users_and_acls_tools(secure: UpCluster) -> None:
+    """``odradek users`` / ``odradek acls`` with ``--command-config DATA/client.properties``
+    (the super user): a new user, an ACL for it, listing and removal; the new user's
+    real client works exactly while the ACL exists."""
+    common = [
+        "--bootstrap-server",
+        secure.bootstrap,
+        "--command-config",
+        str(secure.data_dir / "client.properties"),
+    ]
+    added = _odradek(
+        "users",
+        "add",
+        *common,
+        "--user",
+        "carol",
+        "--password",
+        "carol-pw",
+        "--mechanism",
+        "SCRAM-SHA-512",
+    )
+    assert added.returncode == 0, added.stderr
+    described = _odradek("users", "describe", *common, "--user", "carol")
+    assert "SCRAM-SHA-512=[iterations=4096]" in described.stdout, described.stderr
+    topic = f"carol-{uuid.uuid4().hex[:6]}"
+    conf = {
+        "bootstrap.servers": secure.bootstrap,
+        **librdkafka_settings(secure.data_dir, "SCRAM-SHA-512", "carol", "carol-pw"),
+    }
+    _create(AdminClient(_admin_conf(secure)), topic)
+    err = _produce(conf, topic)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    acl = _odradek(
+        "acls",
+        *common,
+        "--add",
+        "--allow-principal",
+        "User:carol",
+        "--operation",
+        "Write",
+        "--topic",
+        "carol-",
+        "--resource-pattern-type",
+        "prefixed",
+    )
+    assert acl.returncode == 0, acl.stderr
+    listed = _odradek(
+        "acls", *common, "--list", "--topic", "carol-", "--resource-pattern-type", "prefixed"
+    )
+    assert "principal=User:carol" in listed.stdout and "operation=WRITE" in listed.stdout
+    assert _produce(conf, topic) is None
+    removed = _odradek(
+        "acls", *common, "--remove", "--topic", "carol-", "--resource-pattern-type", "prefixed"
+    )
+    assert "Removed 1 ACL(s)" in removed.stdout, removed.stdout + removed.stderr
+    deleted = _odradek(
+        "users", "delete", *common, "--user", "carol", "--mechanism", "SCRAM-SHA-512"
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    assert "carol" not in _odradek("users", "describe", *common).stdout
