@@ -103,10 +103,10 @@ def _run(args: argparse.Namespace) -> int:
     )
     try:
         if args.list:
-            filters = [
+            patterns = [
                 ResourcePatternFilter(rtype, name, pattern) for rtype, name in resources
             ] or [ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)]
-            for rp in filters:
+            for rp in patterns:
                 acls, _ = admin.describe_acls(
                     ACLFilter(args.principal, None, ACLOperation.ANY, ACLPermissionType.ANY, rp)
                 )
