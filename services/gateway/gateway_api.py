@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from odradek.controller_client import ControllerClient
+from odradek.gateway.authentication import Credentials
+from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.txn_routing import TxnRouter
@@ -81,6 +83,16 @@ class GatewayApi(Protocol):
     @property
     def advertised_versions(self) -> Mapping[ApiKey, tuple[int, int]]:
         """What ApiVersions lists: the supported versions of the APIs served here."""
+        ...
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """ACL checks (a no-op without ``authorizer.class.name``)."""
+        ...
+
+    @property
+    def credentials(self) -> Credentials:
+        """SCRAM credentials from the metadata (SASL authentication)."""
         ...
 
     def cluster_config(self, name: str) -> str:

@@ -40,6 +40,7 @@ from collections import defaultdict
 
 from prometheus_client import Counter
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
@@ -101,6 +102,8 @@ async def handle(
             part = snap.partition(name, index) if name is not None else None
             if topic is None:
                 results[rkey] = _empty(unknown)
+            elif not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name):
+                results[rkey] = _empty(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif part is None:
                 results[rkey] = _empty(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif part.leader < 0:

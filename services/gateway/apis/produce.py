@@ -37,6 +37,7 @@ from typing import cast
 import grpc
 from prometheus_client import Counter
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
@@ -85,8 +86,26 @@ class _Result:
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: ProduceRequest
 ) -> ProduceResponse | None:
+    # KafkaApis.handleProduceRequest: WRITE on the transactional id, then on each topic.
+    txn = request.transactional_id if header.api_version >= 3 else None
+    denied_txn = txn is not None and bool(
+        gw.authorizer.denied(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, [txn])
+    )
+    denied = gw.authorizer.denied(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data]
+    )
+    refused = [t for t in request.topic_data if denied_txn or t.name in denied]
+    if refused:
+        request.topic_data = [t for t in request.topic_data if t not in refused]
     async with ctx.lanes.lane(API_KEY):
         results = await _produce(gw, header.api_version, request)
+    code = (
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if denied_txn
+        else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+    for t in refused:
+        results.setdefault(t.name, {}).update({p.index: _Result(code) for p in t.partition_data})
     if request.acks == 0:
         return None
     responses = []
