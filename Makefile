@@ -29,8 +29,14 @@ test-slow: install
 
 test-all: test test-slow
 
+## `make bench` runs every benchmark; `make bench broker` (more names allowed) just those.
+BENCH_NAMES := $(filter-out bench,$(MAKECMDGOALS))
+ifeq (bench,$(firstword $(MAKECMDGOALS)))
+$(eval $(BENCH_NAMES):;@:)
+endif
+
 bench: install
-	$(PY) -m bench $(ARGS)
+	$(PY) -m bench $(BENCH_NAMES) $(ARGS)
 
 ## mypy and lint-imports cannot follow setuptools' package-dir mapping, so they check a
 ## copy of the tree shaped like the installed package: odradek/ = shared/odradek/* +
