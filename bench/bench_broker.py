@@ -345,8 +345,19 @@ def median_cpu(phases: list[Phase], gb: float) -> float:
     return statistics.median(p.cpu / gb for p in phases)
 
 
+def idle_cpu(brokers: list[Broker], seconds: float = 3.0) -> None:
+    """Print what each broker burns doing nothing: on a loaded machine a phase lasts
+    longer and this background share of the CPU-s per GB grows with it."""
+    before = {b.name: cpu_seconds(b.pids()) for b in brokers}
+    time.sleep(seconds)
+    for b in brokers:
+        rate = (cpu_seconds(b.pids()) - before[b.name]) / seconds
+        print(f"  {b.name} idle: {rate:.3f} CPU-s/s", flush=True)
+
+
 def compare(runner: Runner, brokers: list[Broker], acks: str) -> dict[str, Series]:
     """Alternating rounds (the order flips each round): produce then consume."""
+    idle_cpu(brokers)
     series = {b.name: Series() for b in brokers}
     for round_ in range(runner.args.rounds):
         order = brokers if round_ % 2 == 0 else brokers[::-1]

@@ -36,8 +36,10 @@ from odradek.protocol.headers import RequestHeader, parse_request_header
 
 log = logging.getLogger(__name__)
 
-# A handler result: framed response bytes, or None for "send nothing" (acks=0).
-Result = bytes | None
+# A handler result: framed response bytes, the frame as buffers to send in order
+# without joining them (a Fetch response's record payloads), or None for "send
+# nothing" (acks=0).
+Result = bytes | list[bytes | bytearray | memoryview] | None
 Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[Result]]
 
 
@@ -194,7 +196,10 @@ class KafkaConnection(asyncio.Protocol):
                     await self.writable.wait()
                     if self.closed or self.transport is None:
                         return
-                    self.transport.write(result)
+                    if isinstance(result, list):
+                        self.transport.writelines(result)
+                    else:
+                        self.transport.write(result)
                     self.last_activity = time.monotonic()
                 if self.reading_paused and (
                     len(self.pending) < self.limits.max_inflight_requests // 2
