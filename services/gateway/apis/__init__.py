@@ -64,6 +64,7 @@ MODULES = [
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "write_txn_markers",
 ]
 
 

@@ -105,7 +105,8 @@ def test_transaction_apis_are_advertised_as_served() -> None:
     assert SUPPORTED[ApiKey.LIST_TRANSACTIONS] == (0, 1)
     assert SUPPORTED[ApiKey.DESCRIBE_PRODUCERS] == (0, 0)
     assert SUPPORTED[ApiKey.PRODUCE] == (0, 11)  # v12 is transactions v2
-    assert ApiKey.WRITE_TXN_MARKERS not in SUPPORTED  # broker to broker only
+    # v1 only: Admin.abortTransaction (KIP-664); v2 is transactions v2 (KIP-890 part 2)
+    assert SUPPORTED[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
 
 
 @pytest.mark.parametrize("version", [1, 3, 4, 6])
