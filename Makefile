@@ -50,9 +50,11 @@ lint: install
 proto: install
 	$(PY) -m odradek.rpc.generate
 
-## Regenerate docs/configuration.md from the settings catalog (a test fails when stale).
+## Regenerate docs/configuration.md from the settings catalog and the API table of
+## docs/compatibility.md from the gateway (a test fails when either is stale).
 docs: install
 	$(PY) -m odradek.tools.config_docs
+	$(PY) -m odradek.gateway.compat_docs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -349,8 +349,13 @@ def test_failed_log_dir_takes_only_its_partitions_offline(
     }
     assert in_dir["d0"] and in_dir["d1"], in_dir
     failed = root / "d0"
-    shutil.rmtree(failed)
-    failed.write_text("this disk is gone")  # every later write in d0 fails
+    # Swap the directory away in one rename (the node keeps writing checkpoints into it,
+    # so removing it file by file races with those writes), then put a file in its place:
+    # every later write in d0 fails.
+    gone = root / "d0-gone"
+    failed.rename(gone)
+    failed.write_text("this disk is gone")
+    shutil.rmtree(gone, ignore_errors=True)
 
     wait_until(
         lambda: all(partition_state(cluster, topic, p).leader == 101 for p in in_dir["d0"]),

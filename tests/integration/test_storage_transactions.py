@@ -16,7 +16,7 @@ import io
 import itertools
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -35,6 +35,7 @@ from odradek.rpc.v1 import (
     transactions_pb2_grpc,
 )
 from odradek.tools.dump_log import dump_files
+from odradek.tools.launcher import Cluster as LaunchedCluster
 
 NODES = [100, 101, 102]
 COORDINATOR_ID = 400
@@ -91,11 +92,8 @@ class FakeTransactionCoordinator(transactions_pb2_grpc.TransactionCoordinatorSer
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    factory = storage_clusters(tmp_path_factory.mktemp("storage-txn"))
-    make = next(factory)
-    yield make(NODES)
-    next(factory, None)
+def cluster(module_cluster_factory: Callable[..., LaunchedCluster]) -> Cluster:
+    return storage_clusters(module_cluster_factory)(NODES)
 
 
 @pytest.fixture
