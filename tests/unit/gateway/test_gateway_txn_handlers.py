@@ -13,13 +13,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from gateway_testkit import call, offline_gateway
 
-from odradek.config import Config
-from odradek.gateway.connection import ConnectionContext
-from odradek.gateway.gateway import DEFAULTS, Gateway
+from odradek.gateway.gateway import Gateway
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.headers import parse_request_header, parse_response_header
 from odradek.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -30,10 +28,8 @@ from odradek.protocol.messages import (
     ProduceRequest,
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
-    decode_response,
-    encode_request,
 )
-from odradek.protocol.versions import SUPPORTED, response_header_version
+from odradek.protocol.versions import SUPPORTED
 from odradek.records.record import BatchBuilder
 from odradek.rpc.v1 import common_pb2
 
@@ -62,34 +58,8 @@ def _metadata() -> common_pb2.ClusterMetadata:
 
 @pytest.fixture
 async def gw() -> AsyncIterator[Gateway]:
-    gateway = Gateway(
-        Config(
-            DEFAULTS,
-            overrides={
-                "node.id": "0",
-                "listeners": "PLAINTEXT://127.0.0.1:0",
-                "controller.address": "127.0.0.1:1",
-            },
-        )
-    )
-    await gateway.metadata.update(_metadata())
-    yield gateway
-    await gateway.transactions.close()
-    await gateway.controller.close()
-
-
-async def call(gw: Gateway, api_key: ApiKey, version: int, request: Any) -> Any:
-    frame = encode_request(api_key, version, 41, "unit", request)
-    header, offset = parse_request_header(memoryview(frame)[4:])
-    answer = await gw.dispatch(
-        ConnectionContext(1, "test"), header, memoryview(frame)[4 + offset :]
-    )
-    assert answer is not None
-    cid, start = parse_response_header(
-        memoryview(answer)[4:], response_header_version(api_key, version)
-    )
-    assert cid == 41
-    return decode_response(api_key, version, memoryview(answer)[4 + start :])
+    async with offline_gateway(_metadata()) as gateway:
+        yield gateway
 
 
 def versions(key: ApiKey) -> range:
