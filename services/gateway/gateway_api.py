@@ -19,6 +19,8 @@ from typing import Protocol
 
 from odradek.controller_client import ControllerClient
 from odradek.datalink.frame import Buffer
+from odradek.gateway.authentication import Credentials
+from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.txn_routing import TxnRouter
@@ -95,6 +97,16 @@ class GatewayApi(Protocol):
     @property
     def advertised_versions(self) -> Mapping[ApiKey, tuple[int, int]]:
         """What ApiVersions lists: the supported versions of the APIs served here."""
+        ...
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """ACL checks (a no-op without ``authorizer.class.name``)."""
+        ...
+
+    @property
+    def credentials(self) -> Credentials:
+        """SCRAM credentials from the metadata (SASL authentication)."""
         ...
 
     def cluster_config(self, name: str) -> str:

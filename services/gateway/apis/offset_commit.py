@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -41,12 +42,25 @@ PartResp = TopicResp.OffsetCommitResponsePartition
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
+    # KafkaApis.handleOffsetCommitRequest: READ on the group, then on each topic.
+    if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        denied = {t.name for t in request.topics}
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        denied = gw.authorizer.denied(
+            ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+        )
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     async with ctx.lanes.lane(API_KEY):
-        return await _commit(gw, header, request)
+        return await _commit(gw, header, request, denied, code)
 
 
 async def _commit(
-    gw: GatewayApi, header: RequestHeader, request: OffsetCommitRequest
+    gw: GatewayApi,
+    header: RequestHeader,
+    request: OffsetCommitRequest,
+    denied: set[str],
+    denied_code: int,
 ) -> OffsetCommitResponse:
     version = header.api_version
     snap = gw.metadata.current
@@ -63,6 +77,9 @@ async def _commit(
         known = snap.topics.get(topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
+            if topic.name in denied:
+                errors[key] = denied_code
+                continue
             if known is None or not 0 <= p.partition_index < len(known.partitions):
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -30,11 +31,21 @@ async def handle(
 ) -> OffsetDeleteResponse:
     snap = gw.metadata.current
     errors: dict[tuple[str, int], int] = {}
+    # KafkaApis.handleOffsetDeleteRequest: DELETE on the group, READ on each topic.
+    if not gw.authorizer.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
+        )
+    denied = gw.authorizer.denied(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     call = offsets_pb2.DeleteOffsetsRequest(group_id=request.group_id)
     for topic in request.topics:
         known = snap.topics.get(topic.name)
         for p in topic.partitions:
-            if known is None or not 0 <= p.partition_index < len(known.partitions):
+            if topic.name in denied:
+                errors[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or not 0 <= p.partition_index < len(known.partitions):
                 errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 call.partitions.append(

@@ -12,8 +12,9 @@ one connection land in the order they were sent even with several requests in
 flight. Other APIs on the connection are not held up.
 
 Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
-batches before storage, which only keeps v2 (Kafka 4 does the same). v3+ must carry
-v2 batches (INVALID_RECORD otherwise, as Kafka answers).
+batches before storage, which only keeps v2 (Kafka 4 does the same); large ones off
+the event loop, bounded (odradek.gateway.offload). v3+ must carry v2 batches
+(INVALID_RECORD otherwise, as Kafka answers).
 acks=0 gets no response at all (docs/compatibility.md C6).
 
 Transactions: ``transactional_id`` (v3+) travels to the storage leader, which checks
@@ -29,6 +30,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka answers.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import defaultdict
 from typing import cast
@@ -38,9 +40,11 @@ from prometheus_client import Counter
 
 from odradek.datalink.client import DataLinkError
 from odradek.datalink.frame import Buffer
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
+from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -85,8 +89,26 @@ class _Result:
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: ProduceRequest
 ) -> ProduceResponse | None:
+    # KafkaApis.handleProduceRequest: WRITE on the transactional id, then on each topic.
+    txn = request.transactional_id if header.api_version >= 3 else None
+    denied_txn = txn is not None and bool(
+        gw.authorizer.denied(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, [txn])
+    )
+    denied = gw.authorizer.denied(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data]
+    )
+    refused = [t for t in request.topic_data if denied_txn or t.name in denied]
+    if refused:
+        request.topic_data = [t for t in request.topic_data if t not in refused]
     async with ctx.lanes.lane(API_KEY):
         results = await _produce(gw, header.api_version, request)
+    code = (
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if denied_txn
+        else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+    for t in refused:
+        results.setdefault(t.name, {}).update({p.index: _Result(code) for p in t.partition_data})
     if request.acks == 0:
         return None
     responses = []
@@ -155,7 +177,12 @@ async def _produce(
             magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
             if version < 3 and magic in (0, 1):
                 try:
-                    data = upconvert_legacy(records)
+                    data = await run_heavy(
+                        len(records),
+                        functools.partial(
+                            upconvert_legacy, records, max_output_size=LEGACY_CONVERSION_MAX_BYTES
+                        ),
+                    )
                 except RecordsError as exc:
                     topic_results[index] = _Result(ErrorCode.CORRUPT_MESSAGE, str(exc))
                     continue

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -43,8 +44,37 @@ PartResp = TopicResp.TxnOffsetCommitResponsePartition
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
-    async with ctx.lanes.lane(API_KEY):
-        errors = await _commit(gw, header.api_version, request)
+    # KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, READ on the
+    # group, READ on each topic.
+    authz = gw.authorizer
+    refused: int | None = None
+    if not authz.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authz.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    denied = authz.denied(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
+    original = list(request.topics)
+    pre = {
+        (t.name, p.partition_index): int(
+            refused if refused is not None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
+        for t in original
+        for p in t.partitions
+        if refused is not None or t.name in denied
+    }
+    errors: dict[tuple[str, int], int] = {}
+    request.topics = [t for t in original if refused is None and t.name not in denied]
+    try:
+        if request.topics or not pre:
+            async with ctx.lanes.lane(API_KEY):
+                errors = await _commit(gw, header.api_version, request)
+    finally:
+        request.topics = original
+    errors.update(pre)
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,
         topics=[

@@ -29,6 +29,7 @@ from odradek.protocol.messages import (
     ListTransactionsRequest,
     ProduceRequest,
     TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
     decode_response,
     encode_request,
 )
@@ -105,7 +106,8 @@ def test_transaction_apis_are_advertised_as_served() -> None:
     assert SUPPORTED[ApiKey.LIST_TRANSACTIONS] == (0, 1)
     assert SUPPORTED[ApiKey.DESCRIBE_PRODUCERS] == (0, 0)
     assert SUPPORTED[ApiKey.PRODUCE] == (0, 11)  # v12 is transactions v2
-    assert ApiKey.WRITE_TXN_MARKERS not in SUPPORTED  # broker to broker only
+    # v1 only: Admin.abortTransaction (KIP-664); v2 is transactions v2 (KIP-890 part 2)
+    assert SUPPORTED[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
 
 
 @pytest.mark.parametrize("version", [1, 3, 4, 6])
@@ -297,3 +299,33 @@ async def test_transactional_batches_need_a_transactional_id(gw: Gateway, versio
     assert (
         r.responses[0].partition_responses[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     )
+
+
+async def test_write_txn_markers_answers_per_marker_and_partition(gw: Gateway) -> None:
+    """Admin.abortTransaction's WriteTxnMarkers: one result per marker, in request order,
+    with each partition the gateway cannot route refused before any storage call."""
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    T = M.WritableTxnMarkerTopic
+    request = WriteTxnMarkersRequest(
+        markers=[
+            M(
+                producer_id=pid,
+                producer_epoch=0,
+                transaction_result=False,
+                coordinator_epoch=0,
+                topics=[T(name=name, partition_indexes=[index])],
+            )
+            for pid, name, index in ((7, "nowhere", 0), (8, "orders", 5))
+        ]
+    )
+    answer = await call(gw, ApiKey.WRITE_TXN_MARKERS, 1, request)
+    got = [
+        (m.producer_id, t.name, p.partition_index, p.error_code)
+        for m in answer.markers
+        for t in m.topics
+        for p in t.partitions
+    ]
+    assert got == [
+        (7, "nowhere", 0, E.UNKNOWN_TOPIC_OR_PARTITION),
+        (8, "orders", 5, E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
