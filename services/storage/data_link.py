@@ -88,11 +88,11 @@ class _Connection(asyncio.BufferedProtocol):
         if handlers is None:
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
-            fetch = storage_pb2.FetchRequest.FromString(frame.meta)
+            fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
             response, records = await handlers.fetch.fetch_split(fetch)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
-            produce = storage_pb2.ProduceRequest.FromString(frame.meta)
+            produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
             answer = await handlers.produce.produce(produce, frame.blobs)
             return OK, answer.SerializeToString(), []
         return ERROR, f"unknown call kind {frame.kind}".encode(), []

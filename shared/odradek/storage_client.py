@@ -48,7 +48,7 @@ class StoragePool:
         link = self._link(node_id)
         if link is not None:
             frame = await link.call(node_id, PRODUCE, request.SerializeToString(), records, timeout)
-            return storage_pb2.ProduceResponse.FromString(frame.meta)
+            return storage_pb2.ProduceResponse.FromString(bytes(frame.meta))
         for part, data in zip(request.partitions, records, strict=True):
             part.records = bytes(data)
         response: storage_pb2.ProduceResponse = await self.stub(node_id).Produce(
@@ -64,7 +64,7 @@ class StoragePool:
         link = self._link(node_id)
         if link is not None:
             frame = await link.call(node_id, FETCH, request.SerializeToString(), (), timeout)
-            response = storage_pb2.FetchResponse.FromString(frame.meta)
+            response = storage_pb2.FetchResponse.FromString(bytes(frame.meta))
             if len(frame.blobs) != len(response.partitions):
                 raise StorageUnavailable(
                     f"storage node {node_id} sent {len(frame.blobs)} records blobs "

@@ -173,6 +173,7 @@ async def _produce(
             if records is None or len(records) == 0:
                 topic_results[index] = _Result(ErrorCode.INVALID_RECORD, "empty records")
                 continue
+            data: Buffer
             magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
             if version < 3 and magic in (0, 1):
                 try:
