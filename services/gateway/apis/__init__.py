@@ -57,6 +57,8 @@ MODULES = [
     "list_partition_reassignments",
     "describe_log_dirs",
     "alter_replica_log_dirs",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "txn_offset_commit",
@@ -64,6 +66,14 @@ MODULES = [
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
+    "create_acls",
+    "describe_acls",
+    "delete_acls",
+    "write_txn_markers",
 ]
 
 
