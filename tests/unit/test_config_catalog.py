@@ -136,6 +136,34 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "transaction.state.log.load.buffer.size": "5242880",
     "transaction.max.timeout.ms": "900000",
     "transaction.partition.verification.enable": "true",
+    # KIP-848 consumer groups (GroupCoordinatorConfig)
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.assignors": "uniform,range",
+    # connection limits (SocketServerConfigs)
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
+    # security (SocketServerConfigs, BrokerSecurityConfigs, SslConfigs, StandardAuthorizer)
+    "listener.security.protocol.map": (
+        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+    ),
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.keystore.key": None,
+    "ssl.key.password": None,
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": None,
+    "ssl.truststore.certificates": None,
+    "ssl.client.auth": "none",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "authorizer.class.name": "",
+    "super.users": None,
+    "allow.everyone.if.no.acl.found": "false",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
@@ -162,6 +190,9 @@ DEVIATIONS = {
     "node.id",
     "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",
+    "sasl.enabled.mechanisms",  # GSSAPI (Kerberos) is not served
+    "ssl.keystore.type",  # PEM files only
+    "ssl.truststore.type",
 }
 
 

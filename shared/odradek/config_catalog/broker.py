@@ -296,7 +296,7 @@ BROKER_CONFIGS = Catalog(
         _c(
             "group.consumer.assignors",
             _LIST,
-            "uniform,range",
+            ["uniform", "range"],
             "Server-side assignors consumer-protocol members may name; the first is the default.",
             _GROUPS,
         ),
