@@ -21,7 +21,8 @@ GATEWAY_CONFIGS = Catalog(
             "listeners",
             _STRING,
             "PLAINTEXT://127.0.0.1:9092",
-            "Where Kafka clients connect (the first PLAINTEXT listener is used).",
+            "Where Kafka clients connect: one listener, NAME://host:port, whose security "
+            "protocol (listener.security.protocol.map) also applies to the broker ports.",
             note="Kafka's default PLAINTEXT://:9092 listens on every interface; "
             "Odradek's on loopback only.",
         ),
@@ -97,6 +98,158 @@ GATEWAY_CONFIGS = Catalog(
             600_000,
             "Idle client connections are closed after this long.",
             at_least=1,
+        ),
+        ConfigDef(
+            "connection.max.queued.response.bytes",
+            _LONG,
+            134_217_728,
+            "Bytes of finished responses one connection may hold unsent (computed but not "
+            "yet written, plus the socket's write buffer); past it the connection is aborted "
+            "(a client that never reads).",
+            at_least=1024,
+            kafka=False,
+        ),
+        ConfigDef(
+            "connection.request.read.timeout.ms",
+            _LONG,
+            30_000,
+            "Longest time from the first byte of a request to its last; a client trickling "
+            "a request slower than this is aborted.",
+            at_least=1,
+            kafka=False,
+        ),
+        ConfigDef(
+            "connection.write.timeout.ms",
+            _LONG,
+            60_000,
+            "Longest time a connection may have response bytes waiting while its client "
+            "reads none of them; then it is aborted.",
+            at_least=1,
+            kafka=False,
+        ),
+        ConfigDef(
+            "max.connections",
+            _INT,
+            2147483647,
+            "Client connections the gateway keeps open over all its listeners; more are "
+            "closed when accepted.",
+            at_least=0,
+            note="Kafka delays accepting past the limit; Odradek closes the new connection.",
+        ),
+        ConfigDef(
+            "max.connections.per.ip",
+            _INT,
+            2147483647,
+            "Client connections from one address; more are closed when accepted.",
+            at_least=0,
+        ),
+        ConfigDef(
+            "max.connections.per.ip.overrides",
+            _STRING,
+            None,
+            "Per-address exceptions to max.connections.per.ip: host:count,host:count.",
+        ),
+        ConfigDef(
+            "listener.security.protocol.map",
+            _STRING,
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "Listener name to security protocol (docs/security.md).",
+        ),
+        ConfigDef(
+            "sasl.enabled.mechanisms",
+            _STRING,
+            "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+            "SASL mechanisms a SASL listener offers.",
+            note="Kafka's default is GSSAPI, which Odradek does not serve; PLAIN checks "
+            "passwords against the SCRAM credentials.",
+        ),
+        ConfigDef(
+            "authentication.timeout.ms",
+            _INT,
+            10_000,
+            "A client must finish its TLS handshake and SASL exchange within this long, "
+            "else its connection is closed.",
+            at_least=50,
+            kafka=False,
+        ),
+        ConfigDef(
+            "ssl.keystore.type",
+            _STRING,
+            "PEM",
+            "Format of the listener's key store: PEM only.",
+            note="Kafka's default is JKS; Odradek reads PEM files.",
+        ),
+        ConfigDef(
+            "ssl.keystore.location",
+            _STRING,
+            None,
+            "PEM file with the listener's private key and certificate chain.",
+        ),
+        ConfigDef(
+            "ssl.keystore.certificate.chain",
+            _STRING,
+            None,
+            "The listener's certificate chain, PEM text (or a file path).",
+        ),
+        ConfigDef(
+            "ssl.keystore.key",
+            _STRING,
+            None,
+            "The listener's private key, PEM text (or a file path).",
+        ),
+        ConfigDef("ssl.key.password", _STRING, None, "Password of an encrypted private key."),
+        ConfigDef(
+            "ssl.truststore.type",
+            _STRING,
+            "PEM",
+            "Format of the trust store: PEM only.",
+            note="Kafka's default is JKS; Odradek reads PEM files.",
+        ),
+        ConfigDef(
+            "ssl.truststore.location",
+            _STRING,
+            None,
+            "PEM file of the CAs whose client certificates are trusted.",
+        ),
+        ConfigDef("ssl.truststore.certificates", _STRING, None, "Trusted CAs, PEM text."),
+        ConfigDef(
+            "ssl.client.auth",
+            _STRING,
+            "none",
+            "Client certificates: none, requested or required.",
+            one_of=("none", "requested", "required"),
+        ),
+        ConfigDef(
+            "ssl.principal.mapping.rules",
+            _STRING,
+            "DEFAULT",
+            "How a client certificate's subject becomes the principal's name.",
+        ),
+        ConfigDef(
+            "ssl.enabled.protocols",
+            _STRING,
+            "TLSv1.2,TLSv1.3",
+            "TLS versions the listener accepts.",
+        ),
+        ConfigDef(
+            "authorizer.class.name",
+            _STRING,
+            None,
+            "Any value turns the ACL authorizer on (Odradek has one, with "
+            "StandardAuthorizer's rules); unset: every request is allowed.",
+        ),
+        ConfigDef(
+            "super.users",
+            _STRING,
+            None,
+            "Principals allowed everything, separated by semicolons (User:admin;User:ops).",
+        ),
+        ConfigDef(
+            "allow.everyone.if.no.acl.found",
+            _STRING,
+            "false",
+            "With the authorizer on: whether a resource no ACL names is open to everyone.",
+            one_of=("true", "false"),
         ),
         REQUEST_TIMEOUT_MS,
         ConfigDef(
