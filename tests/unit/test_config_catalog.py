@@ -128,6 +128,11 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": INT_MAX,
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.max.size": INT_MAX,
+    "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
     # TransactionLogConfig, TransactionStateManagerConfig
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",
@@ -184,6 +189,7 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
 
 # Kafka-named settings whose Odradek default differs on purpose (see each note).
 DEVIATIONS = {
+    "group.consumer.assignors",
     "log.dirs",
     "listeners",
     "queued.max.request.bytes",

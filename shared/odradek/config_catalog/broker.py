@@ -299,6 +299,8 @@ BROKER_CONFIGS = Catalog(
             ["uniform", "range"],
             "Server-side assignors consumer-protocol members may name; the first is the default.",
             _GROUPS,
+            note="Assignor names, not classes: Kafka lists its UniformAssignor and "
+            "RangeAssignor classes, whose names are uniform and range.",
         ),
         # transactions (Kafka's TransactionLogConfig, TransactionStateManagerConfig)
         _c(
