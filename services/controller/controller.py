@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from odradek.acl import AclBinding, AclFilter
 from odradek.config_catalog.controller import CONTROLLER_CONFIGS
 from odradek.controller import metrics
 from odradek.controller.cluster_state import NodeInfo, NodeState, PartitionState
@@ -47,6 +48,7 @@ from odradek.controller.model import (
     TopicSpec,
 )
 from odradek.controller.registrations import NodeRegistrations
+from odradek.controller.security_state import AclDeletion, ScramResult
 from odradek.controller.snapshot import build_metadata
 from odradek.controller.store import (
     CompactedError,
@@ -63,6 +65,7 @@ from odradek.controller.store import (
 from odradek.controller.uncancellable import uncancellable
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2
+from odradek.sasl.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -721,6 +724,22 @@ class Controller:
             return results
 
         return await self._mutate(alter)
+
+    # ------------------------------------------------------------------ SCRAM credentials and ACLs
+
+    async def alter_scram(
+        self,
+        upsertions: Sequence[tuple[str, ScramCredential]],
+        deletions: Sequence[tuple[str, int]],
+    ) -> list[ScramResult]:
+        return await self._mutate(lambda m: m.security.alter_scram(upsertions, deletions))
+
+    async def alter_acls(
+        self, creations: Sequence[AclBinding], deletions: Sequence[AclFilter]
+    ) -> tuple[list[tuple[int, str]], list[AclDeletion]]:
+        return await self._mutate(
+            lambda m: (m.security.create_acls(creations), m.security.delete_acls(deletions))
+        )
 
     # ------------------------------------------------------------------ producer ids and partitions
 

@@ -11,7 +11,8 @@ fails it throws the whole model away and reloads from the store.
 Logical keys: ``cluster`` (id, metadata version, last incarnation),
 ``producer_ids``, ``cluster_configs`` (dynamic overrides), ``shards`` (group
 coordinator shards), ``transaction_shards``, ``nodes/<id>``, ``topics/<name>``,
-``broker_configs/<id>`` (per-broker dynamic configs of storage node ``id``).
+``broker_configs/<id>`` (per-broker dynamic configs of storage node ``id``),
+``scram/<user>`` and ``acls`` (:mod:`odradek.controller.security_state`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from odradek.controller.cluster_state import (
 from odradek.controller.election import Change, apply_change, choose_leader
 from odradek.controller.errors import ControllerError
 from odradek.controller.names import collision_key, validate_topic_name
+from odradek.controller.security_state import SecurityState
 from odradek.controller.shards import balance_shards
 from odradek.protocol.errors import ErrorCode
 from odradek.topic_config import describe, resolve, validate_topic_configs
@@ -167,6 +169,8 @@ class ClusterModel:
         self.shards: list[ShardState] = []
         self.transaction_shards: list[ShardState] = []
         self.stats = Stats()
+        # SCRAM credentials and ACLs (``scram/<user>``, ``acls``; security_state.py).
+        self.security = SecurityState()
         self._dirty: set[str] = set()
 
     # ------------------------------------------------------------------ persistence
@@ -196,6 +200,8 @@ class ClusterModel:
                 self.topics_by_id[topic.topic_id] = topic.name
             elif key.startswith(BROKER_CONFIGS_PREFIX) and value:
                 self.broker_configs[int(key[len(BROKER_CONFIGS_PREFIX) :])] = dict(value)
+            else:
+                self.security.load(key, value)
 
     def bootstrap(self) -> bool:
         """First start of a cluster: a cluster id and the coordinator shards (group and
@@ -223,6 +229,8 @@ class ClusterModel:
 
     def take_changes(self) -> dict[str, Any | None]:
         """Records to persist (None = delete), bumping the metadata version if needed."""
+        self._dirty |= self.security.dirty
+        self.security.dirty.clear()
         if not self._dirty:
             return {}
         if self._dirty - {KEY_PRODUCER_IDS}:
@@ -234,7 +242,7 @@ class ClusterModel:
 
     @property
     def has_changes(self) -> bool:
-        return bool(self._dirty)
+        return bool(self._dirty or self.security.dirty)
 
     def record(self, key: str) -> Any | None:
         if key == KEY_CLUSTER:
@@ -260,7 +268,7 @@ class ClusterModel:
         if key.startswith(BROKER_CONFIGS_PREFIX):
             configs = self.broker_configs.get(int(key[len(BROKER_CONFIGS_PREFIX) :]))
             return dict(sorted(configs.items())) if configs else None
-        raise KeyError(key)
+        return self.security.record(key)
 
     def _mark_topic(self, topic: TopicState | str) -> None:
         self._dirty.add(TOPIC_PREFIX + (topic if isinstance(topic, str) else topic.name))
@@ -382,6 +390,7 @@ class ClusterModel:
             incarnation=self.last_incarnation,
             advertised_host=node.advertised_host,
             broker_ports=dict(node.broker_ports),
+            data_port=node.data_port,
         )
         self.nodes[node.node_id] = registered
         self._mark_node(node.node_id)

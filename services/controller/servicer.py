@@ -15,6 +15,14 @@ from typing import cast
 
 import grpc
 
+from odradek.acl import (
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+)
+from odradek.acl import ResourceType as AclResourceType
 from odradek.controller.cluster_state import NodeInfo, NodeKind
 from odradek.controller.controller import (
     ConfigResourceChange,
@@ -30,9 +38,10 @@ from odradek.controller.model import (
     TopicResult,
     TopicSpec,
 )
-from odradek.controller.snapshot import partition_proto
+from odradek.controller.snapshot import acl_proto, partition_proto
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from odradek.sasl.scram import ScramCredential, ScramMechanism
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +88,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             rack=n.rack,
             advertised_host=n.advertised_host,
             broker_ports=dict(n.broker_ports),
+            data_port=n.data_port,
         )
         try:
             registered = await self.controller.register_node(node, session=request.incarnation)
@@ -379,3 +389,98 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             count,
         )
         return controller_pb2.ReportOfflineReplicasResponse()
+
+    async def AlterScramCredentials(
+        self,
+        request: controller_pb2.AlterScramCredentialsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> controller_pb2.AlterScramCredentialsResponse:
+        upsertions: list[tuple[str, ScramCredential]] = []
+        bad: list[str] = []
+        for c in request.upsertions:
+            if c.mechanism not in (1, 2):
+                bad.append(c.user)
+                continue
+            upsertions.append(
+                (
+                    c.user,
+                    ScramCredential(
+                        ScramMechanism(c.mechanism),
+                        c.salt,
+                        c.stored_key,
+                        c.server_key,
+                        c.iterations,
+                    ),
+                )
+            )
+        deletions = [(d.user, d.mechanism) for d in request.deletions]
+        try:
+            results = await self.controller.alter_scram(upsertions, deletions)
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        out = [
+            controller_pb2.AlterScramCredentialsResult(
+                user=r.user, error_code=r.error_code, error_message=r.error_message
+            )
+            for r in results
+        ]
+        out += [
+            controller_pb2.AlterScramCredentialsResult(
+                user=u,
+                error_code=int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
+                error_message="Unknown SCRAM mechanism",
+            )
+            for u in bad
+        ]
+        return controller_pb2.AlterScramCredentialsResponse(results=out)
+
+    async def AlterAcls(
+        self, request: controller_pb2.AlterAclsRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.AlterAclsResponse:
+        try:
+            creations = [_acl(a) for a in request.creations]
+            filters = [_acl_filter(f) for f in request.deletions]
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        try:
+            created, deleted = await self.controller.alter_acls(creations, filters)
+        except NotControllerError:
+            await _unavailable(context)
+            raise
+        return controller_pb2.AlterAclsResponse(
+            creation_errors=[code for code, _ in created],
+            deletions=[
+                controller_pb2.AclDeletionResult(
+                    error_code=d.error_code,
+                    error_message=d.error_message,
+                    deleted=[acl_proto(a) for a in d.deleted],
+                )
+                for d in deleted
+            ],
+        )
+
+
+def _acl(a: common_pb2.AclBinding) -> AclBinding:
+    return AclBinding(
+        AclResourceType(a.resource_type),
+        a.resource_name,
+        PatternType(a.pattern_type),
+        a.principal,
+        a.host,
+        AclOperation(a.operation),
+        AclPermissionType(a.permission_type),
+    )
+
+
+def _acl_filter(f: controller_pb2.AclFilter) -> AclFilter:
+    return AclFilter(
+        AclResourceType(f.resource_type),
+        f.resource_name if f.HasField("resource_name") else None,
+        PatternType(f.pattern_type),
+        f.principal if f.HasField("principal") else None,
+        f.host if f.HasField("host") else None,
+        AclOperation(f.operation),
+        AclPermissionType(f.permission_type),
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from odradek.acl import AclBinding
 from odradek.controller.cluster_state import NodeInfo, PartitionState, ShardState, TopicState
 from odradek.controller.model import ClusterModel
 from odradek.rpc.v1 import common_pb2
@@ -22,6 +23,7 @@ def node_proto(node: NodeInfo) -> common_pb2.Node:
         incarnation=node.incarnation,
         advertised_host=node.advertised_host,
         broker_ports=node.broker_ports,
+        data_port=node.data_port,
     )
 
 
@@ -69,6 +71,31 @@ def build_metadata(
         },
         coordinator_shards=[_shard_proto(s) for s in model.shards],
         transaction_shards=[_shard_proto(s) for s in model.transaction_shards],
+        scram_credentials=[
+            common_pb2.ScramCredential(
+                user=user,
+                mechanism=int(c.mechanism),
+                salt=c.salt,
+                stored_key=c.stored_key,
+                server_key=c.server_key,
+                iterations=c.iterations,
+            )
+            for user, creds in sorted(model.security.scram.items())
+            for c in creds.values()
+        ],
+        acls=[acl_proto(a) for a in model.security.acls],
+    )
+
+
+def acl_proto(a: AclBinding) -> common_pb2.AclBinding:
+    return common_pb2.AclBinding(
+        resource_type=int(a.resource_type),
+        resource_name=a.resource_name,
+        pattern_type=int(a.pattern_type),
+        principal=a.principal,
+        host=a.host,
+        operation=int(a.operation),
+        permission_type=int(a.permission),
     )
 
 

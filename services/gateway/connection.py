@@ -12,7 +12,17 @@ Limits, with Kafka's names where Kafka has one:
 - ``queued.max.requests`` (per connection here) and ``queued.max.request.bytes``:
   past either bound the connection stops reading until responses drain;
 - ``connections.max.idle.ms``: a connection with nothing in flight and no traffic
-  for that long is closed.
+  for that long is closed;
+- ``max.connections`` / ``max.connections.per.ip`` (``max.connections.per.ip.overrides``):
+  counted over all listeners of the gateway (bootstrap and broker ports); a
+  connection over either limit is closed as soon as it is accepted (Kafka closes
+  per-IP excess the same way, but delays accepting past ``max.connections``);
+- ``authentication.timeout.ms`` (listeners.py): a connection that has not finished
+  its TLS handshake and SASL exchange by then is closed.
+
+Security (listeners.py, authentication.py): the listener's TLS context wraps every
+connection; the principal comes from the client certificate (SSL) or the SASL
+exchange, ``User:ANONYMOUS`` otherwise.
 
 Kafka handles one request per connection at a time, so a client that never reads
 holds one response; pipelining here needs bounds of its own (odradek settings, see
@@ -39,7 +49,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from odradek.certs import subject_dn
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
+from odradek.gateway.authentication import SaslSession
+from odradek.gateway.listeners import ANONYMOUS, ListenerSecurity
 from odradek.gateway.ordered_lanes import OrderedLanes
 from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
@@ -48,8 +61,19 @@ from odradek.protocol.headers import RequestHeader, parse_request_header
 log = logging.getLogger(__name__)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
-# A handler result: framed response bytes, or None for "send nothing" (acks=0).
-Result = bytes | None
+# A handler result: framed response bytes, the frame as buffers to send in order
+# without joining them (a Fetch response's record payloads), or None for "send
+# nothing" (acks=0).
+Result = bytes | list[bytes | bytearray | memoryview] | None
+
+
+def result_size(result: bytes | list[bytes | bytearray | memoryview]) -> int:
+    """Bytes of a response, whole or as the buffers written with ``writelines``."""
+    if isinstance(result, list):
+        return sum(len(b) for b in result)
+    return len(result)
+
+
 Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[Result]]
 
 
@@ -64,6 +88,46 @@ class ConnectionLimits:
         GATEWAY_CONFIGS.int("connection.request.read.timeout.ms") / 1000.0
     )
     write_timeout_s: float = GATEWAY_CONFIGS.int("connection.write.timeout.ms") / 1000.0
+
+
+class ConnectionQuota:
+    """Open connections per client address and in total, shared by every listener."""
+
+    def __init__(
+        self,
+        max_total: int = 2**31 - 1,
+        max_per_ip: int = 2**31 - 1,
+        overrides: dict[str, int] | None = None,
+    ) -> None:
+        self.max_total = max_total
+        self.max_per_ip = max_per_ip
+        self.overrides = dict(overrides or {})
+        self.total = 0
+        self.by_ip: collections.Counter[str] = collections.Counter()
+
+    @staticmethod
+    def parse_overrides(value: str | None) -> dict[str, int]:
+        """``max.connections.per.ip.overrides``: ``host:count,host:count``."""
+        out: dict[str, int] = {}
+        for item in (v.strip() for v in (value or "").split(",")):
+            if item:
+                host, _, count = item.rpartition(":")
+                out[host] = int(count)
+        return out
+
+    def admit(self, host: str) -> bool:
+        limit = self.overrides.get(host, self.max_per_ip)
+        if self.total >= self.max_total or self.by_ip[host] >= limit:
+            return False
+        self.total += 1
+        self.by_ip[host] += 1
+        return True
+
+    def release(self, host: str) -> None:
+        self.total -= 1
+        self.by_ip[host] -= 1
+        if self.by_ip[host] <= 0:
+            del self.by_ip[host]
 
 
 class CloseConnection(Exception):
@@ -83,6 +147,17 @@ class ConnectionContext:
     broker_id: int | None = None
     client_software: str = ""
     client_software_version: str = ""
+    # Who the client is (Kafka's KafkaPrincipal, "User:name") and from which address.
+    principal: str = ANONYMOUS
+    host: str = "?"
+    security_protocol: str = "PLAINTEXT"
+    # SASL listeners: the exchange's state; requests other than ApiVersions and the
+    # SASL ones are refused until ``authenticated`` (authentication.py).
+    sasl: SaslSession | None = None
+    authenticated: bool = True
+    # Close the connection once the response being handled is written (Kafka closes
+    # after answering SASL_AUTHENTICATION_FAILED).
+    close_after_response: bool = False
     # Produce and OffsetCommit requests keep their order per connection (ordered_lanes.py).
     lanes: OrderedLanes = field(default_factory=OrderedLanes)
 
@@ -96,14 +171,20 @@ class KafkaConnection(asyncio.Protocol):
         limits: ConnectionLimits,
         on_close: Callable[[KafkaConnection], None],
         broker_id: int | None = None,
+        security: ListenerSecurity | None = None,
+        quota: ConnectionQuota | None = None,
     ) -> None:
         KafkaConnection._next_id += 1
+        self.quota = quota
+        self._counted = False
         self.dispatch = dispatch
         self.limits = limits
         self.on_close = on_close
         self.decoder = FrameDecoder(limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.ctx = ConnectionContext(KafkaConnection._next_id, "?", broker_id)
+        self.security = security or ListenerSecurity()
+        self._auth_timer: asyncio.TimerHandle | None = None
         self.pending: collections.deque[tuple[asyncio.Future[Result], int]] = collections.deque()
         self.inflight_bytes = 0
         self.reading_paused = False
@@ -124,7 +205,40 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.ctx.host = peer[0] if peer else "?"
+        if self.quota is not None:
+            if not self.quota.admit(self.ctx.host):
+                log.info("closing %s: too many connections", self.ctx.peer)
+                self.close()
+                return
+            self._counted = True
+        self._secure(transport)
         self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
+
+    def _secure(self, transport: asyncio.BaseTransport) -> None:
+        sec = self.security
+        self.ctx.security_protocol = sec.protocol
+        if sec.ssl_context is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            if der:
+                try:
+                    self.ctx.principal = "User:" + sec.principal_mapper.name(subject_dn(der))
+                except ValueError as exc:
+                    log.info("closing %s: %s", self.ctx.peer, exc)
+                    self.close()
+                    return
+        if sec.sasl:
+            self.ctx.sasl = SaslSession(sec.mechanisms)
+            self.ctx.authenticated = False
+            self._auth_timer = asyncio.get_running_loop().call_later(
+                sec.auth_timeout_s, self._auth_expired
+            )
+
+    def _auth_expired(self) -> None:
+        if not self.ctx.authenticated and not self.closed:
+            log.info("closing %s: authentication not finished in time", self.ctx.peer)
+            self.close()
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
@@ -155,6 +269,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._counted and self.quota is not None:
+            self._counted = False
+            self.quota.release(self.ctx.host)
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         for fut, _ in self.pending:
             fut.cancel()
         self.pending.clear()
@@ -191,7 +310,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         result = fut.result()
         if result:
-            self.queued_response_bytes += len(result)
+            self.queued_response_bytes += result_size(result)
             self._check_queued_bytes()
 
     def _check_queued_bytes(self) -> None:
@@ -238,9 +357,15 @@ class KafkaConnection(asyncio.Protocol):
                     await self.writable.wait()
                     if self.closed or self.transport is None:
                         return
-                    self.transport.write(result)
-                    self.queued_response_bytes -= len(result)
+                    if isinstance(result, list):
+                        self.transport.writelines(result)
+                    else:
+                        self.transport.write(result)
+                    self.queued_response_bytes -= result_size(result)
                     self.last_activity = time.monotonic()
+                if self.ctx.close_after_response:
+                    self.close()
+                    return
                 if self.reading_paused and (
                     len(self.pending) < self.limits.max_inflight_requests // 2
                     and self.inflight_bytes < self.limits.max_inflight_bytes // 2
@@ -314,7 +439,11 @@ class KafkaListener:
         dispatch: Dispatch,
         limits: ConnectionLimits,
         broker_id: int | None = None,
+        security: ListenerSecurity | None = None,
+        quota: ConnectionQuota | None = None,
     ) -> None:
+        self.security = security or ListenerSecurity()
+        self.quota = quota
         self.host = host
         self.port = port
         self.broker_id = broker_id
@@ -327,13 +456,23 @@ class KafkaListener:
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(self._make, self.host, self.port, backlog=1024)
+        tls = self.security.ssl_context
+        self.server = await loop.create_server(
+            self._make,
+            self.host,
+            self.port,
+            backlog=1024,
+            ssl=tls,
+            ssl_handshake_timeout=self.security.auth_timeout_s if tls is not None else None,
+        )
         self.port = self.server.sockets[0].getsockname()[1]
         self._reaper = loop.create_task(self._reap())
         return self.port
 
     def _make(self) -> KafkaConnection:
-        conn = KafkaConnection(self.dispatch, self.limits, self._closed, self.broker_id)
+        conn = KafkaConnection(
+            self.dispatch, self.limits, self._closed, self.broker_id, self.security, self.quota
+        )
         self.connections.add(conn)
         if self.on_count_change:
             self.on_count_change(len(self.connections))

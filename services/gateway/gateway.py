@@ -27,23 +27,27 @@ import asyncio
 import contextlib
 import logging
 import time
-from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from odradek.config import Config, ConfigError
+from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.gateway import apis
+from odradek.gateway.authentication import Credentials
+from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker, advertise
 from odradek.gateway.connection import (
     CloseConnection,
     ConnectionContext,
     ConnectionLimits,
+    ConnectionQuota,
     KafkaListener,
+    Result,
 )
 from odradek.gateway.group_routing import GroupRouter
+from odradek.gateway.listeners import parse_advertised, parse_listener
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
@@ -52,8 +56,14 @@ from odradek.protocol import policy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import build_api_versions_response
 from odradek.protocol.exceptions import ProtocolError, UnsupportedVersionError
+from odradek.protocol.fetch_response import encode_fetch_response
 from odradek.protocol.headers import RequestHeader
-from odradek.protocol.messages import decode_request, encode_response, expects_response
+from odradek.protocol.messages import (
+    FetchResponse,
+    decode_request,
+    encode_response,
+    expects_response,
+)
 from odradek.protocol.versions import SUPPORTED
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2
@@ -85,28 +95,16 @@ THROTTLED = Counter(
 )
 
 
+SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# What a SASL listener's connection may send before it is authenticated.
+PRE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, *SASL_APIS})
+
+
 def _api_name(api_key: int) -> str:
     try:
         return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
     except ValueError:
         return f"Unknown{api_key}"
-
-
-def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (Kafka's listeners syntax; the first listener is used)."""
-    first = value.split(",")[0].strip()
-    if "://" not in first:
-        first = "PLAINTEXT://" + first
-    parts = urlsplit(first)
-    if parts.scheme.upper() != "PLAINTEXT":
-        raise ConfigError(
-            f"Invalid value {value!r} for configuration listeners: only PLAINTEXT is supported"
-        )
-    if parts.hostname is None or parts.port is None:
-        raise ConfigError(
-            f"Invalid value {value!r} for configuration listeners: expected PLAINTEXT://host:port"
-        )
-    return parts.hostname, parts.port
 
 
 class Gateway:
@@ -115,11 +113,12 @@ class Gateway:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.node_id = GATEWAY_CONFIGS.read_int(config, "node.id")
-        self.host, self.port = parse_listener(config.str("listeners"))
-        advertised = config.get("advertised.listeners")
-        self.advertised_host, self.advertised_port = (
-            parse_listener(advertised) if advertised else (self.host, 0)
+        # The listener and its security (listeners.py): TLS, SASL, authentication bound.
+        self.host, self.port, self.security = parse_listener(config)
+        self.advertised_host, self.advertised_port = parse_advertised(
+            config.get("advertised.listeners"), self.host
         )
+        self.credentials = Credentials()
         grpc_host, _, grpc_port = config.str("grpc.listener").rpartition(":")
         self.rpc = RpcServer(grpc_host or "127.0.0.1", int(grpc_port or 0))
         self.metrics_server = MetricsServer(
@@ -127,6 +126,7 @@ class Gateway:
         )
         self.controller = ControllerClient(config.str("controller.address"))
         self.metadata = MetadataCache()
+        self.authorizer = Authorizer(config, self.metadata)
         self.storage = StoragePool(self.metadata)
         self.request_timeout_ms = GATEWAY_CONFIGS.read_int(config, "request.timeout.ms")
         self.metadata_wait_s = GATEWAY_CONFIGS.read_int(config, "metadata.wait.ms") / 1000.0
@@ -139,8 +139,11 @@ class Gateway:
             from_controller(self.controller, self.node_id, self._incarnation)
         )
         self.handlers = apis.load_handlers()
+        # The SASL APIs are advertised only on a SASL listener (docs/compatibility.md C4).
         self.advertised_versions: dict[ApiKey, tuple[int, int]] = {
-            k: v for k, v in SUPPORTED.items() if k in self.handlers
+            k: v
+            for k, v in SUPPORTED.items()
+            if k in self.handlers and (self.security.sasl or k not in SASL_APIS)
         }
         self.limits = ConnectionLimits(
             max_request_bytes=GATEWAY_CONFIGS.read_int(config, "socket.request.max.bytes"),
@@ -157,8 +160,20 @@ class Gateway:
             write_timeout_s=GATEWAY_CONFIGS.read_int(config, "connection.write.timeout.ms")
             / 1000.0,
         )
+        self.quota = ConnectionQuota(
+            GATEWAY_CONFIGS.read_int(config, "max.connections"),
+            GATEWAY_CONFIGS.read_int(config, "max.connections.per.ip"),
+            ConnectionQuota.parse_overrides(config.get("max.connections.per.ip.overrides")),
+        )
         # The bootstrap listener; broker_listeners hold one per storage node (broker port).
-        self.listener = KafkaListener(self.host, self.port, self.dispatch, self.limits)
+        self.listener = KafkaListener(
+            self.host,
+            self.port,
+            self.dispatch,
+            self.limits,
+            security=self.security,
+            quota=self.quota,
+        )
         self.listener.on_count_change = self._count_connections
         self.broker_listeners: dict[int, KafkaListener] = {}
         self.broker_ports: dict[int, int] = {}  # storage node id -> advertised broker port
@@ -244,7 +259,15 @@ class Gateway:
                     )
                 return
             port = self.broker_port_start + offset
-        listener = KafkaListener(self.host, port, self.dispatch, self.limits, broker_id=storage_id)
+        listener = KafkaListener(
+            self.host,
+            port,
+            self.dispatch,
+            self.limits,
+            broker_id=storage_id,
+            security=self.security,
+            quota=self.quota,
+        )
         listener.on_count_change = self._count_connections
         bound = await listener.start()
         self.broker_listeners[storage_id] = listener
@@ -323,7 +346,7 @@ class Gateway:
 
     async def dispatch(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
-    ) -> bytes | None:
+    ) -> Result:
         key = header.api_key
         name, version_label = self._metric_labels(key, header.api_version)
         start = time.perf_counter()
@@ -339,6 +362,11 @@ class Gateway:
                         supported=self.advertised_versions,
                     )
                 )
+        if not ctx.authenticated and key not in PRE_AUTHENTICATION:
+            # Kafka's SaslServerAuthenticator: IllegalSaslStateException, connection closed.
+            REQUEST_ERRORS.labels(name).inc()
+            log.info("closing %s: %s before SASL authentication", ctx.peer, name)
+            raise CloseConnection()
         handler = self.handlers.get(key)
         if handler is None:
             REQUEST_ERRORS.labels(name).inc()
@@ -362,6 +390,10 @@ class Gateway:
         REQUEST_SECONDS.labels(name, version_label).observe(time.perf_counter() - start)
         if response is None or not expects_response(header, request):
             return None
+        if key == ApiKey.FETCH and isinstance(response, FetchResponse):
+            parts = encode_fetch_response(header.correlation_id, header.api_version, response)
+            if parts is not None:
+                return parts  # record payloads go to the socket uncopied
         return encode_response(header, response)
 
     # -- the rest of GatewayApi (odradek.gateway.gateway_api) ------------------------------------

@@ -23,6 +23,9 @@ COMMANDS: list[str] = [
     "odradek.tools.reassign",
     "odradek.tools.cluster",
     "odradek.tools.mirror",
+    "odradek.tools.certs",
+    "odradek.tools.users",
+    "odradek.tools.acls",
 ]
 
 

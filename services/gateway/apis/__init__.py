@@ -66,6 +66,14 @@ MODULES = [
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
+    "create_acls",
+    "describe_acls",
+    "delete_acls",
+    "write_txn_markers",
 ]
 
 

@@ -11,6 +11,7 @@ versions below 4 INVALID_TXN_STATE for TRANSACTION_ABORTABLE (Kafka's KafkaApis)
 
 from __future__ import annotations
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.txn_routing import for_version
@@ -28,6 +29,17 @@ async def handle(
 ) -> AddOffsetsToTxnResponse:
     if not request.transactional_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
+    authz = gw.authorizer
+    if not authz.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return AddOffsetsToTxnResponse(
+            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+    if not authz.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(
+            throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
     answer = await gw.transactions.call(
         request.transactional_id,
         lambda s: s.AddOffsetsToTxn,

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.txn_routing import for_version
@@ -107,7 +108,28 @@ def _precheck(gw: GatewayApi, version: int, txn: _Txn) -> dict[TopicPartition, i
     return {tp: errors.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in txn.partitions}
 
 
-async def _forward(gw: GatewayApi, version: int, txn: _Txn) -> dict[TopicPartition, int]:
+async def _forward(
+    gw: GatewayApi, ctx: ConnectionContext, version: int, txn: _Txn
+) -> dict[TopicPartition, int]:
+    # KafkaApis.handleAddPartitionsToTxnRequest: WRITE on the transactional id, then on
+    # each topic; partitions not refused themselves are OPERATION_NOT_ATTEMPTED.
+    authz = gw.authorizer
+    if not authz.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn.transactional_id
+    ):
+        return dict.fromkeys(txn.partitions, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    denied = authz.denied(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, (t for t, _ in txn.partitions)
+    )
+    if denied:
+        return {
+            tp: int(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if tp[0] in denied
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+            )
+            for tp in txn.partitions
+        }
     early = _precheck(gw, version, txn)
     if early is not None:
         return early
@@ -196,7 +218,7 @@ async def handle(
 ) -> AddPartitionsToTxnResponse:
     version = header.api_version
     txns = _transactions(version, request)
-    answers = await asyncio.gather(*(_forward(gw, version, t) for t in txns))
+    answers = await asyncio.gather(*(_forward(gw, ctx, version, t) for t in txns))
     if version < 4:
         return AddPartitionsToTxnResponse(
             throttle_time_ms=0, results_by_topic_v3_and_below=_v3_results(answers[0])

@@ -19,6 +19,7 @@ Deviations: BROKER_LOGGER and other resource types are INVALID_REQUEST.
 
 from __future__ import annotations
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.config_changes import ResourceChange, alter
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
@@ -48,6 +49,12 @@ async def handle(
         )
         for resource in request.resources
     ]
+    for row in rows:
+        denied = gw.authorizer.config_resource(
+            ctx, AclOperation.ALTER_CONFIGS, row.resource_type, row.resource_name
+        )
+        if denied is not None:
+            row.fail(*denied)
     await alter(
         gw,
         rows,

@@ -19,6 +19,7 @@ request it could not forward.
 
 from __future__ import annotations
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import (
     AdminDeadline,
@@ -29,6 +30,7 @@ from odradek.gateway.controller_forward import (
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import (
     AlterPartitionReassignmentsRequest,
@@ -49,6 +51,14 @@ async def handle(
     request: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse:
     allow_rf_change = header.api_version < 1 or bool(request.allow_replication_factor_change)
+    if not gw.authorizer.cluster(ctx, AclOperation.ALTER):
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            allow_replication_factor_change=allow_rf_change,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            responses=[],
+        )
     wanted = [
         controller_pb2.PartitionReassignment(
             topic=t.name,

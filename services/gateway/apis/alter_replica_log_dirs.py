@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -52,6 +53,19 @@ async def handle(
         for p in t.partitions
     ]
     by_node: dict[int, list[storage_pb2.ReplicaLogDirMove]] = defaultdict(list)
+    if not gw.authorizer.cluster(ctx, AclOperation.ALTER):
+        refused: dict[str, list[PartitionResult]] = defaultdict(list)
+        for move in moves:
+            refused[move.topic].append(
+                PartitionResult(
+                    partition_index=move.partition,
+                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                )
+            )
+        return AlterReplicaLogDirsResponse(
+            throttle_time_ms=0,
+            results=[TopicResult(topic_name=n, partitions=ps) for n, ps in refused.items()],
+        )
     if ctx.broker_id is not None:
         by_node[ctx.broker_id] = list(moves)
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import (
     AdminDeadline,
@@ -49,6 +50,12 @@ async def handle(
             continue
         if counts[topic.name] > 1:
             outcomes[topic.name] = (int(ErrorCode.INVALID_REQUEST), "Duplicate topic name.")
+            continue
+        if not gw.authorizer.allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            outcomes[topic.name] = (
+                int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                "The topic authorization is failed.",
+            )
             continue
         outcomes[topic.name] = (0, None)
         changes.append(

@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from odradek.config_catalog.definition import InvalidConfigError
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.config_entries import settings_of, topic_config_entries
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import (
@@ -97,11 +98,20 @@ async def handle(
     counts = Counter(t.name for t in request.topics)
     outcomes: dict[str, _Outcome] = {}
     specs: list[controller_pb2.CreatableTopic] = []
+    may_create = gw.authorizer.cluster(ctx, AclOperation.CREATE)
     for topic in request.topics:
         if topic.name in outcomes:
             continue
         if counts[topic.name] > 1:
             outcomes[topic.name] = _Outcome(int(ErrorCode.INVALID_REQUEST), "Duplicate topic name.")
+            continue
+        # KafkaApis.handleCreateTopicsRequest: CREATE on the cluster or on the topic.
+        if not may_create and not gw.authorizer.allowed(
+            ctx, AclOperation.CREATE, ResourceType.TOPIC, topic.name
+        ):
+            outcomes[topic.name] = _Outcome(
+                int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."
+            )
             continue
         spec = _spec(topic)
         if isinstance(spec, _Outcome):

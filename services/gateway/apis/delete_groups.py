@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -34,7 +35,9 @@ async def handle(
     by_node: dict[int, list[str]] = defaultdict(list)
     for group_id in request.groups_names:
         node = groups.coordinator_node(group_id)
-        if node is None:
+        if not gw.authorizer.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            results[group_id] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif node is None:
             results[group_id] = ErrorCode.NOT_COORDINATOR
         else:
             by_node[node.node_id].append(group_id)

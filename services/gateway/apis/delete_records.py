@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import call_leaders
@@ -46,7 +47,9 @@ async def handle(
         for p in t.partitions:
             key = (t.name, p.partition_index)
             part = snap.partition(t.name, p.partition_index)
-            if part is None:
+            if not gw.authorizer.allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, t.name):
+                results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif part is None:
                 results[key] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif part.leader < 0:
                 results[key] = _error(ErrorCode.LEADER_NOT_AVAILABLE)

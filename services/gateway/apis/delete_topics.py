@@ -21,6 +21,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import (
     AdminDeadline,
@@ -114,7 +115,18 @@ async def handle(
 ) -> DeleteTopicsResponse:
     version = header.api_version
     deadline = AdminDeadline(gw, request.timeout_ms)
-    rows, by_name, by_id = _rows(request, version, gw.metadata.current)
+    snap = gw.metadata.current
+    rows, by_name, by_id = _rows(request, version, snap)
+    # KafkaApis.handleDeleteTopicsRequest: DELETE on each topic.
+    for row in [*by_name, *by_id]:
+        found = snap.topics_by_id.get(row.topic_id.bytes) if row.name is None else None
+        name = row.name if row.name is not None else (found.name if found else None)
+        if name is not None and not gw.authorizer.allowed(
+            ctx, AclOperation.DELETE, ResourceType.TOPIC, name
+        ):
+            row.fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    by_name = [row for row in by_name if not row.error_code]
+    by_id = [row for row in by_id if not row.error_code]
     if by_name or by_id:
         answer = await call_controller(
             gw,

@@ -14,6 +14,8 @@ neither code).
 
 from __future__ import annotations
 
+from odradek.acl import CLUSTER_NAME
+from odradek.gateway.authorizer import ResourceType
 from odradek.gateway.brokers import controller_id
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
@@ -36,7 +38,6 @@ BROKER_ENDPOINT = 1
 
 # AclOperation ids the cluster resource supports: CREATE, ALTER, DESCRIBE,
 # CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 
 
 def _endpoint_error(version: int, requested: int) -> tuple[int, str] | None:
@@ -86,6 +87,8 @@ async def handle(
             for b in brokers.values()
         ],
         authorized_operations=authorized_operations(
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None
+            gw.authorizer.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if request.include_cluster_authorized_operations
+            else None
         ),
     )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.config_entries import (
     BrokerSetting,
     ResourceType,
@@ -125,7 +126,12 @@ async def handle(
     for resource in request.resources:
         code, message = 0, None
         entries: list[DescribedConfig] = []
+        denied = gw.authorizer.config_resource(
+            ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+        )
         try:
+            if denied is not None:
+                raise _Refused(*denied)
             entries = _entries(ctx, snap, settings, resource, include_synonyms)
         except _Refused as exc:
             code, message = int(exc.code), exc.message

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -34,7 +35,6 @@ Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 
 # READ, DELETE, DESCRIBE (Kafka's AclOperation codes), encoded as a bit field.
-GROUP_OPERATIONS = {3, 6, 8}
 
 
 async def handle(
@@ -46,7 +46,11 @@ async def handle(
     by_node: dict[int, list[str]] = defaultdict(list)
     for group_id in request.groups:
         node = groups.coordinator_node(group_id)
-        if node is None:
+        if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            found[group_id] = coordinator_pb2.DescribedGroup(
+                group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+            )
+        elif node is None:
             found[group_id] = coordinator_pb2.DescribedGroup(
                 group_id=group_id, error_code=ErrorCode.NOT_COORDINATOR
             )
@@ -100,7 +104,9 @@ async def handle(
                     for m in d.members
                 ],
                 authorized_operations=authorized_operations(
-                    GROUP_OPERATIONS if include_ops else None
+                    gw.authorizer.operations(ctx, ResourceType.GROUP, group_id)
+                    if include_ops
+                    else None
                 ),
             )
         )

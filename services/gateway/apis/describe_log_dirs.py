@@ -21,6 +21,7 @@ import asyncio
 import logging
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -69,6 +70,10 @@ def _result(d: storage_pb2.LogDirDescription) -> Result:
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
+    if not gw.authorizer.cluster(ctx, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[]
+        )
     if request.topics is None:
         query = storage_pb2.DescribeLogDirsRequest(all_partitions=True)
     else:

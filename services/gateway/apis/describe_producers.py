@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import call_leaders
@@ -45,7 +46,9 @@ async def handle(
     for t in request.topics:
         for index in t.partition_indexes:
             part = snap.partition(t.name, index)
-            if part is None:
+            if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name):
+                results[(t.name, index)] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif part is None:
                 results[(t.name, index)] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif part.leader < 0:
                 results[(t.name, index)] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -15,6 +15,7 @@ import asyncio
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -70,6 +71,10 @@ async def handle(
         node = txns.coordinator_node(tid) if tid else None
         if not tid:
             answers[tid] = _error(tid, ErrorCode.INVALID_REQUEST)
+        elif not gw.authorizer.allowed(
+            ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid
+        ):
+            answers[tid] = _error(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         elif node is None:
             answers[tid] = _error(tid, ErrorCode.NOT_COORDINATOR)
         else:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import (
     AdminDeadline,
@@ -73,6 +74,10 @@ async def handle(
     )
     election = ELECTION_TYPES.get(request.election_type if version >= 1 else 0)
     results: dict[str, list[tuple[int, int, str | None]]] = defaultdict(list)
+    if not gw.authorizer.cluster(ctx, AclOperation.ALTER):
+        for topic, partition in requested or []:
+            results[topic].append((partition, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), None))
+        return _response(version, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results)
     if election is None:
         message = f"Unknown election type {request.election_type}"
         for topic, partition in requested or []:

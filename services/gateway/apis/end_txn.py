@@ -15,6 +15,7 @@ transaction) is not served.
 
 from __future__ import annotations
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.txn_routing import for_version
@@ -32,6 +33,12 @@ async def handle(
 ) -> EndTxnResponse:
     if not request.transactional_id:
         return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
+    if not gw.authorizer.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return EndTxnResponse(
+            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
     answer = await gw.transactions.call(
         request.transactional_id,
         lambda s: s.EndTxn,

@@ -17,6 +17,7 @@ INVALID_REQUEST.
 
 from __future__ import annotations
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -30,8 +31,19 @@ GROUP = 0
 TRANSACTION = 1
 
 
-def _answer(gw: GatewayApi, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+def _answer(
+    gw: GatewayApi, ctx: ConnectionContext, key: str, key_type: int
+) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
+    # KafkaApis.handleFindCoordinatorRequest: DESCRIBE on the group or transactional id.
+    if key_type == TRANSACTION and not gw.authorizer.allowed(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == GROUP and not gw.authorizer.allowed(
+        ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+    ):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == TRANSACTION:
         txns = gw.transactions
         if not txns.available(key):
@@ -59,7 +71,7 @@ async def handle(
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node_id, host, port = _answer(gw, key, key_type)
+            error, message, node_id, host, port = _answer(gw, ctx, key, key_type)
             coordinators.append(
                 FindCoordinatorResponse.Coordinator(
                     key=key,
@@ -71,7 +83,7 @@ async def handle(
                 )
             )
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-    error, message, node_id, host, port = _answer(gw, request.key, key_type)
+    error, message, node_id, host, port = _answer(gw, ctx, request.key, key_type)
     return FindCoordinatorResponse(
         throttle_time_ms=0,
         error_code=error,

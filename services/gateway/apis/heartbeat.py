@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -23,6 +24,10 @@ API_KEY = ApiKey.HEARTBEAT
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: HeartbeatRequest
 ) -> HeartbeatResponse:
+    if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return HeartbeatResponse(
+            throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
     groups = gw.groups
     stub = groups.coordinator_stub(request.group_id)
     if stub is None:

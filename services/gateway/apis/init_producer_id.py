@@ -19,6 +19,7 @@ below 4 get INVALID_PRODUCER_EPOCH where Kafka would answer PRODUCER_FENCED.
 
 from __future__ import annotations
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.txn_routing import for_version
@@ -49,6 +50,10 @@ async def handle(
     if transactional_id is not None:
         if transactional_id == "":
             return _answer(ErrorCode.INVALID_REQUEST)
+        if not gw.authorizer.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         answer = await gw.transactions.call(
             transactional_id,
             lambda s: s.InitProducerId,
@@ -65,6 +70,12 @@ async def handle(
         if code:
             return _answer(code)
         return _answer(ErrorCode.NONE, answer.producer_id, answer.producer_epoch)
+    # Idempotent producers: IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+    if not gw.authorizer.cluster(ctx, AclOperation.IDEMPOTENT_WRITE) and not any(
+        gw.authorizer.allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, name)
+        for name in gw.metadata.current.topics
+    ):
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         new_id = await gw.producer_ids.next_id(WAIT_FOR_BLOCK_S)
     except ProducerIdsUnavailable:

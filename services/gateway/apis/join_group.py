@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import LONG_POLL_MARGIN_S, client_host, rpc_error
@@ -46,6 +47,8 @@ async def handle(
 ) -> JoinGroupResponse:
     version = header.api_version
     rebalance_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
+    if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _error(version, ErrorCode.GROUP_AUTHORIZATION_FAILED, request.member_id)
     groups = gw.groups
     stub = groups.coordinator_stub(request.group_id)
     if stub is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -39,9 +40,11 @@ async def handle(
         call.members.add(member_id=request.member_id)
     groups = gw.groups
     stub = groups.coordinator_stub(request.group_id)
-    if stub is None:
-        error: int = ErrorCode.NOT_COORDINATOR
-        r = coordinator_pb2.LeaveGroupResponse(error_code=error)
+    error: int
+    if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        r = coordinator_pb2.LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    elif stub is None:
+        r = coordinator_pb2.LeaveGroupResponse(error_code=ErrorCode.NOT_COORDINATOR)
     else:
         try:
             r = await stub.LeaveGroup(call, timeout=groups.group_timeout_s())

@@ -15,6 +15,7 @@ import asyncio
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -52,6 +53,7 @@ async def handle(
             listed[g.group_id] = g
 
     await asyncio.gather(*(ask(s) for s in groups.all_coordinators()))
+    everything = gw.authorizer.cluster(ctx, AclOperation.DESCRIBE)
     error: int = ErrorCode.NONE
     if ErrorCode.COORDINATOR_NOT_AVAILABLE in errors:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -68,6 +70,10 @@ async def handle(
                 group_type=g.group_type or CLASSIC,
             )
             for g in sorted(listed.values(), key=lambda g: g.group_id)
+            # KafkaApis.handleListGroupsRequest: all with DESCRIBE on the cluster, else
+            # the groups the principal may DESCRIBE.
+            if everything
+            or gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
             if groups.listed_on(g.group_id, ctx.broker_id)
             and (not types or (g.group_type or CLASSIC) in types)
         ],

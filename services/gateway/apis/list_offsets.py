@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import call_leaders
@@ -49,7 +50,9 @@ async def handle(
                 continue
             seen.add(key)
             part = snap.partition(t.name, p.partition_index)
-            if part is None:
+            if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
+                results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif part is None:
                 results[key] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif part.leader < 0:
                 results[key] = _error(ErrorCode.LEADER_NOT_AVAILABLE)

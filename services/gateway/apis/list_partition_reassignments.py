@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import AdminDeadline, ControllerFailure, call_controller
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import (
     ListPartitionReassignmentsRequest,
@@ -35,6 +37,13 @@ async def handle(
     header: RequestHeader,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse:
+    if not gw.authorizer.cluster(ctx, AclOperation.DESCRIBE):
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            topics=[],
+        )
     if request.topics is None:
         query = controller_pb2.ListPartitionReassignmentsRequest(all=True)
     else:

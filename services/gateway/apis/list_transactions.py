@@ -19,6 +19,7 @@ import asyncio
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.txn_routing import Stub as TxnStub
@@ -69,7 +70,10 @@ async def handle(
     listed: dict[str, State] = {}
     for a in answers:
         for t in a.transactions:
-            if txns.listed_on(t.transactional_id, ctx.broker_id):
+            # KafkaApis.handleListTransactionsRequest: only ids the principal may DESCRIBE.
+            if txns.listed_on(t.transactional_id, ctx.broker_id) and gw.authorizer.allowed(
+                ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id
+            ):
                 listed[t.transactional_id] = State(
                     transactional_id=t.transactional_id,
                     producer_id=t.producer_id,

@@ -15,8 +15,12 @@ is on and the request allows it (v4+ flag, always for older versions), with
 so the client usually sees it ready at once (Kafka answers LEADER_NOT_AVAILABLE first;
 both are legal, clients retry either way).
 
-Deviations: no cluster/topic authorizer, so authorized operations report everything
-allowed when asked. Admin requests may go to any broker (every gateway forwards them
+Authorization (KafkaApis.handleTopicMetadataRequest): topics the principal may not
+DESCRIBE are left out of an all-topics answer and answer TOPIC_AUTHORIZATION_FAILED
+when named; auto-creation needs CREATE on the cluster or the topic (else
+TOPIC_AUTHORIZATION_FAILED); authorized-operations bitfields are the authorizer's.
+
+Deviations: admin requests may go to any broker (every gateway forwards them
 to the controller), whatever ``controller_id`` says.
 """
 
@@ -25,6 +29,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from odradek.acl import CLUSTER_NAME
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.brokers import Broker as AdvertisedBroker
 from odradek.gateway.brokers import controller_id
 from odradek.gateway.connection import ConnectionContext
@@ -38,11 +44,6 @@ from odradek.rpc.v1 import common_pb2, controller_pb2
 
 API_KEY = ApiKey.METADATA
 
-# Authorized operations are bit sets of AclOperation codes (None: "not requested").
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
-# CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
-CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 ZERO_UUID = uuid.UUID(int=0)
 
 Topic = MetadataResponse.MetadataResponseTopic
@@ -79,17 +80,43 @@ async def handle(
         bool(getattr(request, "include_topic_authorized_operations", False)) and version >= 8
     )
     brokers = gw.brokers()
+    authz = gw.authorizer
+
+    def describable(name: str) -> bool:
+        return authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    def ops(name: str) -> set[int] | None:
+        return authz.operations(ctx, ResourceType.TOPIC, name) if include_ops else None
 
     if names is not None:
         allow = version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
-        missing = [n for n in dict.fromkeys(names) if n not in snap.topics]
+        denied = {n for n in names if not describable(n)}
+        missing = [n for n in dict.fromkeys(names) if n not in snap.topics and n not in denied]
         created_errors: dict[str, int] = {}
         if missing and allow and gw.cluster_config("auto.create.topics.enable") == "true":
-            created_errors = await _auto_create(gw, missing)
+            if not authz.cluster(ctx, AclOperation.CREATE):
+                denied |= {
+                    n
+                    for n in missing
+                    if not authz.allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, n)
+                }
+                missing = [n for n in missing if n not in denied]
+            if missing:
+                created_errors = await _auto_create(gw, missing)
             snap = gw.metadata.current
         for name in dict.fromkeys(names):
             topic = snap.topics.get(name)
-            if topic is None:
+            if name in denied:
+                topic_results.append(
+                    Topic(
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        name=name,
+                        topic_id=ZERO_UUID,
+                        is_internal=False,
+                        partitions=[],
+                    )
+                )
+            elif topic is None:
                 code = created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 topic_results.append(
                     Topic(
@@ -101,10 +128,19 @@ async def handle(
                     )
                 )
             else:
-                topic_results.append(_topic(brokers, topic, include_ops))
+                topic_results.append(_topic(brokers, topic, ops(name)))
         for tid in ids:
             topic = snap.topics_by_id.get(tid.bytes)
-            if topic is None:
+            if topic is not None and not describable(topic.name):
+                topic_results.append(
+                    Topic(
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        name=None,
+                        topic_id=tid,
+                        partitions=[],
+                    )
+                )
+            elif topic is None:
                 topic_results.append(
                     Topic(
                         error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
@@ -114,10 +150,11 @@ async def handle(
                     )
                 )
             else:
-                topic_results.append(_topic(brokers, topic, include_ops))
+                topic_results.append(_topic(brokers, topic, ops(topic.name)))
     else:
         for topic in sorted(snap.topics.values(), key=lambda t: t.name):
-            topic_results.append(_topic(brokers, topic, include_ops))
+            if describable(topic.name):
+                topic_results.append(_topic(brokers, topic, ops(topic.name)))
 
     return MetadataResponse(
         throttle_time_ms=0,
@@ -129,7 +166,7 @@ async def handle(
         controller_id=controller_id(brokers),
         topics=topic_results,
         authorized_operations=authorized_operations(
-            CLUSTER_OPERATIONS
+            authz.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
             if getattr(request, "include_cluster_authorized_operations", False)
             else None
         ),
@@ -137,7 +174,7 @@ async def handle(
 
 
 def _topic(
-    brokers: Mapping[int, AdvertisedBroker], topic: common_pb2.Topic, include_ops: bool
+    brokers: Mapping[int, AdvertisedBroker], topic: common_pb2.Topic, ops: set[int] | None
 ) -> Topic:
     partitions = []
     for p in topic.partitions:
@@ -164,7 +201,7 @@ def _topic(
         topic_id=uuid.UUID(bytes=bytes(topic.topic_id)) if len(topic.topic_id) == 16 else ZERO_UUID,
         is_internal=topic.internal,
         partitions=partitions,
-        authorized_operations=authorized_operations(TOPIC_OPERATIONS if include_ops else None),
+        authorized_operations=authorized_operations(ops),
     )
 
 

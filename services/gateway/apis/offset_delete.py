@@ -8,11 +8,9 @@ subscribes to the topic, UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist
 
 from __future__ import annotations
 
-import grpc
-
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -30,25 +28,28 @@ async def handle(
 ) -> OffsetDeleteResponse:
     snap = gw.metadata.current
     errors: dict[tuple[str, int], int] = {}
+    # KafkaApis.handleOffsetDeleteRequest: DELETE on the group, READ on each topic.
+    if not gw.authorizer.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
+        )
+    denied = gw.authorizer.denied(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     call = offsets_pb2.DeleteOffsetsRequest(group_id=request.group_id)
     for topic in request.topics:
         known = snap.topics.get(topic.name)
         for p in topic.partitions:
-            if known is None or not 0 <= p.partition_index < len(known.partitions):
+            if topic.name in denied:
+                errors[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or not 0 <= p.partition_index < len(known.partitions):
                 errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 call.partitions.append(
                     common_pb2.TopicPartition(topic=topic.name, partition=p.partition_index)
                 )
-    groups = gw.groups
-    stub = groups.coordinator_stub(request.group_id)
-    if stub is None:
-        r = offsets_pb2.DeleteOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
-    else:
-        try:
-            r = await stub.DeleteOffsets(call, timeout=groups.group_timeout_s())
-        except grpc.aio.AioRpcError as exc:
-            r = offsets_pb2.DeleteOffsetsResponse(error_code=rpc_error(exc))
+    answer = await gw.groups.call(request.group_id, lambda s: s.DeleteOffsets, call)
+    r = offsets_pb2.DeleteOffsetsResponse(error_code=answer) if isinstance(answer, int) else answer
     if r.error_code:
         return OffsetDeleteResponse(error_code=r.error_code, throttle_time_ms=0, topics=[])
     for pe in r.partitions:

@@ -20,6 +20,7 @@ from typing import TypedDict
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import rpc_error
@@ -70,6 +71,33 @@ async def _validate_member(gw: GatewayApi, group_id: str, member_id: str, epoch:
 
 
 async def _fetch(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    group_id: str,
+    topics: Wanted,
+    require_stable: bool,
+    member: tuple[str, int] | None = None,
+) -> offsets_pb2.FetchOffsetsGroupResult:
+    # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; offsets of topics the
+    # principal may not DESCRIBE are left out (Kafka answers TOPIC_AUTHORIZATION_FAILED
+    # for named ones; here they read as "no committed offset").
+    if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return offsets_pb2.FetchOffsetsGroupResult(
+            group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
+    result = await _fetch_allowed(gw, group_id, topics, require_stable, member)
+    if gw.authorizer.enabled:
+        denied = gw.authorizer.denied(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {o.topic for o in result.offsets}
+        )
+        if denied:
+            kept = [o for o in result.offsets if o.topic not in denied]
+            del result.offsets[:]
+            result.offsets.extend(kept)
+    return result
+
+
+async def _fetch_allowed(
     gw: GatewayApi,
     group_id: str,
     topics: Wanted,
@@ -136,6 +164,7 @@ async def handle(
             *(
                 _fetch(
                     gw,
+                    ctx,
                     g.group_id,
                     g.topics,
                     stable,
@@ -166,7 +195,7 @@ async def handle(
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=out)
     topics_req = request.topics if version >= 2 else (request.topics or [])
-    result = await _fetch(gw, request.group_id, topics_req, stable)
+    result = await _fetch(gw, ctx, request.group_id, topics_req, stable)
     error = result.error_code
     # v0/v1 have no group-level error: it goes on every partition.
     per_partition_error = error if version < 2 else ErrorCode.NONE

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import call_leaders
@@ -54,7 +55,9 @@ async def handle(
     for t in request.topics:
         for p in t.partitions:
             part = snap.partition(t.topic, p.partition)
-            if part is None:
+            if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic):
+                results[(t.topic, p.partition)] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif part is None:
                 results[(t.topic, p.partition)] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif part.leader < 0:
                 results[(t.topic, p.partition)] = _error(ErrorCode.LEADER_NOT_AVAILABLE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.group_routing import SYNC_BACKSTOP_S, rpc_error
@@ -31,6 +32,8 @@ async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: SyncGroupRequest
 ) -> SyncGroupResponse:
     version = header.api_version
+    if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     stub = gw.groups.coordinator_stub(request.group_id)
     if stub is None:
         return _error(ErrorCode.NOT_COORDINATOR)

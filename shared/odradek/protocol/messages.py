@@ -37,6 +37,14 @@ from collections.abc import Callable, Collection
 from struct import pack_into
 from typing import Any, cast
 
+from kafka.protocol.admin.acl import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from kafka.protocol.admin.cluster import (
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
@@ -85,6 +93,12 @@ from kafka.protocol.admin.transactions import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
@@ -127,6 +141,14 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
@@ -168,22 +190,30 @@ __all__ = [
     "AlterPartitionReassignmentsResponse",
     "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
@@ -196,6 +226,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "EndTxnRequest",
@@ -235,10 +267,16 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
     "authorized_operations",
     "decode_request",
     "decode_request_body",

@@ -57,7 +57,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),  # codec 0-0
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),  # codec 0-5; v0: gone from Kafka 4; v5 IsCordoned false
     ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # codec 0-2; v0: gone from Kafka 4, no old struct
-    # SASL_HANDSHAKE / SASL_AUTHENTICATE: not served (no authentication yet).
+    # Security (docs/security.md); the SASL APIs are advertised on SASL listeners only.
+    ApiKey.SASL_HANDSHAKE: (0, 1),  # codec 0-1; v0's raw-token phase is not served
+    ApiKey.SASL_AUTHENTICATE: (0, 2),  # codec 0-2
+    ApiKey.DESCRIBE_ACLS: (1, 3),  # codec 0-3; v0 gone from Kafka 4
+    ApiKey.CREATE_ACLS: (1, 3),  # codec 0-3; v0 gone from Kafka 4
+    ApiKey.DELETE_ACLS: (1, 3),  # codec 0-3; v0 gone from Kafka 4
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # codec 0-0
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),  # codec 0-0
     # KIP-848, Kafka 4's versions (odradek.protocol.consumer_group_messages):
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 adds SubscribedTopicRegex
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),  # v1 adds MemberType (KIP-1099)
@@ -68,6 +75,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # codec 0-5; v5 is transactions v2 (KIP-890 part 2)
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # codec 0-0
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # codec 0-0
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # codec 1-2; v2 is transactions v2 (KIP-890 part 2)
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # codec 0-2; v2 adds a transactional id pattern (KIP-1152)
 }
 

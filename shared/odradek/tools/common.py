@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import kafka.errors as kafka_errors
+
+from odradek.config import parse_properties
 
 DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 CLUSTER_FILE = Path("data") / "cluster.json"
@@ -72,6 +75,15 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         f"./{CLUSTER_FILE} when it exists, else {DEFAULT_BOOTSTRAP_SERVER})",
     )
     parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="Kafka client properties for a secured cluster (security.protocol, "
+        "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...), e.g. the "
+        "client.properties that odradek up --security writes",
+    )
+    parser.add_argument(
         "--connect-timeout-ms",
         type=int,
         default=DEFAULT_CONNECT_TIMEOUT_MS,
@@ -102,7 +114,40 @@ def connection_config(args: argparse.Namespace, client_id: str) -> dict[str, Any
         "bootstrap_timeout_ms": timeout_ms,
         # Back off briefly between reconnects, so a dead server is noticed within the timeout.
         "reconnect_backoff_max_ms": 1000,
+        **command_config(getattr(args, "command_config", None)),
     }
+
+
+_JAAS_VALUE = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def command_config(path: Path | None) -> dict[str, Any]:
+    """Java client properties (``--command-config``) as kafka-python settings: the
+    security ones are translated (JAAS username/password, PEM trust and key stores)."""
+    if path is None:
+        return {}
+    try:
+        props = parse_properties(path.read_text())
+    except OSError as exc:
+        raise ToolError(f"Cannot read --command-config {path}: {exc}") from None
+    out: dict[str, Any] = {}
+    if "security.protocol" in props:
+        out["security_protocol"] = props["security.protocol"].upper()
+    if "sasl.mechanism" in props:
+        out["sasl_mechanism"] = props["sasl.mechanism"].upper()
+    jaas = dict(_JAAS_VALUE.findall(props.get("sasl.jaas.config", "")))
+    if "username" in jaas:
+        out["sasl_plain_username"] = jaas["username"]
+    if "password" in jaas:
+        out["sasl_plain_password"] = jaas["password"]
+    if props.get("ssl.truststore.location"):
+        out["ssl_cafile"] = props["ssl.truststore.location"]
+    if props.get("ssl.keystore.location"):
+        # A PEM key store holds key and chain in one file, which ssl accepts for both.
+        out["ssl_certfile"] = out["ssl_keyfile"] = props["ssl.keystore.location"]
+    if props.get("ssl.key.password"):
+        out["ssl_password"] = props["ssl.key.password"]
+    return out
 
 
 def connect(factory: Callable[..., Any], args: argparse.Namespace, config: dict[str, Any]) -> Any:

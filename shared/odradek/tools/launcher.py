@@ -42,7 +42,9 @@ from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.parent_watch import launcher_env
 from odradek.process import terminate
+from odradek.tools import secure_cluster
 from odradek.tools.etcd_server import EtcdServer
+from odradek.tools.secure_cluster import SecuritySetup
 
 GATEWAY_BASE_ID = 0
 STORAGE_BASE_ID = 100
@@ -203,6 +205,8 @@ class ClusterOptions:
     console: bool = True
     console_port: int | None = None
     start_timeout: float = 60.0
+    # "plaintext", "ssl" or "sasl_ssl": the gateways' listener (secure_cluster.py).
+    security: str = "plaintext"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -215,6 +219,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 def check_options(opts: ClusterOptions) -> None:
     if opts.controllers < 1:
         raise ClusterError("need at least one controller")
+    if opts.security not in secure_cluster.SECURITY_MODES:
+        raise ClusterError(
+            f"--security: expected one of {', '.join(secure_cluster.SECURITY_MODES)}"
+        )
     if opts.etcd and opts.metadata:
         raise ClusterError("--etcd starts a local etcd; it cannot be combined with --metadata")
     if opts.controllers > 1 and not (opts.etcd or opts.metadata.startswith("etcd://")):
@@ -312,9 +320,10 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
     for i in range(opts.gateways):
         node_id = GATEWAY_BASE_ID + i
         port = opts.port + i if opts.port else 0
+        protocol = "PLAINTEXT" if opts.security == "plaintext" else opts.security.upper()
         settings = {
             "node.id": str(node_id),
-            "listeners": f"PLAINTEXT://{opts.host}:{port}",
+            "listeners": f"{protocol}://{opts.host}:{port}",
             "grpc.listener": f"{opts.host}:0",
             **common,
         }
@@ -380,6 +389,7 @@ class Cluster:
         self.log_dir = self.data_dir / "logs"
         self.services: list[RunningService] = []
         self.etcd: EtcdServer | None = None
+        self.security: SecuritySetup | None = None
 
     @property
     def cluster_file(self) -> Path:
@@ -396,11 +406,22 @@ class Cluster:
                 self.etcd.start(self.opts.start_timeout)
                 metadata = self.etcd.url
             specs = plan(self.opts, metadata)
+            if self.opts.security != "plaintext":
+                self.security = secure_cluster.prepare(
+                    self.data_dir, self.opts.security, (self.opts.host,)
+                )
+                for spec in specs:
+                    if spec.kind == "gateway":
+                        spec.settings.update(self.security.gateway_settings())
             controllers = [s for s in specs if s.kind == "controller"]
             started = [start_process(c, self.run_dir, self.log_dir) for c in controllers]
             self.services.extend(started)
             wait_ready(started, self.opts.start_timeout)
             address = ",".join(f"{self._host_of(svc)}:{svc.ports['grpc']}" for svc in started)
+            if self.security is not None:
+                if self.security.mode == "sasl_ssl":
+                    secure_cluster.add_super_user(self.security, address)
+                secure_cluster.write_client_files(self.security, self.data_dir)
             rest = []
             for spec in specs[len(controllers) :]:
                 spec.settings["controller.address"] = address
@@ -429,6 +450,15 @@ class Cluster:
         }
         if self.console_url:
             doc["console_url"] = self.console_url
+        if self.security is not None:
+            doc["security"] = {
+                "listener": f"{self.security.protocol}://{self.bootstrap_servers}",
+                "security_protocol": self.security.protocol,
+                "ca_file": str(self.security.ca_file),
+                "super_user": secure_cluster.SUPER_USER,
+                "client_properties": str(self.data_dir / "client.properties"),
+                "librdkafka_conf": str(self.data_dir / "librdkafka.conf"),
+            }
         if self.etcd is not None:
             doc["etcd"] = {
                 "pid": self.etcd.pid,

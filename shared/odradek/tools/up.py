@@ -79,6 +79,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "port; 0: a free port)",
     )
     p.add_argument("--no-console", action="store_true", help="do not start the web console")
+    p.add_argument(
+        "--security",
+        choices=("plaintext", "ssl", "sasl_ssl"),
+        default="plaintext",
+        help="the Kafka listener: plaintext (default, local development), ssl (TLS with "
+        "client certificates) or sasl_ssl (TLS + SCRAM/PLAIN, super user admin); ssl and "
+        "sasl_ssl also enable the ACL authorizer and write DATA/client.properties and "
+        "DATA/librdkafka.conf",
+    )
     p.set_defaults(func=run)
 
 
@@ -116,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         with_groups=not args.no_groups,
         console=not args.no_console,
         console_port=args.console_port,
+        security=args.security,
     )
     cluster = Cluster(opts)
     stopping = False
@@ -139,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'etcd':<18} pid {cluster.etcd.pid:<8} client={cluster.etcd.endpoint}")
     print(f"cluster file: {cluster.cluster_file}")
     print(f"Kafka bootstrap servers: {cluster.bootstrap_servers}")
+    if cluster.security is not None:
+        print(f"security: {cluster.security.protocol}, CA {cluster.security.ca_file}")
+        print(f"super user client settings: {cluster.data_dir / 'client.properties'} (Java), ")
+        print(f"  {cluster.data_dir / 'librdkafka.conf'} (librdkafka, kcat -F)")
     if cluster.console_url:
         print(f"web console: {cluster.console_url}")
     print("press Ctrl-C to stop", flush=True)

@@ -40,7 +40,24 @@ from odradek.protocol.messages import (
     encode_body,
     encode_response,
 )
-from odradek.protocol.versions import SUPPORTED
+from odradek.protocol.versions import SUPPORTED, is_flexible
+
+
+def _has_tagged_fields(t: Any) -> bool:
+    if t is T.TaggedFields:
+        return True
+    if isinstance(t, T.Schema):
+        return any(_has_tagged_fields(f) for f in t.fields)
+    if isinstance(t, T.Array):
+        return _has_tagged_fields(t.array_of)
+    return False
+
+
+def _unmodelled_flexible(key: ApiKey, version: int, old: Any) -> bool:
+    """An old struct that reuses a non-flexible schema for a flexible version (e.g.
+    kafka-python's DescribeAcls v2 "Enable flexible version" with the v1 schema): it
+    is no reference for the compact encoding, the JSON schema is."""
+    return is_flexible(key, version) and not _has_tagged_fields(old.SCHEMA)
 
 
 def _old_classes() -> list[Any]:
@@ -57,7 +74,8 @@ def _old_classes() -> list[Any]:
             ):
                 key = ApiKey(getattr(obj, "API_KEY"))  # noqa: B009 (untyped library class)
                 low, high = SUPPORTED.get(key, (0, -1))
-                if low <= getattr(obj, "API_VERSION") <= high:  # noqa: B009
+                version = getattr(obj, "API_VERSION")  # noqa: B009
+                if low <= version <= high and not _unmodelled_flexible(key, version, obj):
                     found.append(obj)
     return sorted(found, key=lambda c: (c.API_KEY, c.is_request(), c.API_VERSION))
 

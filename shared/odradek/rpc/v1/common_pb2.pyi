@@ -36,7 +36,7 @@ OFFLINE: NodeState
 SHUTTING_DOWN: NodeState
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports")
+    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports", "data_port")
     class BrokerPortsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class Node(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     ADVERTISED_HOST_FIELD_NUMBER: _ClassVar[int]
     BROKER_PORTS_FIELD_NUMBER: _ClassVar[int]
+    DATA_PORT_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     kind: NodeKind
     host: str
@@ -66,7 +67,8 @@ class Node(_message.Message):
     incarnation: int
     advertised_host: str
     broker_ports: _containers.ScalarMap[int, int]
-    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ...) -> None: ...
+    data_port: int
+    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ..., data_port: _Optional[int] = ...) -> None: ...
 
 class Partition(_message.Message):
     __slots__ = ("partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "offline_replicas", "adding_replicas", "removing_replicas")
@@ -122,7 +124,7 @@ class CoordinatorShard(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "dynamic_cluster_configs", "broker_configs", "transaction_shards")
+    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "dynamic_cluster_configs", "broker_configs", "transaction_shards", "scram_credentials", "acls")
     class ClusterConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +157,8 @@ class ClusterMetadata(_message.Message):
     DYNAMIC_CLUSTER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     BROKER_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    SCRAM_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    ACLS_FIELD_NUMBER: _ClassVar[int]
     version: int
     cluster_id: str
     controller_id: int
@@ -166,7 +170,43 @@ class ClusterMetadata(_message.Message):
     dynamic_cluster_configs: _containers.ScalarMap[str, str]
     broker_configs: _containers.MessageMap[int, BrokerConfigs]
     transaction_shards: _containers.RepeatedCompositeFieldContainer[CoordinatorShard]
-    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., dynamic_cluster_configs: _Optional[_Mapping[str, str]] = ..., broker_configs: _Optional[_Mapping[int, BrokerConfigs]] = ..., transaction_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ...) -> None: ...
+    scram_credentials: _containers.RepeatedCompositeFieldContainer[ScramCredential]
+    acls: _containers.RepeatedCompositeFieldContainer[AclBinding]
+    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., dynamic_cluster_configs: _Optional[_Mapping[str, str]] = ..., broker_configs: _Optional[_Mapping[int, BrokerConfigs]] = ..., transaction_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., scram_credentials: _Optional[_Iterable[_Union[ScramCredential, _Mapping]]] = ..., acls: _Optional[_Iterable[_Union[AclBinding, _Mapping]]] = ...) -> None: ...
+
+class ScramCredential(_message.Message):
+    __slots__ = ("user", "mechanism", "salt", "stored_key", "server_key", "iterations")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    STORED_KEY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    def __init__(self, user: _Optional[str] = ..., mechanism: _Optional[int] = ..., salt: _Optional[bytes] = ..., stored_key: _Optional[bytes] = ..., server_key: _Optional[bytes] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class AclBinding(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
 
 class BrokerConfigs(_message.Message):
     __slots__ = ("configs",)

@@ -35,6 +35,82 @@ SUBTRACT: ConfigOp
 PREFERRED: ElectionType
 UNCLEAN: ElectionType
 
+class ScramDeletion(_message.Message):
+    __slots__ = ("user", "mechanism")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    mechanism: int
+    def __init__(self, user: _Optional[str] = ..., mechanism: _Optional[int] = ...) -> None: ...
+
+class AlterScramCredentialsRequest(_message.Message):
+    __slots__ = ("upsertions", "deletions")
+    UPSERTIONS_FIELD_NUMBER: _ClassVar[int]
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    upsertions: _containers.RepeatedCompositeFieldContainer[_common_pb2.ScramCredential]
+    deletions: _containers.RepeatedCompositeFieldContainer[ScramDeletion]
+    def __init__(self, upsertions: _Optional[_Iterable[_Union[_common_pb2.ScramCredential, _Mapping]]] = ..., deletions: _Optional[_Iterable[_Union[ScramDeletion, _Mapping]]] = ...) -> None: ...
+
+class AlterScramCredentialsResult(_message.Message):
+    __slots__ = ("user", "error_code", "error_message")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    error_code: int
+    error_message: str
+    def __init__(self, user: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterScramCredentialsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AlterScramCredentialsResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AlterScramCredentialsResult, _Mapping]]] = ...) -> None: ...
+
+class AclFilter(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+
+class AlterAclsRequest(_message.Message):
+    __slots__ = ("creations", "deletions")
+    CREATIONS_FIELD_NUMBER: _ClassVar[int]
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    creations: _containers.RepeatedCompositeFieldContainer[_common_pb2.AclBinding]
+    deletions: _containers.RepeatedCompositeFieldContainer[AclFilter]
+    def __init__(self, creations: _Optional[_Iterable[_Union[_common_pb2.AclBinding, _Mapping]]] = ..., deletions: _Optional[_Iterable[_Union[AclFilter, _Mapping]]] = ...) -> None: ...
+
+class AclDeletionResult(_message.Message):
+    __slots__ = ("error_code", "error_message", "deleted")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    deleted: _containers.RepeatedCompositeFieldContainer[_common_pb2.AclBinding]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., deleted: _Optional[_Iterable[_Union[_common_pb2.AclBinding, _Mapping]]] = ...) -> None: ...
+
+class AlterAclsResponse(_message.Message):
+    __slots__ = ("creation_errors", "deletions")
+    CREATION_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    creation_errors: _containers.RepeatedScalarFieldContainer[int]
+    deletions: _containers.RepeatedCompositeFieldContainer[AclDeletionResult]
+    def __init__(self, creation_errors: _Optional[_Iterable[int]] = ..., deletions: _Optional[_Iterable[_Union[AclDeletionResult, _Mapping]]] = ...) -> None: ...
+
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("node", "incarnation")
     NODE_FIELD_NUMBER: _ClassVar[int]

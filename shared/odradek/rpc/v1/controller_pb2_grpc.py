@@ -110,6 +110,16 @@ class ControllerStub:
                 request_serializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasResponse.FromString,
                 _registered_method=True)
+        self.AlterScramCredentials = channel.unary_unary(
+                '/odradek.v1.Controller/AlterScramCredentials',
+                request_serializer=odradek_dot_v1_dot_controller__pb2.AlterScramCredentialsRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_controller__pb2.AlterScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.AlterAcls = channel.unary_unary(
+                '/odradek.v1.Controller/AlterAcls',
+                request_serializer=odradek_dot_v1_dot_controller__pb2.AlterAclsRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_controller__pb2.AlterAclsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -213,6 +223,20 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterScramCredentials(self, request, context):
+        """AlterUserScramCredentials: the gateway derives the keys, only they are stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterAcls(self, request, context):
+        """CreateAcls and DeleteAcls in one call (the gateway checks the caller's rights).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -290,6 +314,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ReportOfflineReplicas,
                     request_deserializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasResponse.SerializeToString,
+            ),
+            'AlterScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterScramCredentials,
+                    request_deserializer=odradek_dot_v1_dot_controller__pb2.AlterScramCredentialsRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_controller__pb2.AlterScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterAcls,
+                    request_deserializer=odradek_dot_v1_dot_controller__pb2.AlterAclsRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_controller__pb2.AlterAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -697,6 +731,60 @@ class Controller:
             '/odradek.v1.Controller/ReportOfflineReplicas',
             odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasRequest.SerializeToString,
             odradek_dot_v1_dot_controller__pb2.ReportOfflineReplicasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Controller/AlterScramCredentials',
+            odradek_dot_v1_dot_controller__pb2.AlterScramCredentialsRequest.SerializeToString,
+            odradek_dot_v1_dot_controller__pb2.AlterScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Controller/AlterAcls',
+            odradek_dot_v1_dot_controller__pb2.AlterAclsRequest.SerializeToString,
+            odradek_dot_v1_dot_controller__pb2.AlterAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,
