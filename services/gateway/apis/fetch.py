@@ -135,7 +135,7 @@ async def handle(
             gw, by_node, request.max_wait_ms, request.min_bytes, max_bytes, isolation, results
         )
     if version <= 3:  # down-conversion of every batch: off the loop when large
-        size = sum(len(r.records) for r in results.values())
+        size = sum(len(records) for _, records in results.values())
         return await run_heavy(
             size, lambda: _assemble(version, order, results, max_bytes, isolation)
         )
