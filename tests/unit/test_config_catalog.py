@@ -128,6 +128,11 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": INT_MAX,
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.max.size": INT_MAX,
+    "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
     # TransactionLogConfig, TransactionStateManagerConfig
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",
@@ -136,6 +141,29 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "transaction.state.log.load.buffer.size": "5242880",
     "transaction.max.timeout.ms": "900000",
     "transaction.partition.verification.enable": "true",
+    # connection limits (SocketServerConfigs)
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
+    # security (SocketServerConfigs, BrokerSecurityConfigs, SslConfigs, StandardAuthorizer)
+    "listener.security.protocol.map": (
+        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+    ),
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.keystore.key": None,
+    "ssl.key.password": None,
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": None,
+    "ssl.truststore.certificates": None,
+    "ssl.client.auth": "none",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "authorizer.class.name": "",
+    "super.users": None,
+    "allow.everyone.if.no.acl.found": "false",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
@@ -156,12 +184,16 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
 
 # Kafka-named settings whose Odradek default differs on purpose (see each note).
 DEVIATIONS = {
+    "group.consumer.assignors",
     "log.dirs",
     "listeners",
     "queued.max.request.bytes",
     "node.id",
     "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",
+    "sasl.enabled.mechanisms",  # GSSAPI (Kerberos) is not served
+    "ssl.keystore.type",  # PEM files only
+    "ssl.truststore.type",
 }
 
 
