@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-slow test-all bench lint proto docs clean deploy-check compose-e2e
+.PHONY: install up test test-slow test-all test-chaos bench fuzz lint proto docs clean deploy-check compose-e2e
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -27,10 +27,21 @@ test: install
 test-slow: install
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
+## The fault campaign: CHAOS_SCHEDULES seeded kill -9 / SIGSTOP schedules (default 10) on
+## 3 storage nodes RF 3, printing the checker's table (tests/integration/test_chaos_campaign.py).
+CHAOS_SCHEDULES ?= 10
+test-chaos: install
+	CHAOS_SCHEDULES=$(CHAOS_SCHEDULES) $(PY) -m pytest -m chaos -s -q tests/integration/test_chaos_campaign.py $(PYTEST_ARGS)
+
 test-all: test test-slow
 
 bench: install
 	$(PY) -m bench $(ARGS)
+
+## The frame fuzzer against a fresh cluster, a real client producing throughout
+## (bench/fuzz.py; default 100000 frames, e.g. ARGS="--frames 1000000").
+fuzz: install
+	$(PY) -m bench.fuzz $(ARGS)
 
 ## mypy and lint-imports cannot follow setuptools' package-dir mapping, so they check a
 ## copy of the tree shaped like the installed package: odradek/ = shared/odradek/* +
@@ -50,9 +61,11 @@ lint: install
 proto: install
 	$(PY) -m odradek.rpc.generate
 
-## Regenerate docs/configuration.md from the settings catalog (a test fails when stale).
+## Regenerate docs/configuration.md from the settings catalog and the API table of
+## docs/compatibility.md from the gateway (a test fails when either is stale).
 docs: install
 	$(PY) -m odradek.tools.config_docs
+	$(PY) -m odradek.gateway.compat_docs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from odradek.console.kafka_client import ClientConfig, KafkaClient, check
+from odradek.kafka_client import ClientConfig, KafkaClient, check
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.messages import request_class
 from odradek.tools.launcher import Cluster, ClusterOptions

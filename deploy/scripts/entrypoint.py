@@ -2,7 +2,7 @@
 """Container entry point: fill in per-container settings, then exec the service.
 
 ``odradek-entrypoint SERVICE [--set name=value ...]`` (SERVICE is one of
-controller, storage, gateway, coordinator, offsets, transactions, console) becomes
+controller, storage, gateway, coordinator, offsets, transactions, console, mirror) becomes
 ``python -m odradek.SERVICE ...`` in the same process (``exec``), so the service is
 PID 1 and receives SIGTERM itself for its graceful drain. Any other first argument
 is run as a plain command (``odradek topics list``, ``sh``).
@@ -59,6 +59,7 @@ SERVICES = (
     "offsets",
     "transactions",
     "console",
+    "mirror",
 )
 NODE_ID_BASE = {
     "gateway": 0,
@@ -253,11 +254,13 @@ def plan(
     if service == "console":
         if need("console.listener"):
             added[env_name("console.listener")] = f"0.0.0.0:{DEFAULT_CONSOLE_PORT}"
+    elif service == "mirror":
+        pass  # a Kafka client of other clusters: no node id, no controller
     elif need("node.id"):
         strategy = environ.get("ODRADEK_NODE_ID_FROM", "auto").strip().lower() or "auto"
         node_id = derive_node_id(service, strategy, hostname, address(), resolve)
         added[env_name("node.id")] = str(node_id)
-    if service != "controller" and need("controller.address"):
+    if service not in ("controller", "mirror") and need("controller.address"):
         added[env_name("controller.address")] = f"controller:{DEFAULT_GRPC_PORT}"
     if service == "gateway":
         listeners = environ.get(env_name("listeners"))

@@ -19,14 +19,14 @@ import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from odradek.console.kafka_client import (
+from odradek.console.offsets import EARLIEST, LATEST, TopicPartition, list_offsets
+from odradek.kafka_client import (
     Broker,
     KafkaClient,
     KafkaClientError,
     check,
     error_text,
 )
-from odradek.console.offsets import EARLIEST, LATEST, TopicPartition, list_offsets
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.consumer_protocol import decode_assignment
 from odradek.protocol.errors import ErrorCode

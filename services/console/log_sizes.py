@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from odradek.console.kafka_client import KafkaClient, KafkaClientError
+from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metadata_cache import NodeKind, Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.messages import request_class

@@ -18,8 +18,8 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from odradek.console.kafka_client import KafkaClient, KafkaClientError, check
 from odradek.console.offsets import EARLIEST, LATEST, list_offsets
+from odradek.kafka_client import KafkaClient, KafkaClientError, check
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import FetchRequest, ProduceRequest

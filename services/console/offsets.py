@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from odradek.console.kafka_client import KafkaClient, KafkaClientError, Message, error_text
+from odradek.kafka_client import KafkaClient, KafkaClientError, Message, error_text
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.messages import ListOffsetsRequest
 

@@ -29,9 +29,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from odradek.console.groups import describe_groups, list_group_ids
-from odradek.console.kafka_client import KafkaClient, KafkaClientError
 from odradek.console.log_sizes import LogSizeReader, LogSizes
 from odradek.console.offsets import LATEST, list_offsets, partitions_of
+from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metadata_cache import NodeKind, Snapshot
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import controller_pb2, controller_pb2_grpc

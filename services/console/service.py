@@ -25,11 +25,11 @@ import logging
 from aiohttp import web
 
 from odradek.config import Config, ConfigError
-from odradek.console.kafka_client import ClientConfig, KafkaClient, KafkaClientError
 from odradek.console.sampler import Sampler
 from odradek.console.sessions import ClientPool
 from odradek.console.web import build_app
 from odradek.controller_client import ControllerClient
+from odradek.kafka_client import ClientConfig, KafkaClient, KafkaClientError
 from odradek.metadata_cache import MetadataCache, NodeKind, Snapshot
 from odradek.metrics import MetricsServer
 from odradek.rpc.server import RpcServer

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import time
 
-from odradek.console.kafka_client import ClientConfig, KafkaClient
+from odradek.kafka_client import ClientConfig, KafkaClient
 
 IDLE_CLOSE_S = 15 * 60
 

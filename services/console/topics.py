@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from odradek.console.kafka_client import KafkaClient, KafkaClientError, Message, check
 from odradek.console.offsets import EARLIEST, LATEST, list_offsets
+from odradek.kafka_client import KafkaClient, KafkaClientError, Message, check
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (

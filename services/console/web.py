@@ -26,9 +26,9 @@ from aiohttp import web
 from odradek.console import groups as groups_api
 from odradek.console import messages as messages_api
 from odradek.console import topics as topics_api
-from odradek.console.kafka_client import KafkaClient, KafkaClientError
 from odradek.console.log_sizes import sizes_by_node
 from odradek.console.render import FORMATS, human_bytes, human_rate, parse_headers, render
+from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metadata_cache import NodeKind, NodeState
 
 if TYPE_CHECKING:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from odradek.coordinator.consumer_groups import TopicView
 from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
 from odradek.shard_runtime import AsyncScheduler, ShardStatus
 from odradek.shard_runtime import ShardRuntime as _Runtime
@@ -23,6 +24,7 @@ class ShardRuntime(_Runtime[GroupShard, StoreWrite]):
         config: GroupConfig,
         store: StoreGroups,
         on_rebalance: Callable[[int], None] | None = None,
+        topics: TopicView = dict,
     ) -> None:
         seen = [0]
 
@@ -34,7 +36,7 @@ class ShardRuntime(_Runtime[GroupShard, StoreWrite]):
         super().__init__(
             shard,
             epoch,
-            lambda scheduler, on_write: GroupShard(shard, config, scheduler, on_write),
+            lambda scheduler, on_write: GroupShard(shard, config, scheduler, on_write, topics),
             store,
             after_op=count_rebalances,
             name="coordinator-shard",

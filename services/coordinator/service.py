@@ -10,7 +10,9 @@ asks the controller for a controlled shutdown first, so shards move before it st
 
 Settings, Kafka's names: ``group.initial.rebalance.delay.ms``,
 ``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
-``group.max.size``, ``offset.metadata.max.bytes``, plus Odradek's
+``group.max.size``, ``offset.metadata.max.bytes``, the KIP-848
+``group.consumer.{session.timeout.ms,heartbeat.interval.ms,max.size,assignors}``, plus
+Odradek's
 ``group.pending.member.timeout.ms``. Each is read from this service's configuration
 when set there, else from the cluster configs the controller publishes, else
 Kafka's default.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from typing import Any
 
 from odradek.config import Config
@@ -52,6 +55,9 @@ GROUP_SETTINGS: dict[str, str] = {
     "group.max.size": "max_size",
     "group.pending.member.timeout.ms": "pending_member_timeout_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
+    "group.consumer.max.size": "consumer_max_size",
 }
 
 
@@ -80,6 +86,7 @@ class CoordinatorService:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._reconcile_lock = asyncio.Lock()
+        self._topic_view: tuple[Snapshot | None, dict[str, tuple[uuid.UUID, int]]] = (None, {})
         coordinator_pb2_grpc.add_GroupCoordinatorServicer_to_server(
             CoordinatorServicer(self), self.rpc.server
         )
@@ -99,7 +106,11 @@ class CoordinatorService:
             except ValueError:
                 log.warning("ignoring invalid %s=%r", name, raw)
                 values[attr] = default
-        return GroupConfig(**values)
+        raw_assignors = self.config.get("group.consumer.assignors") or cluster.get(
+            "group.consumer.assignors"
+        )
+        assignors = [a.strip() for a in str(raw_assignors or "uniform,range").split(",")]
+        return GroupConfig(**values, consumer_assignors=[a for a in assignors if a])
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> dict[str, int]:
@@ -155,10 +166,30 @@ class CoordinatorService:
             return None
         return runtime
 
+    def topic_view(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Topics consumer groups may subscribe to: name -> (topic id, partitions); one
+        object per metadata snapshot, so groups notice a change by identity."""
+        snapshot = self.metadata.current
+        if self._topic_view[0] is not snapshot:
+            view = {
+                t.name: (uuid.UUID(bytes=bytes(t.topic_id)), len(t.partitions))
+                for t in snapshot.raw.topics
+                if not t.internal and not t.name.startswith("__")
+            }
+            self._topic_view = (snapshot, view)
+        return self._topic_view[1]
+
     def _on_metadata(self, previous: Snapshot, current: Snapshot) -> None:
         if self._stop.is_set():
             return
         asyncio.get_running_loop().create_task(self._reconcile())
+        if self._topics_signature(previous) != self._topics_signature(current):
+            for runtime in list(self.runtimes.values()):
+                runtime.submit(lambda s: s.consumer.topics_changed())
+
+    @staticmethod
+    def _topics_signature(snapshot: Snapshot) -> set[tuple[str, int]]:
+        return {(t.name, len(t.partitions)) for t in snapshot.raw.topics}
 
     async def _reconcile(self) -> None:
         async with self._reconcile_lock:
@@ -192,14 +223,26 @@ class CoordinatorService:
                 shard=shard, coordinator_id=self.node_id, coordinator_epoch=epoch
             )
             for w in writes:
-                if w.value is None:
+                if w.records is not None:
+                    request.records.extend(
+                        offsets_pb2.CoordinatorRecord(key=k)
+                        if v is None
+                        else offsets_pb2.CoordinatorRecord(key=k, value=v)
+                        for k, v in w.records
+                    )
+                elif w.value is None:
                     request.deleted_groups.append(w.group_id)
                 else:
                     request.groups.append(group_to_proto(w.group_id, w.value))
             return await self.offsets.store_groups(shard, request)
 
         runtime = ShardRuntime(
-            shard, epoch, self.group_config(), store, on_rebalance=metrics.REBALANCES.inc
+            shard,
+            epoch,
+            self.group_config(),
+            store,
+            on_rebalance=metrics.REBALANCES.inc,
+            topics=self.topic_view,
         )
         self.runtimes[shard] = runtime
 
@@ -214,8 +257,10 @@ class CoordinatorService:
                 raise RuntimeError(f"LoadShard answered error {response.error_code}")
             groups = [(g.group_id, group_from_proto(g)) for g in response.groups]
             offset_groups = list(response.offset_groups)
+            records = [(bytes(r.key), bytes(r.value)) for r in response.records]
 
             def apply(target: GroupShard) -> None:
+                target.consumer.load(records)
                 for group_id, value in groups:
                     target.load_group(group_id, value)
                 for group_id in offset_groups:

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from odradek.coordinator.consumer_group import Assignment
+from odradek.coordinator.consumer_groups import (
+    ConsumerGroupDescription,
+    ConsumerHeartbeat,
+    HeartbeatResult,
+)
 from odradek.coordinator.group import GroupState, JoinResult, SyncResult
 from odradek.coordinator.runtime import ShardRuntime
 from odradek.coordinator.shard import GroupShard, JoinRequest, SyncRequest
@@ -55,6 +63,43 @@ def _sync_response(r: SyncResult) -> coordinator_pb2.SyncGroupResponse:
         out.protocol_type = r.protocol_type
     if r.protocol_name is not None:
         out.protocol_name = r.protocol_name
+    return out
+
+
+def _assignment_from_proto(
+    topics: Iterable[coordinator_pb2.TopicPartitions],
+) -> Assignment:
+    out: Assignment = {}
+    for t in topics:
+        topic_id = uuid.UUID(bytes=bytes(t.topic_id))
+        out[topic_id] = out.get(topic_id, frozenset()) | frozenset(t.partitions)
+    return out
+
+
+def _assignment_to_proto(
+    assignment: Assignment, names: Callable[[uuid.UUID], str]
+) -> list[coordinator_pb2.TopicPartitions]:
+    return [
+        coordinator_pb2.TopicPartitions(
+            topic_id=topic_id.bytes, topic_name=names(topic_id), partitions=sorted(partitions)
+        )
+        for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
+    ]
+
+
+def _heartbeat_response(r: HeartbeatResult) -> coordinator_pb2.ConsumerGroupHeartbeatResponse:
+    out = coordinator_pb2.ConsumerGroupHeartbeatResponse(
+        error_code=int(r.error),
+        member_epoch=r.member_epoch,
+        heartbeat_interval_ms=r.heartbeat_interval_ms,
+    )
+    if r.message is not None:
+        out.error_message = r.message
+    if r.member_id is not None:
+        out.member_id = r.member_id
+    if r.assignment is not None:
+        out.has_assignment = True
+        out.assignment.extend(_assignment_to_proto(r.assignment, lambda _t: ""))
     return out
 
 
@@ -196,8 +241,13 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
                 if listed == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                     out.error_code = listed
                 continue
-            for group_id, protocol_type, state in listed:
-                out.groups.add(group_id=group_id, protocol_type=protocol_type, state=state)
+            for group_id, protocol_type, state, group_type in listed:
+                out.groups.add(
+                    group_id=group_id,
+                    protocol_type=protocol_type,
+                    state=state,
+                    group_type=group_type,
+                )
         return out
 
     async def DeleteGroups(
@@ -284,6 +334,9 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
         topics = {p.topic for p in request.partitions}
 
         def check(shard: GroupShard) -> tuple[int, set[str]]:
+            if request.group_id in shard.consumer.groups:
+                subscribed = shard.consumer.subscribed_topics(request.group_id)
+                return ErrorCode.NONE, {t for t in topics if t in subscribed}
             group_error, group = shard.validate_offset_delete(request.group_id)
             if group_error or group is None:
                 return group_error, set()
@@ -315,3 +368,110 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
                 return offsets_pb2.DeleteOffsetsResponse(error_code=deleted.error_code)
             response.partitions.extend(deleted.partitions)
         return response
+
+    # -- KIP-848 ----------------------------------------------------------------------------
+    async def ConsumerGroupHeartbeat(
+        self,
+        request: coordinator_pb2.ConsumerGroupHeartbeatRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> coordinator_pb2.ConsumerGroupHeartbeatResponse:
+        if not request.group_id:
+            return coordinator_pb2.ConsumerGroupHeartbeatResponse(
+                error_code=ErrorCode.INVALID_REQUEST, error_message="GroupId can't be empty."
+            )
+        runtime, error = self._runtime(request.group_id)
+        if runtime is None:
+            return coordinator_pb2.ConsumerGroupHeartbeatResponse(error_code=error)
+        req = ConsumerHeartbeat(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            instance_id=_opt(request, "instance_id"),
+            rack_id=_opt(request, "rack_id"),
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            subscribed_topic_names=list(request.subscribed_topic_names)
+            if request.has_subscribed_topic_names
+            else None,
+            subscribed_topic_regex=_opt(request, "subscribed_topic_regex"),
+            server_assignor=_opt(request, "server_assignor"),
+            topic_partitions=_assignment_from_proto(request.topic_partitions)
+            if request.has_topic_partitions
+            else None,
+            client_id=request.client_id,
+            client_host=request.client_host,
+        )
+        result: HeartbeatResult = await runtime.long_poll(
+            lambda shard, respond: shard.consumer_group_heartbeat(req, respond),
+            lambda e: HeartbeatResult(e),
+        )
+        return _heartbeat_response(result)
+
+    async def ConsumerGroupDescribe(
+        self,
+        request: coordinator_pb2.ConsumerGroupDescribeRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> coordinator_pb2.ConsumerGroupDescribeResponse:
+        topics = self.service.metadata.current.topics_by_id
+
+        def name(topic_id: uuid.UUID) -> str:
+            topic = topics.get(topic_id.bytes)
+            return topic.name if topic is not None else ""
+
+        async def one(group_id: str) -> coordinator_pb2.DescribedConsumerGroup:
+            if not group_id:
+                return coordinator_pb2.DescribedConsumerGroup(
+                    error_code=ErrorCode.INVALID_GROUP_ID, group_id=group_id
+                )
+            runtime, error = self._runtime(group_id)
+            if runtime is not None:
+                d: ConsumerGroupDescription | int = await runtime.call(
+                    lambda s: s.consumer.describe(group_id), lambda e: e
+                )
+                if not isinstance(d, int):
+                    out = coordinator_pb2.DescribedConsumerGroup(
+                        error_code=int(d.error),
+                        group_id=group_id,
+                        state=d.state,
+                        group_epoch=d.group_epoch,
+                        assignment_epoch=d.assignment_epoch,
+                        assignor_name=d.assignor_name,
+                    )
+                    if d.message is not None:
+                        out.error_message = d.message
+                    for m in d.members:
+                        dm = out.members.add(
+                            member_id=m.member_id,
+                            member_epoch=m.member_epoch,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            subscribed_topic_names=m.subscribed_topic_names,
+                            assignment=_assignment_to_proto(m.assignment, name),
+                            target_assignment=_assignment_to_proto(m.target_assignment, name),
+                        )
+                        if m.instance_id is not None:
+                            dm.instance_id = m.instance_id
+                        if m.rack_id is not None:
+                            dm.rack_id = m.rack_id
+                        if m.subscribed_topic_regex is not None:
+                            dm.subscribed_topic_regex = m.subscribed_topic_regex
+                    return out
+                error = d
+            return coordinator_pb2.DescribedConsumerGroup(error_code=int(error), group_id=group_id)
+
+        groups = await asyncio.gather(*(one(g) for g in request.group_ids))
+        return coordinator_pb2.ConsumerGroupDescribeResponse(groups=groups)
+
+    async def ValidateOffsetFetch(
+        self,
+        request: coordinator_pb2.ValidateOffsetFetchRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> coordinator_pb2.ValidateOffsetFetchResponse:
+        runtime, error = self._runtime(request.group_id)
+        if runtime is not None:
+            error = await runtime.call(
+                lambda s: s.consumer.validate_offset_fetch(
+                    request.group_id, request.member_id, request.member_epoch
+                ),
+                lambda e: e,
+            )
+        return coordinator_pb2.ValidateOffsetFetchResponse(error_code=int(error))

@@ -19,6 +19,7 @@ deviations are noted where they are made.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable
@@ -28,6 +29,12 @@ from typing import Protocol
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.coordinator import COORDINATOR_CONFIGS
 from odradek.consumer_offsets.records import GroupValue, MemberValue
+from odradek.coordinator.consumer_groups import (
+    ConsumerGroups,
+    ConsumerHeartbeat,
+    HeartbeatResult,
+    TopicView,
+)
 from odradek.coordinator.group import (
     ClassicGroup,
     GroupState,
@@ -73,6 +80,11 @@ class GroupConfig:
     pending_member_timeout_ms: int = COORDINATOR_CONFIGS.int("group.pending.member.timeout.ms")
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     offset_metadata_max_bytes: int = COORDINATOR_CONFIGS.int("offset.metadata.max.bytes")
+    # KIP-848 consumer groups (Kafka's group.consumer.*).
+    consumer_session_timeout_ms: int = BROKER_CONFIGS.int("group.consumer.session.timeout.ms")
+    consumer_heartbeat_interval_ms: int = BROKER_CONFIGS.int("group.consumer.heartbeat.interval.ms")
+    consumer_max_size: int = BROKER_CONFIGS.int("group.consumer.max.size")
+    consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
 
 
 @dataclass(slots=True)
@@ -104,11 +116,14 @@ class SyncRequest:
 
 @dataclass(slots=True)
 class StoreWrite:
-    """Group metadata to make durable (``value`` None: delete the group and its offsets)."""
+    """Group metadata to make durable. A classic group's ``value`` (None: delete the
+    group and its offsets), or, when ``records`` is set, a consumer group's records
+    (raw ``__consumer_offsets`` keys and values, None values being tombstones)."""
 
     group_id: str
     value: GroupValue | None
     done: Callable[[int], None]
+    records: list[tuple[bytes, bytes | None]] | None = None
 
 
 @dataclass(slots=True)
@@ -152,6 +167,7 @@ class GroupShard:
         config: GroupConfig,
         scheduler: Scheduler,
         on_write: Callable[[StoreWrite], None],
+        topics: TopicView = dict,
     ) -> None:
         self.shard = shard
         self.config = config
@@ -159,6 +175,8 @@ class GroupShard:
         self.on_write = on_write
         self.groups: dict[str, ClassicGroup] = {}
         self.stats = ShardStats()
+        # The KIP-848 groups of the shard; a group id is one kind or the other.
+        self.consumer = ConsumerGroups(config, scheduler, on_write, topics)
 
     # -- helpers ----------------------------------------------------------------------------
     def now(self) -> int:
@@ -257,6 +275,23 @@ class GroupShard:
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             respond(_join_error(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                # A consumer-protocol group: classic members may not join it (no
+                # online migration yet).
+                respond(_join_error(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                return
+            # An empty consumer group becomes a classic one (Kafka does the same).
+            del self.consumer.groups[req.group_id]
+            self.on_write(
+                StoreWrite(
+                    req.group_id,
+                    None,
+                    lambda _e: None,
+                    records=self.consumer.group_tombstones(req.group_id),
+                )
+            )
         unknown = req.member_id == UNKNOWN_MEMBER_ID
         existed = req.group_id in self.groups
         group = self._get_or_create(req.group_id, create=unknown)
@@ -766,6 +801,9 @@ class GroupShard:
         and generation (v0-v2) it is accepted whatever the group's state, and a group
         completing a rebalance does not refuse it (Kafka's
         ``ClassicGroup.validateOffsetCommit`` with ``isTransactional``)."""
+        if group_id in self.consumer.groups:
+            # KIP-848 group: member id and member epoch (transactional or not).
+            return self.consumer.validate_offset_commit(group_id, member_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -806,14 +844,36 @@ class GroupShard:
 
     def note_offsets(self, group_id: str) -> None:
         """A group known only by its committed offsets (found when loading)."""
+        if group_id in self.consumer.groups:
+            return
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ClassicGroup(group_id, self.now())
         group.has_offsets = True
 
+    # -- ConsumerGroupHeartbeat (KIP-848) ---------------------------------------------------
+    def consumer_group_heartbeat(
+        self, req: ConsumerHeartbeat, respond: Callable[[HeartbeatResult], None]
+    ) -> None:
+        self.consumer.heartbeat(req, respond, self._classic_busy)
+
+    def _classic_busy(self, group_id: str) -> bool:
+        """A classic group with members holds the id; an empty one gives it up."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return False
+        if group.members or group.pending_members:
+            return True
+        del self.groups[group_id]
+        return False
+
     # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------
     def describe(self, group_id: str) -> GroupDescription:
         group = self.groups.get(group_id)
+        if group is None and group_id in self.consumer.groups:
+            # Not a classic group: DescribeGroups below v6 says Dead, as Kafka's
+            # describeGroups does (v6 would answer GROUP_ID_NOT_FOUND).
+            return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "", [])
         if group is None:
             return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "", [])
         stable = group.is_(GroupState.STABLE)
@@ -837,23 +897,37 @@ class GroupShard:
             members,
         )
 
-    def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of every live group, optionally filtered by
-        state (case-insensitive, as Kafka's ListGroups v4 filter)."""
+    def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of every live group, optionally
+        filtered by state (case-insensitive, as Kafka's ListGroups v4 filter)."""
         wanted = {s.lower() for s in states}
-        return [
-            (g.group_id, g.protocol_type or "", g.state.value)
+        classic = [
+            (g.group_id, g.protocol_type or "", g.state.value, "classic")
             for g in self.groups.values()
             if not g.is_(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
         ]
+        consumer = [
+            (g.group_id, g.protocol_type, g.state(), "consumer")
+            for g in self.consumer.groups.values()
+            if not wanted or g.state().lower() in wanted
+        ]
+        return classic + consumer
 
     def delete_groups(
         self, group_ids: Iterable[str], respond: Callable[[dict[str, int]], None]
     ) -> None:
         results: dict[str, int] = {}
         doomed: list[ClassicGroup] = []
+        consumer_doomed: list[str] = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            if group is None and group_id in self.consumer.groups:
+                error = self.consumer.deletable(group_id)
+                if error:
+                    results[group_id] = error
+                else:
+                    consumer_doomed.append(group_id)
+                continue
             if group is None or group.is_(GroupState.DEAD):
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.is_(GroupState.EMPTY):
@@ -861,10 +935,21 @@ class GroupShard:
                 doomed.append(group)
             else:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
-        if not doomed:
+        if not doomed and not consumer_doomed:
             respond(results)
             return
-        remaining = {g.group_id for g in doomed}
+        remaining = {g.group_id for g in doomed} | set(consumer_doomed)
+
+        def consumer_done(group_id: str, error: int) -> None:
+            results[group_id] = error
+            remaining.discard(group_id)
+            if not remaining:
+                respond(results)
+
+        for group_id in consumer_doomed:
+            del self.consumer.groups[group_id]
+            # The offset store tombstones the group's records and offsets.
+            self.on_write(StoreWrite(group_id, None, functools.partial(consumer_done, group_id)))
 
         def one_done(group: ClassicGroup, error: int) -> None:
             results[group.group_id] = error
@@ -943,6 +1028,7 @@ class GroupShard:
 
     def unload(self) -> None:
         """The shard moved away: everyone still waiting is told to find the new owner."""
+        self.consumer.unload()
         for group in self.groups.values():
             for member in list(group.members.values()):
                 self._cancel_heartbeat(group, member.member_id)
@@ -963,4 +1049,8 @@ class GroupShard:
         for g in self.groups.values():
             by_state[g.state.value] = by_state.get(g.state.value, 0) + 1
             members += len(g.members)
+        for cg in self.consumer.groups.values():
+            state = cg.state()
+            by_state[state] = by_state.get(state, 0) + 1
+            members += len(cg.members)
         return by_state, members

@@ -24,6 +24,15 @@ Security (listeners.py, authentication.py): the listener's TLS context wraps eve
 connection; the principal comes from the client certificate (SSL) or the SASL
 exchange, ``User:ANONYMOUS`` otherwise.
 
+Kafka handles one request per connection at a time, so a client that never reads
+holds one response; pipelining here needs bounds of its own (odradek settings, see
+docs/configuration.md), and a connection past any of them is *aborted*
+(``transport.abort()``: a polite close would wait for the peer to read first):
+- ``connection.max.queued.response.bytes``: finished-but-unsent responses plus the
+  socket's write buffer;
+- ``connection.write.timeout.ms``: response bytes waiting with none read by the peer;
+- ``connection.request.read.timeout.ms``: one request's bytes trickling in for longer.
+
 Bad input never escapes this module: protocol errors either get Kafka's error
 response or close this connection only (see ``odradek.protocol.errors_policy``).
 """
@@ -34,6 +43,8 @@ import asyncio
 import collections
 import contextlib
 import logging
+import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -48,6 +59,7 @@ from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
 
 log = logging.getLogger(__name__)
+_LINGER_ZERO = struct.pack("ii", 1, 0)
 
 # A handler result: framed response bytes, or None for "send nothing" (acks=0).
 Result = bytes | None
@@ -60,6 +72,11 @@ class ConnectionLimits:
     max_inflight_requests: int = GATEWAY_CONFIGS.int("queued.max.requests")
     max_inflight_bytes: int = GATEWAY_CONFIGS.int("queued.max.request.bytes")
     idle_timeout_s: float = GATEWAY_CONFIGS.int("connections.max.idle.ms") / 1000.0
+    max_queued_response_bytes: int = GATEWAY_CONFIGS.int("connection.max.queued.response.bytes")
+    request_read_timeout_s: float = (
+        GATEWAY_CONFIGS.int("connection.request.read.timeout.ms") / 1000.0
+    )
+    write_timeout_s: float = GATEWAY_CONFIGS.int("connection.write.timeout.ms") / 1000.0
 
 
 class ConnectionQuota:
@@ -167,6 +184,10 @@ class KafkaConnection(asyncio.Protocol):
         self.last_activity = time.monotonic()
         self.writer_task: asyncio.Task[None] | None = None
         self.draining = False
+        self.queued_response_bytes = 0  # finished responses not yet handed to the socket
+        self.partial_since: float | None = None  # when the incomplete request began
+        self.unsent_since: float | None = None  # when the peer last read nothing of ours
+        self._last_unsent = 0
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -218,6 +239,11 @@ class KafkaConnection(asyncio.Protocol):
             return
         for frame in frames:
             self._start(frame)
+        if self.decoder.buffered_bytes:
+            if self.partial_since is None or frames:
+                self.partial_since = self.last_activity
+        else:
+            self.partial_since = None
         if not self.closed and (
             len(self.pending) >= self.limits.max_inflight_requests
             or self.inflight_bytes >= self.limits.max_inflight_bytes
@@ -263,9 +289,27 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return
         fut: asyncio.Future[Result] = asyncio.ensure_future(self._run(header, body[offset:]))
+        fut.add_done_callback(self._response_ready)
         self.pending.append((fut, size))
         self.inflight_bytes += size
         self.wakeup.set()
+
+    def _response_ready(self, fut: asyncio.Future[Result]) -> None:
+        if self.closed or fut.cancelled() or fut.exception() is not None:
+            return
+        result = fut.result()
+        if result:
+            self.queued_response_bytes += len(result)
+            self._check_queued_bytes()
+
+    def _check_queued_bytes(self) -> None:
+        buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        total = self.queued_response_bytes + buffered
+        if total > self.limits.max_queued_response_bytes:
+            self.abort(
+                f"{total} bytes of responses unsent (connection.max.queued.response.bytes "
+                f"{self.limits.max_queued_response_bytes})"
+            )
 
     async def _run(self, header: RequestHeader, body: memoryview) -> Result:
         return await self.dispatch(self.ctx, header, body)
@@ -303,6 +347,7 @@ class KafkaConnection(asyncio.Protocol):
                     if self.closed or self.transport is None:
                         return
                     self.transport.write(result)
+                    self.queued_response_bytes -= len(result)
                     self.last_activity = time.monotonic()
                 if self.ctx.close_after_response:
                     self.close()
@@ -331,10 +376,39 @@ class KafkaConnection(asyncio.Protocol):
             not self.pending and time.monotonic() - self.last_activity > self.limits.idle_timeout_s
         )
 
+    def overdue(self, now: float) -> str | None:
+        """Why this connection must be aborted now (a timeout passed), if it must."""
+        if self.partial_since is not None and (
+            now - self.partial_since > self.limits.request_read_timeout_s
+        ):
+            return "request not completed within connection.request.read.timeout.ms"
+        unsent = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        if unsent and unsent >= self._last_unsent:
+            if self.unsent_since is None:
+                self.unsent_since = now
+            elif now - self.unsent_since > self.limits.write_timeout_s:
+                return "client read nothing within connection.write.timeout.ms"
+        else:
+            self.unsent_since = now if unsent else None
+        self._last_unsent = unsent
+        return None
+
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
         self.closed = True
+
+    def abort(self, reason: str) -> None:
+        """Drop the connection at once, discarding unsent bytes (a polite close would
+        wait for a peer that may never read)."""
+        log.info("aborting %s: %s", self.ctx.peer, reason)
+        self.closed = True
+        if self.transport is not None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:  # linger 0: the kernel drops its send buffer too (RST)
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+            self.transport.abort()
 
 
 class KafkaListener:
@@ -396,11 +470,17 @@ class KafkaListener:
             self.on_count_change(len(self.connections))
 
     async def _reap(self) -> None:
-        interval = max(0.05, min(30.0, self.limits.idle_timeout_s / 4))
+        lim = self.limits
+        shortest = min(lim.idle_timeout_s, lim.request_read_timeout_s, lim.write_timeout_s)
+        interval = max(0.05, min(30.0, shortest / 4))
         while True:
             await asyncio.sleep(interval)
+            now = time.monotonic()
             for conn in list(self.connections):
-                if conn.idle:
+                reason = conn.overdue(now)
+                if reason is not None:
+                    conn.abort(reason)
+                elif conn.idle:
                     conn.close()
 
     async def stop(self, grace: float = 5.0) -> None:

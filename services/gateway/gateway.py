@@ -143,6 +143,15 @@ class Gateway:
             max_inflight_requests=GATEWAY_CONFIGS.read_int(config, "queued.max.requests"),
             max_inflight_bytes=GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"),
             idle_timeout_s=GATEWAY_CONFIGS.read_int(config, "connections.max.idle.ms") / 1000.0,
+            max_queued_response_bytes=GATEWAY_CONFIGS.read_int(
+                config, "connection.max.queued.response.bytes"
+            ),
+            request_read_timeout_s=GATEWAY_CONFIGS.read_int(
+                config, "connection.request.read.timeout.ms"
+            )
+            / 1000.0,
+            write_timeout_s=GATEWAY_CONFIGS.read_int(config, "connection.write.timeout.ms")
+            / 1000.0,
         )
         self.quota = ConnectionQuota(
             GATEWAY_CONFIGS.read_int(config, "max.connections"),
@@ -318,13 +327,23 @@ class Gateway:
         await self.metrics_server.stop()
 
     # -- dispatch ----------------------------------------------------------------------------
+    def _metric_labels(self, key: int, version: int) -> tuple[str, str]:
+        """(api, version) labels, bounded: a series per served API key and version only,
+        so a client cannot mint series with made-up keys or versions."""
+        served = self.advertised_versions.get(key)  # type: ignore[call-overload]
+        if served is None or (key not in self.handlers and key != ApiKey.API_VERSIONS):
+            return "Unknown", "unknown"
+        if not served[0] <= version <= served[1]:
+            return _api_name(key), "unsupported"
+        return _api_name(key), str(version)
+
     async def dispatch(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
     ) -> bytes | None:
         key = header.api_key
-        name = _api_name(key)
+        name, version_label = self._metric_labels(key, header.api_version)
         start = time.perf_counter()
-        REQUESTS.labels(name, str(header.api_version)).inc()
+        REQUESTS.labels(name, version_label).inc()
         if key == ApiKey.API_VERSIONS:
             low, high = self.advertised_versions[ApiKey.API_VERSIONS]
             if not low <= header.api_version <= high:
@@ -361,7 +380,7 @@ class Gateway:
                 )
             raise CloseConnection() from None
         response = await handler(self, ctx, header, request)
-        REQUEST_SECONDS.labels(name, str(header.api_version)).observe(time.perf_counter() - start)
+        REQUEST_SECONDS.labels(name, version_label).observe(time.perf_counter() - start)
         if response is None or not expects_response(header, request):
             return None
         return encode_response(header, response)

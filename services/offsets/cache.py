@@ -10,6 +10,8 @@ never used group management (no metadata) expire ``retention`` after their commi
 offsets of a consumer group's topics that no member subscribes to any more expire
 ``retention`` after their commit; an explicit expire timestamp (OffsetCommit v2-v4
 ``retention_time_ms``) wins. An Empty group left without offsets is deleted too.
+A KIP-848 consumer group (its records are kept raw, latest per key) keeps its offsets
+while it has members; once empty they expire ``retention`` after their commit.
 
 Transactional offset commits (TxnOffsetCommit, KIP-98/447) are kept apart, per
 producer id, as **pending** until that producer's transaction marker arrives (Kafka's
@@ -26,11 +28,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from odradek.consumer_offsets import consumer_group_records
 from odradek.consumer_offsets.records import (
     GroupKey,
     GroupValue,
     OffsetKey,
     OffsetValue,
+    OtherKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -50,6 +54,9 @@ class ShardCache:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartitionKey, OffsetValue]] = {}
         self.groups: dict[str, GroupValue] = {}
+        # KIP-848 consumer groups: group -> raw key -> raw value, latest per key; the
+        # coordinator encodes and decodes them, we only keep what compaction would.
+        self.consumer_records: dict[str, dict[bytes, bytes]] = {}
         # producer id -> (group, topic, partition) -> (value, position)
         self.pending: dict[int, dict[OffsetKey, tuple[OffsetValue, int]]] = {}
         # (group, topic, partition) -> producer ids with a pending commit there
@@ -83,6 +90,22 @@ class ShardCache:
                 self.groups.pop(k.group, None)
             else:
                 self.groups[k.group] = decode_group_value(value)
+        elif (
+            isinstance(k, OtherKey)
+            and k.version in consumer_group_records.CONSUMER_GROUP_RECORD_TYPES
+        ):
+            self.put_record(key, value)
+
+    def put_record(self, key: bytes, value: bytes | None) -> None:
+        """A consumer group record (key types 3-8); a None value is a tombstone."""
+        group = consumer_group_records.decode_key(key).group
+        records = self.consumer_records.setdefault(group, {})
+        if value is None:
+            records.pop(bytes(key), None)
+        else:
+            records[bytes(key)] = bytes(value)
+        if not records:
+            del self.consumer_records[group]
 
     def put_offset(self, group: str, topic: str, partition: int, value: OffsetValue) -> None:
         self.offsets.setdefault(group, {})[(topic, partition)] = value
@@ -151,10 +174,12 @@ class ShardCache:
         return sum(len(p) for p in self.pending.values())
 
     def group_ids(self) -> set[str]:
-        return set(self.offsets) | set(self.groups)
+        return set(self.offsets) | set(self.groups) | set(self.consumer_records)
 
     def offset_only_groups(self) -> list[str]:
-        return sorted(g for g in self.offsets if g not in self.groups)
+        return sorted(
+            g for g in self.offsets if g not in self.groups and g not in self.consumer_records
+        )
 
     def count(self) -> int:
         return sum(len(c) for c in self.offsets.values())
@@ -168,6 +193,8 @@ class ShardCache:
     def expired(self, now_ms: int, retention_ms: int) -> Expired:
         out = Expired([], [])
         for group in list(self.group_ids()):
+            if self._has_consumer_members(group):
+                continue  # a consumer group with members keeps its offsets
             committed = self.offsets.get(group, {})
             meta = self.groups.get(group)
             gone = [
@@ -180,6 +207,13 @@ class ShardCache:
             if meta is not None and not meta.members and len(gone) == len(committed):
                 out.groups.append(group)
         return out
+
+    def _has_consumer_members(self, group: str) -> bool:
+        member_type = consumer_group_records.CONSUMER_GROUP_MEMBER_METADATA
+        return any(
+            int.from_bytes(k[:2], "big") == member_type
+            for k in self.consumer_records.get(group, {})
+        )
 
     @staticmethod
     def _expires(

@@ -404,10 +404,17 @@ class OffsetStore:
             value = group_from_proto(g)
             records.append((encode_group_key(g.group_id), encode_group_value(value)))
             updates.append((g.group_id, value))
+        raw: list[tuple[bytes, bytes | None]] = [
+            (bytes(r.key), bytes(r.value) if r.HasField("value") else None) for r in request.records
+        ]
+        records.extend(raw)
         deleted: list[tuple[str, list[OffsetKey]]] = []
         for group in request.deleted_groups:
             keys = [OffsetKey(group, t, p) for (t, p) in cache.committed(group)]
             records.extend((encode_offset_key(k.group, k.topic, k.partition), None) for k in keys)
+            consumer_keys = list(cache.consumer_records.get(group, {}))
+            records.extend((k, None) for k in consumer_keys)
+            raw.extend((k, None) for k in consumer_keys)
             records.append((encode_group_key(group), None))
             deleted.append((group, keys))
         if not records:
@@ -416,6 +423,8 @@ class OffsetStore:
         def durable() -> None:
             for group_id, value in updates:
                 cache.put_group(group_id, value)
+            for key, record_value in raw:
+                cache.put_record(key, record_value)
             for group_id, keys in deleted:
                 for k in keys:
                     cache.remove_offset(k.group, k.topic, k.partition)
@@ -434,6 +443,11 @@ class OffsetStore:
         return offsets_pb2.LoadShardResponse(
             groups=[group_to_proto(g, v) for g, v in sorted(cache.groups.items())],
             offset_groups=cache.offset_only_groups(),
+            records=[
+                offsets_pb2.CoordinatorRecord(key=k, value=v)
+                for _, records in sorted(cache.consumer_records.items())
+                for k, v in records.items()
+            ],
         )
 
     # -- retention --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from odradek.records.record import DecodedRecord
 from odradek.rpc.v1 import transactions_pb2
 from odradek.storage_client import StoragePool, StorageUnavailable
 
-log = logging.getLogger("odradek.offsets.txn_markers")
+log = logging.getLogger(__name__)
 
 
 async def write_marker(

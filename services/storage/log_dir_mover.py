@@ -32,7 +32,7 @@ from odradek.storage.replica_manager import kafka_uuid
 from odradek.storage.replication_quota import ReplicationQuota
 from odradek.storage.truncation import truncation_state
 
-log = logging.getLogger("odradek.storage.log_dir_mover")
+log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1 << 20
 

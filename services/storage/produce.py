@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from odradek.log.errors import RecordValidationError
 from odradek.log.producer_state import AppendOrigin, VerificationGuard
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.records.header import HEADER_SIZE, LOG_OVERHEAD, Buffer, read_batch_header
@@ -211,6 +212,10 @@ class ProduceHandler:
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("%s: append failed", part.name)
             _fail(slot, code, getattr(exc, "message", None) or str(exc))
+            if isinstance(exc, RecordValidationError):
+                result.record_errors.extend(
+                    storage_pb2.RecordError(batch_index=i, message=m) for i, m in exc.record_errors
+                )
             result.log_start_offset = part.log_start_offset
             return None
         result.base_offset = appended.first_offset

@@ -34,7 +34,7 @@ from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
 from odradek.storage.replication_wait import await_replication
 
-log = logging.getLogger("odradek.storage.txn_markers")
+log = logging.getLogger(__name__)
 
 
 class TxnMarkersHandler:

@@ -33,7 +33,7 @@ from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import common_pb2, transactions_pb2, transactions_pb2_grpc
 from odradek.shards import online_node, partition_for, shard_owner
 
-log = logging.getLogger("odradek.storage.txn_verification")
+log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 

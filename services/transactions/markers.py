@@ -43,7 +43,7 @@ from odradek.storage_client import StoragePool, StorageUnavailable
 from odradek.transaction_log.records import TopicPartition, group_partitions
 from odradek.transactions.shard import MarkerJob
 
-log = logging.getLogger("odradek.transactions.markers")
+log = logging.getLogger(__name__)
 
 E = ErrorCode
 MAX_BACKOFF_S = 1.0

@@ -53,7 +53,7 @@ from odradek.transactions.servicer import TransactionCoordinatorServicer
 from odradek.transactions.shard import LogWrite, MarkerJob, TransactionShard, TxnConfig
 from odradek.transactions.state_log import StateLogWriter, load_transactions
 
-log = logging.getLogger("odradek.transactions")
+log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, str] = TRANSACTIONS_CONFIGS.defaults()
 

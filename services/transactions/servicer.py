@@ -35,7 +35,7 @@ from odradek.transactions.shard import (
 if TYPE_CHECKING:
     from odradek.transactions.service import TransactionCoordinatorService, TxnRuntime
 
-log = logging.getLogger("odradek.transactions.rpc")
+log = logging.getLogger(__name__)
 
 E = ErrorCode
 T = TypeVar("T")

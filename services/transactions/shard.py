@@ -46,7 +46,7 @@ from odradek.transactions.metadata import (
     is_epoch_exhausted,
 )
 
-log = logging.getLogger("odradek.transactions.shard")
+log = logging.getLogger(__name__)
 
 S = TransactionState
 E = ErrorCode

@@ -32,7 +32,7 @@ from odradek.transaction_log.records import (
 from odradek.transaction_shard import TRANSACTION_STATE_TOPIC
 from odradek.transactions.shard import LogWrite
 
-log = logging.getLogger("odradek.transactions.log")
+log = logging.getLogger(__name__)
 
 # Kafka's request.timeout.ms default: how long one append may retry a moving leader.
 APPEND_TIMEOUT_MS = 30_000

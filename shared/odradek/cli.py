@@ -22,6 +22,7 @@ COMMANDS: list[str] = [
     "odradek.tools.console",
     "odradek.tools.reassign",
     "odradek.tools.cluster",
+    "odradek.tools.mirror",
     "odradek.tools.certs",
     "odradek.tools.users",
     "odradek.tools.acls",

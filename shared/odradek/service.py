@@ -4,6 +4,8 @@
 builds the service, starts it, writes a JSON line describing its ports to the ready
 file (``odradek up`` waits for it), and on SIGTERM/SIGINT drains: the service's
 ``stop()`` stops accepting, finishes in-flight work and leaves the cluster cleanly.
+A service started by a launcher also drains when the launcher dies
+(:mod:`odradek.parent_watch`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Protocol
 
 from odradek.config import Config, ConfigError, parse_overrides
+from odradek.log.errors import LogDirLockedError
+from odradek.parent_watch import watch_parent
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,7 @@ def run(
     """Entry point body for ``python -m odradek.<service>``."""
     args = parse_args(prog, argv)
     setup_logging(args.log_level)
+    watch_parent()  # stop when the launcher dies, however it dies
     try:
         config = Config(defaults, file=args.config, overrides=parse_overrides(args.overrides))
     except ConfigError as exc:
@@ -89,6 +94,9 @@ def run(
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except LogDirLockedError as exc:  # another process owns a log directory (Kafka's .lock)
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 async def _serve(build: Callable[[], Service], ready_file: str | None) -> None:

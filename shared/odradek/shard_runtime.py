@@ -26,7 +26,7 @@ from typing import Generic, Protocol, TypeVar
 
 from odradek.protocol.errors import ErrorCode
 
-log = logging.getLogger("odradek.shard_runtime")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -13,15 +13,15 @@ storage nodes behind 2 gateways:
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from compat_clients import JavaClient, KafkajsClient
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from helpers.waiting import wait_until
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import ConfigResource as KpConfigResource
@@ -57,6 +57,12 @@ def shaped(
     )
     cluster.start()
     try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        wait_until(
+            lambda: len(admin.list_topics(timeout=10).brokers) == storage,
+            f"{storage} brokers in Metadata",
+            timeout=30,
+        )
         yield cluster.bootstrap_servers, [100 + i for i in range(storage)]
     finally:
         cluster.stop()
@@ -64,13 +70,6 @@ def shaped(
 
 def topic_name() -> str:
     return f"ident-{uuid.uuid4().hex[:8]}"
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def assignment_of(ids: list[int]) -> list[list[int]]:
@@ -99,7 +98,7 @@ def test_librdkafka_assigns_replicas_to_the_listed_brokers(shaped: tuple[str, li
             for p in t.partitions.values()
         )
 
-    eventually(described, "every partition led by one of its replicas, in sync")
+    wait_until(described, "every partition led by one of its replicas, in sync", timeout=30)
     partitions = admin.list_topics(topic, timeout=15).topics[topic].partitions
     assert [partitions[p].replicas for p in sorted(partitions)] == wanted
     assert {partitions[p].leader for p in partitions} == set(ids), "leaders spread"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ import kafka.errors
 import pytest
 from compat_model import ClientError
 from compat_up import UpCluster, start_up, stop_up
+from helpers.waiting import wait_until
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTopic
 
@@ -225,17 +225,12 @@ def reassigner(
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def eventually(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def make_topic(admin: KafkaAdminClient, assignment: dict[int, list[int]]) -> str:
     topic = f"r-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, replica_assignments=assignment)])
-    eventually(lambda: len(partitions(admin, topic)) == len(assignment), f"{topic} created")
+    wait_until(
+        lambda: len(partitions(admin, topic)) == len(assignment), f"{topic} created", timeout=30
+    )
     return topic
 
 
@@ -324,21 +319,21 @@ def test_reassignment_moves_replicas_and_keeps_the_data(
         p = partitions(kp_admin, topic)[0]
         return p["replica_nodes"] == [102, 103] and sorted(p["isr_nodes"]) == [102, 103]
 
-    eventually(moved, f"{topic}-0 on 102,103")
+    wait_until(moved, f"{topic}-0 on 102,103", timeout=30)
     assert partitions(kp_admin, topic)[0]["leader_id"] in (102, 103)
     assert consume(up4.bootstrap, topic, 0) == written
-    eventually(lambda: not reassigner.ongoing(topic), "no reassignment listed")
+    wait_until(lambda: not reassigner.ongoing(topic), "no reassignment listed", timeout=30)
 
     # A move that cannot finish (1 B/s) stays listed, with adding/removing replicas.
     produce(up4.bootstrap, topic, 1, 50)
     throttle_to_a_crawl(kp_admin, topic, 102)
     try:
         reassigner.reassign(topic, 1, [102, 101])
-        eventually(lambda: 1 in reassigner.ongoing(topic), f"{topic}-1 listed")
+        wait_until(lambda: 1 in reassigner.ongoing(topic), f"{topic}-1 listed", timeout=30)
         assert reassigner.ongoing(topic)[1] == ([102, 101, 100], [102], [100])
         if reassigner.name != "kafkajs":
             reassigner.reassign(topic, 1, None)  # cancel
-            eventually(lambda: not reassigner.ongoing(topic), "cancelled")
+            wait_until(lambda: not reassigner.ongoing(topic), "cancelled", timeout=30)
             # KRaft's revert: the replica list without the adding replicas, in its order
             assert partitions(kp_admin, topic)[1]["replica_nodes"] == [101, 100]
             assert error_of(lambda: reassigner.reassign(topic, 1, None)) in (
@@ -346,7 +341,7 @@ def test_reassignment_moves_replicas_and_keeps_the_data(
             )
     finally:
         unthrottle(kp_admin, 102)
-    eventually(lambda: not reassigner.ongoing(topic), "no reassignment listed")
+    wait_until(lambda: not reassigner.ongoing(topic), "no reassignment listed", timeout=30)
 
 
 @pytest.mark.parametrize("reassigner", ["java", "kafka-python", "kafkajs"], indirect=True)
@@ -418,12 +413,18 @@ def test_preferred_and_unclean_elections(
     produce(up4.bootstrap, topic, 0, 20)
     # Reordering the replicas completes at once; the leader stays where it is.
     KafkaPythonReassigner(kp_admin).reassign(topic, 0, [101, 100])
-    eventually(lambda: partitions(kp_admin, topic)[0]["replica_nodes"] == [101, 100], "reordered")
+    wait_until(
+        lambda: partitions(kp_admin, topic)[0]["replica_nodes"] == [101, 100],
+        "reordered",
+        timeout=30,
+    )
     assert partitions(kp_admin, topic)[0]["leader_id"] == 100
 
     outcome = _elect(client, up4, classpath, kp_admin, "PREFERRED", topic, [0, 1])
     assert outcome == {0: "NONE", 1: "ELECTION_NOT_NEEDED"}
-    eventually(lambda: partitions(kp_admin, topic)[0]["leader_id"] == 101, "preferred leads")
+    wait_until(
+        lambda: partitions(kp_admin, topic)[0]["leader_id"] == 101, "preferred leads", timeout=30
+    )
     outcome = _elect(client, up4, classpath, kp_admin, "UNCLEAN", topic, [0])
     assert outcome == {0: "ELECTION_NOT_NEEDED"}  # it has a leader
     outcome = _elect(client, up4, classpath, kp_admin, "PREFERRED", topic, [5])
@@ -509,7 +510,7 @@ def test_describe_and_alter_log_dirs(
             not in now[current]
         )
 
-    eventually(moved, "the replica in its new directory")
+    wait_until(moved, "the replica in its new directory", timeout=30)
     assert consume(up4.bootstrap, topic, 0) == written
     assert _alter_dir(client, kp_admin, java, topic, 0, 100, "/no/such/dir") == "LOG_DIR_NOT_FOUND"
     (d102,) = list(dirs[102])[:1]

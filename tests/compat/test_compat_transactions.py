@@ -23,8 +23,6 @@ from compat_clients import Client, create_topic
 from compat_model import Rec
 from compat_txn import TXN_CLIENTS, Txn, read_committed, read_uncommitted, run_transactions
 
-pytestmark = pytest.mark.usefixtures("groups_served")
-
 
 def recs(tag: str, n: int) -> list[Rec]:
     return [Rec(f"{tag}-k{i}".encode(), f"{tag}-{i}".encode()) for i in range(n)]
@@ -32,10 +30,10 @@ def recs(tag: str, n: int) -> list[Rec]:
 
 @pytest.mark.parametrize("name", TXN_CLIENTS)
 def test_transactional_producer(
-    name: str, clients: Callable[[str], Client], bootstrap_up: str
+    name: str, clients: Callable[[str], Client], bootstrap: str
 ) -> None:
     topic = f"txn-p-{name}-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap_up, topic, partitions=1)
+    create_topic(bootstrap, topic, partitions=1)
     first, aborted, last = recs("c1", 4), recs("ab", 3), recs("c2", 5)
     run_transactions(
         clients(name),
@@ -54,15 +52,15 @@ def test_transactional_producer(
 
 
 @pytest.fixture(scope="module")
-def interleaved(bootstrap_up: str) -> Iterator[tuple[str, list[Rec]]]:
+def interleaved(bootstrap: str) -> Iterator[tuple[str, list[Rec]]]:
     """A partition where a committed and an aborted transaction interleave batch by
     batch, followed by a plain (non-transactional) record; returns what committed."""
     topic = f"txn-mixed-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap_up, topic, partitions=1)
+    create_topic(bootstrap, topic, partitions=1)
 
     def producer(tid: str) -> confluent_kafka.Producer:
         p = confluent_kafka.Producer(
-            {"bootstrap.servers": bootstrap_up, "transactional.id": tid, "linger.ms": 0}
+            {"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0}
         )
         p.init_transactions(60)
         p.begin_transaction()
@@ -80,7 +78,7 @@ def interleaved(bootstrap_up: str) -> Iterator[tuple[str, list[Rec]]]:
                 kept.append(r)
     bad.abort_transaction(60)
     good.commit_transaction(60)
-    plain = confluent_kafka.Producer({"bootstrap.servers": bootstrap_up})
+    plain = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     tail = Rec(b"plain", b"plain")
     plain.produce(topic, key=tail.key, value=tail.value, partition=0)
     assert plain.flush(30) == 0
@@ -97,17 +95,17 @@ def test_read_committed_consumer(
 
 
 def test_open_transaction_holds_read_committed_consumers_at_the_lso(
-    bootstrap_up: str, clients: Callable[[str], Client]
+    bootstrap: str, clients: Callable[[str], Client]
 ) -> None:
     """Records after an open transaction's first batch are invisible to read_committed
     consumers until it ends, even committed ones of other producers (Kafka's LSO)."""
     topic = f"txn-lso-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap_up, topic, partitions=1)
+    create_topic(bootstrap, topic, partitions=1)
     open_txn = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap_up, "transactional.id": f"lso-{uuid.uuid4().hex[:6]}"}
+        {"bootstrap.servers": bootstrap, "transactional.id": f"lso-{uuid.uuid4().hex[:6]}"}
     )
     open_txn.init_transactions(60)
-    plain = confluent_kafka.Producer({"bootstrap.servers": bootstrap_up})
+    plain = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     plain.produce(topic, value=b"before", partition=0)
     assert plain.flush(30) == 0
     open_txn.begin_transaction()

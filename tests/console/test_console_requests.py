@@ -12,9 +12,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.console.groups import describe_groups
-from odradek.console.kafka_client import ClientConfig, KafkaClient, Message
 from odradek.console.log_sizes import LogSizeReader
 from odradek.controller_client import ControllerClient
+from odradek.kafka_client import ClientConfig, KafkaClient, Message
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.tools.launcher import Cluster

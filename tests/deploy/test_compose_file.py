@@ -145,8 +145,11 @@ def test_gateway_reachable_from_the_host(model: dict[str, Any]) -> None:
     # The bootstrap port and one broker port per possible storage node (docs/brokers.md):
     # storage node N at broker.port.start + N - 100, published as is.
     start, count = int(env["ODRADEK_BROKER_PORT_START"]), int(env["ODRADEK_BROKER_PORT_COUNT"])
-    # 8080: the web console, which shares the gateway's network.
-    assert published == [(8080, 8080), (9092, 9092)] + [(p, p) for p in range(start, start + count)]
+    # 8080: the web console, which shares the gateway's network; 19092: the optional "dr"
+    # cluster of the mirror profile, which does too.
+    assert published == [(8080, 8080), (9092, 9092)] + [
+        (p, p) for p in range(start, start + count)
+    ] + [(19092, 19092)]
     assert start > 9092 + 1 and count >= 3, "room for the three storage nodes and more"
     assert env["ODRADEK_LISTENERS"] == "PLAINTEXT://0.0.0.0:9092"
     assert env["ODRADEK_ADVERTISED_LISTENERS"] == "PLAINTEXT://localhost:9092"

@@ -38,12 +38,13 @@ class ClusterPool:
         data_dir: Path | None = None,
         **options: object,
     ) -> Cluster:
-        """A started cluster: ``options`` are :class:`ClusterOptions` fields, ``settings``
+        """A started cluster: ``options`` are :class:`ClusterOptions` fields (``port``
+        defaults to 0, ephemeral; a fixed one survives a gateway restart), ``settings``
         (``--set``) go on top of :data:`TEST_SETTINGS`. Pass the ``data_dir`` of a
         stopped cluster to start it again on its data."""
         opts = ClusterOptions(
             data_dir=data_dir or self.root / f"c{len(self.started)}",
-            port=0,
+            port=int(options.pop("port", 0)),  # type: ignore[call-overload]
             settings={**TEST_SETTINGS, **(settings or {})},
             **options,  # type: ignore[arg-type]
         )

@@ -26,11 +26,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from group_wire import WireClient
+from helpers.waiting import wait_until
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
@@ -86,21 +87,20 @@ def shaped(
     storage, gateways = request.param
     cluster = start(tmp_path_factory.mktemp(f"identity-{storage}-{gateways}"), storage, gateways)
     topic = f"ident-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
-    admin.create_topics([NewTopic(topic, 6, storage)])
-    admin.close()
     try:
-        wait_until(lambda: all_in_sync(cluster, topic), "every replica in sync")
+        # Every storage node registered and online before a topic replicated on all.
+        wait_until(
+            lambda: len(metadata(bootstraps(cluster)[0], 12, []).brokers) == storage,
+            f"{storage} brokers in Metadata",
+            timeout=30,
+        )
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+        admin.create_topics([NewTopic(topic, 6, storage)])
+        admin.close()
+        wait_until(lambda: all_in_sync(cluster, topic), "every replica in sync", timeout=30)
         yield cluster, topic
     finally:
         cluster.stop()
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def bootstraps(cluster: Cluster) -> list[str]:
@@ -396,7 +396,7 @@ def test_storage_nodes_down_restarted_and_added(tmp_path: Any) -> None:
         admin = KafkaAdminClient(bootstrap_servers=bootstraps(cluster))
         admin.create_topics([NewTopic(topic, 4, 2)])
         admin.close()
-        wait_until(lambda: all_in_sync(cluster, topic), "replicas in sync")
+        wait_until(lambda: all_in_sync(cluster, topic), "replicas in sync", timeout=30)
         before = brokers_of(cluster)
         assert sorted(before) == [100, 101]
 
@@ -404,7 +404,7 @@ def test_storage_nodes_down_restarted_and_added(tmp_path: Any) -> None:
         victim = cluster.service("storage-101")
         victim.process.kill()
         victim.process.wait()
-        wait_until(lambda: sorted(brokers_of(cluster)) == [100], "broker 101 gone")
+        wait_until(lambda: sorted(brokers_of(cluster)) == [100], "broker 101 gone", timeout=30)
         for version in (1, 5, 9, 12):
             md = metadata(bootstraps(cluster)[1], version, [topic])
             check_invariants(md, version, down=frozenset({101}))
@@ -413,12 +413,14 @@ def test_storage_nodes_down_restarted_and_added(tmp_path: Any) -> None:
 
         # Back again: the same endpoint (each gateway keeps its port for a storage node).
         cluster.restart("storage-101")
-        wait_until(lambda: brokers_of(cluster) == before, "broker 101 back at its endpoint")
-        wait_until(lambda: all_in_sync(cluster, topic), "replicas in sync again")
+        wait_until(
+            lambda: brokers_of(cluster) == before, "broker 101 back at its endpoint", timeout=30
+        )
+        wait_until(lambda: all_in_sync(cluster, topic), "replicas in sync again", timeout=30)
 
         # Scale-out: a new storage node gets a broker port on every gateway.
         add_storage_node(cluster, 102)
-        wait_until(lambda: 102 in brokers_of(cluster), "broker 102 listed")
+        wait_until(lambda: 102 in brokers_of(cluster), "broker 102 listed", timeout=30)
         after = brokers_of(cluster)
         assert {k: v for k, v in after.items() if k != 102} == before
         for address in [after[102], *bootstraps(cluster)]:

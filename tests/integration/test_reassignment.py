@@ -32,9 +32,9 @@ from fault_tools import (
     partition_state,
     read_everything,
     verify,
-    wait_for,
     wait_full_isr,
 )
+from helpers.waiting import wait_until
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
@@ -146,29 +146,33 @@ def test_move_every_partition_to_new_nodes_while_producing_and_consuming(
     wait_full_isr(cluster, topic, 6)
     producer = NumberedProducer(bootstrap, topic, rate=300).start()
     consumer = GroupConsumer(bootstrap, topic).start()
-    wait_for(lambda: len(consumer.seen) > 200, 60, "the group consuming")
+    wait_until(lambda: len(consumer.seen) > 200, "the group consuming", timeout=60)
 
     for _ in range(3):
         cluster.add_storage_node()  # scale-out: 103, 104, 105 join empty
     targets = {(topic, p): [103 + (p + i) % 3 for i in range(3)] for p in range(6)}
     admin = _admin(cluster)
     _reassign(admin, targets)
-    wait_for(lambda: _done(cluster, topic, targets), 120, "every partition on 103-105")
+    wait_until(lambda: _done(cluster, topic, targets), "every partition on 103-105", timeout=120)
     moved_at = time.monotonic()
     admin.close()
 
-    wait_for(lambda: producer.acked_count() > 300 + len(producer.acked) // 2, 30, "more acks")
+    wait_until(
+        lambda: producer.acked_count() > 300 + len(producer.acked) // 2, "more acks", timeout=30
+    )
     time.sleep(2)
     producer.stop()
     assert not producer.errors, producer.errors
     acked = dict(producer.acked)
-    wait_for(lambda: set(acked) <= consumer.values(), 60, "the group to read every ack")
+    wait_until(lambda: set(acked) <= consumer.values(), "the group to read every ack", timeout=60)
     consumer.stop()
     assert not consumer.errors, consumer.errors
     assert any(t > moved_at for t, _seq in consumer.seen), "the group stopped consuming"
     assert verify(acked, read_everything(bootstrap, topic, 6)) == []
     for node in (100, 101, 102):
-        wait_for(lambda n=node: not _topic_dirs(cluster, n, topic), 30, f"node {node} deleted")
+        wait_until(
+            lambda n=node: not _topic_dirs(cluster, n, topic), f"node {node} deleted", timeout=30
+        )
     assert all(_topic_dirs(cluster, n, topic) for n in (103, 104, 105))
 
 
@@ -200,11 +204,11 @@ def test_throttled_move_copies_at_about_the_configured_rate(
 
     started = time.monotonic()
     _reassign(admin, {(topic, 0): [101]})
-    wait_for(lambda: _done(cluster, topic, {(topic, 0): [101]}), 60, "throttled move")
+    wait_until(lambda: _done(cluster, topic, {(topic, 0): [101]}), "throttled move", timeout=60)
     throttled = time.monotonic() - started
     started = time.monotonic()
     _reassign(admin, {(topic, 1): [102]})
-    wait_for(lambda: _done(cluster, topic, {(topic, 1): [102]}), 60, "unthrottled move")
+    wait_until(lambda: _done(cluster, topic, {(topic, 1): [102]}), "unthrottled move", timeout=60)
     free = time.monotonic() - started
     admin.close()
     size = 3000 * 500  # about 1.5 MB per partition, batch overhead aside
@@ -234,7 +238,7 @@ def _throttled_move_under_load(
     producer = NumberedProducer(
         bootstrap, topic, rate=400, config={"batch.size": 16384, "linger.ms": 20}
     ).start()
-    wait_for(lambda: producer.acked_count() > 2000, 60, "data to move")
+    wait_until(lambda: producer.acked_count() > 2000, "data to move", timeout=60)
     _set_configs(
         admin, ConfigResourceType.TOPIC, topic, follower_replication_throttled_replicas="*"
     )
@@ -251,7 +255,9 @@ def _throttled_move_under_load(
         _set_configs(
             admin, ConfigResourceType.BROKER, broker, follower_replication_throttled_rate=None
         )
-    wait_for(lambda: _done(cluster, topic, targets), 120, "the move to finish after the kill")
+    wait_until(
+        lambda: _done(cluster, topic, targets), "the move to finish after the kill", timeout=120
+    )
     admin.close()
     time.sleep(1)
     producer.stop()
@@ -306,14 +312,14 @@ def test_auto_leader_rebalance_returns_leadership_to_preferred_replicas(
     svc = cluster.service("storage-100")
     svc.process.send_signal(signal.SIGTERM)  # controlled shutdown: leadership moves away
     svc.process.wait(30)
-    wait_for(
+    wait_until(
         lambda: all(partition_state(cluster, topic, p).leader != 100 for p in range(6)),
-        30,
         "leadership off node 100",
+        timeout=30,
     )
     cluster.restart("storage-100")
     wait_full_isr(cluster, topic, 6)
-    wait_for(preferred_everywhere, 30, "leaders back on their preferred replicas")
+    wait_until(preferred_everywhere, "leaders back on their preferred replicas", timeout=30)
 
 
 def test_failed_log_dir_takes_only_its_partitions_offline(
@@ -343,13 +349,18 @@ def test_failed_log_dir_takes_only_its_partitions_offline(
     }
     assert in_dir["d0"] and in_dir["d1"], in_dir
     failed = root / "d0"
-    shutil.rmtree(failed)
-    failed.write_text("this disk is gone")  # every later write in d0 fails
+    # Swap the directory away in one rename (the node keeps writing checkpoints into it,
+    # so removing it file by file races with those writes), then put a file in its place:
+    # every later write in d0 fails.
+    gone = root / "d0-gone"
+    failed.rename(gone)
+    failed.write_text("this disk is gone")
+    shutil.rmtree(gone, ignore_errors=True)
 
-    wait_for(
+    wait_until(
         lambda: all(partition_state(cluster, topic, p).leader == 101 for p in in_dir["d0"]),
-        30,
         "leadership of the failed directory's partitions on 101",
+        timeout=30,
     )
     for p in in_dir["d1"]:
         state = partition_state(cluster, topic, p)
@@ -362,7 +373,7 @@ def test_failed_log_dir_takes_only_its_partitions_offline(
     admin.close()
 
     producer = NumberedProducer(bootstrap, topic, rate=200).start()
-    wait_for(lambda: producer.acked_count() > 400, 60, "writes to every partition")
+    wait_until(lambda: producer.acked_count() > 400, "writes to every partition", timeout=60)
     producer.stop()
     assert not producer.errors
     partitions_written = {p for p, _o in producer.acked.values()}

@@ -16,12 +16,13 @@ import io
 import itertools
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import grpc
 import pytest
-from test_storage_harness import Client, Cluster, eventually, retry, storage_clusters
+from helpers.waiting import wait_until_async
+from test_storage_harness import Client, Cluster, retry, storage_clusters
 
 from odradek.controller_client import ControllerClient, Membership
 from odradek.protocol.errors import ErrorCode
@@ -34,6 +35,7 @@ from odradek.rpc.v1 import (
     transactions_pb2_grpc,
 )
 from odradek.tools.dump_log import dump_files
+from odradek.tools.launcher import Cluster as LaunchedCluster
 
 NODES = [100, 101, 102]
 COORDINATOR_ID = 400
@@ -90,11 +92,8 @@ class FakeTransactionCoordinator(transactions_pb2_grpc.TransactionCoordinatorSer
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    factory = storage_clusters(tmp_path_factory.mktemp("storage-txn"))
-    make = next(factory)
-    yield make(NODES)
-    next(factory, None)
+def cluster(module_cluster_factory: Callable[..., LaunchedCluster]) -> Cluster:
+    return storage_clusters(module_cluster_factory)(NODES)
 
 
 @pytest.fixture
@@ -133,7 +132,9 @@ async def coordinator(
                 s.coordinator_id == COORDINATOR_ID for s in md.transaction_shards
             )
 
-        await eventually(owns_shards, 15, "the test coordinator owning the transaction shards")
+        await wait_until_async(
+            owns_shards, "the test coordinator owning the transaction shards", timeout=15
+        )
         # The storage nodes learn it from their metadata stream: probe until verified.
         md = await client.metadata()
         if not any(t.name == "probe" for t in md.topics):
@@ -147,7 +148,9 @@ async def coordinator(
                 result = await produce(client, node, "probe", probe, index=index, txn_id="probe")
                 return result.error_code == ErrorCode.NONE
 
-            await eventually(verified, 15, f"storage node {node} verifying with the coordinator")
+            await wait_until_async(
+                verified, f"storage node {node} verifying with the coordinator", timeout=15
+            )
             await write_marker(client, node, "probe", 1, epoch, committed=True, index=index)
         fake.verify_calls.clear()
         yield fake
@@ -318,7 +321,7 @@ async def replicas_in_step(client: Client, topic: str, nodes: list[int]) -> None
         states = [await client.describe(n, topic) for n in nodes]
         return len({(s.log_end_offset, s.high_watermark) for s in states}) == 1
 
-    await eventually(in_step, 15, f"replicas of {topic} in step")
+    await wait_until_async(in_step, f"replicas of {topic} in step", timeout=15)
 
 
 # -- tests ----------------------------------------------------------------------------------
@@ -586,14 +589,14 @@ async def test_follower_taking_over_keeps_lso_and_aborted_list(
             p = await client.partition("txfo")
             return p.leader in (100, 101)
 
-        await eventually(new_leader, 20, "a new leader for txfo")
+        await wait_until_async(new_leader, "a new leader for txfo", timeout=20)
         leader = (await client.partition("txfo")).leader
 
         async def served() -> bool:
             r = await client.fetch(leader, "txfo", 0, isolation_level=READ_COMMITTED)
             return r.error_code == 0 and r.high_watermark >= before.high_watermark
 
-        await eventually(served, 20, "the new leader serving txfo")
+        await wait_until_async(served, "the new leader serving txfo", timeout=20)
         after, after_aborted = await read_committed(client, leader, "txfo")
         assert after.last_stable_offset == rb.base_offset
         assert after_aborted == before_aborted
@@ -617,8 +620,8 @@ async def test_follower_taking_over_keeps_lso_and_aborted_list(
         cluster.nodes[102].wait_ready()
     # The old leader comes back as a follower with the same index (recovered after kill -9).
     await retry(lambda: replicas_in_step(client, "txfo", NODES), timeout=30)
-    await eventually(
-        lambda: _same_index(cluster, "txfo"), 20, "the same .txnindex on every replica"
+    await wait_until_async(
+        lambda: _same_index(cluster, "txfo"), "the same .txnindex on every replica", timeout=20
     )
 
 

@@ -61,19 +61,21 @@ def tid() -> str:
 
 
 def test_find_coordinator_transaction_every_version(bootstrap: str, cluster: Cluster) -> None:
-    port = cluster.service("gateway-0").ports["kafka"]
+    # The coordinator is the broker (storage node 100, the only one) leading the id's
+    # __transaction_state partition, at its gateway broker port (docs/brokers.md).
+    port = cluster.service("gateway-0").ports["broker-100"]
     with TxnSession(bootstrap, tid()) as s:
         for version in (1, 2, 3):
             r = s.find_coordinator(version)
-            assert (r.error_code, r.node_id, r.port) == (E.NONE, 0, port)
+            assert (r.error_code, r.node_id, r.port) == (E.NONE, 100, port)
         with WireClient(bootstrap) as c:
             for version in (4, 5, 6):
                 r = c.call(
                     FindCoordinatorRequest(key_type=1, coordinator_keys=["a", "ü-群"]), version
                 )
                 assert [(x.key, x.error_code, x.node_id) for x in r.coordinators] == [
-                    ("a", E.NONE, 0),
-                    ("ü-群", E.NONE, 0),
+                    ("a", E.NONE, 100),
+                    ("ü-群", E.NONE, 100),
                 ]
 
 

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from fault_tools import cluster_metadata, wait_for
+from fault_tools import cluster_metadata
+from helpers.waiting import wait_until
 
 from odradek.rpc.v1 import common_pb2
 from odradek.tools.launcher import Cluster
@@ -190,7 +191,7 @@ def wait_storage_online(cluster: Cluster, count: int = 1, timeout: float = 30.0)
             >= count
         )
 
-    wait_for(online, timeout, f"{count} storage node(s) online")
+    wait_until(online, f"{count} storage node(s) online", timeout=timeout)
 
 
 def kill9_service(cluster: Cluster, name: str) -> None:

@@ -156,8 +156,6 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
 
 # Kafka-named settings whose Odradek default differs on purpose (see each note).
 DEVIATIONS = {
-    "message.timestamp.after.max.ms",
-    "log.message.timestamp.after.max.ms",
     "log.dirs",
     "listeners",
     "queued.max.request.bytes",

@@ -27,6 +27,7 @@ SERVICES = (
     "offsets",
     "pipeline",
     "console",
+    "mirror",
     "transactions",
 )
 

@@ -57,6 +57,8 @@ MODULES = [
     "list_partition_reassignments",
     "describe_log_dirs",
     "alter_replica_log_dirs",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "txn_offset_commit",

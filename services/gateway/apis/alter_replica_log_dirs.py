@@ -34,7 +34,7 @@ from odradek.rpc.v1 import common_pb2, storage_pb2
 
 API_KEY = ApiKey.ALTER_REPLICA_LOG_DIRS
 
-log = logging.getLogger("odradek.gateway.log_dirs")
+log = logging.getLogger(__name__)
 
 TopicResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
 PartitionResult = TopicResult.AlterReplicaLogDirPartitionResult

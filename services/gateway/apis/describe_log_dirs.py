@@ -32,7 +32,7 @@ from odradek.rpc.v1 import common_pb2, storage_pb2
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 
-log = logging.getLogger("odradek.gateway.log_dirs")
+log = logging.getLogger(__name__)
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 TopicResult = Result.DescribeLogDirsTopic

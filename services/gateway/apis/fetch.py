@@ -19,7 +19,8 @@ whole even when larger, later partitions are left empty once the budget is spent
 
 Versions 0-3 can only read magic 0/1 message sets: batches are down-converted
 (magic 0 for v0-v1, magic 1 for v2-v3), as Kafka does for old consumers; zstd cannot
-be down-converted (UNSUPPORTED_COMPRESSION_TYPE). v13+ name topics by id.
+be down-converted (UNSUPPORTED_COMPRESSION_TYPE). v13+ name topics by id. Large
+down-conversions run off the event loop, bounded (odradek.gateway.offload).
 Deviations: fetch sessions (KIP-227) are not kept: every response carries session id
 0, which makes clients fetch sessionless (docs/compatibility.md C11). No rack-aware
 ``preferred_read_replica`` (always -1).
@@ -43,6 +44,7 @@ from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
+from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -125,6 +127,11 @@ async def handle(
     if by_node:
         await _fan_out(
             gw, by_node, request.max_wait_ms, request.min_bytes, max_bytes, isolation, results
+        )
+    if version <= 3:  # down-conversion of every batch: off the loop when large
+        size = sum(len(r.records) for r in results.values())
+        return await run_heavy(
+            size, lambda: _assemble(version, order, results, max_bytes, isolation)
         )
     return _assemble(version, order, results, max_bytes, isolation)
 
@@ -243,7 +250,11 @@ def _assemble(
                 budget -= len(records)
         if records and version <= 3:
             try:
-                records = downconvert(records, 0 if version <= 1 else 1)
+                records = downconvert(
+                    records,
+                    0 if version <= 1 else 1,
+                    max_output_size=LEGACY_CONVERSION_MAX_BYTES,
+                )
             except RecordsError as exc:
                 error = int(
                     getattr(

@@ -3,9 +3,8 @@
 Asks every coordinator in parallel. On a broker port it answers the groups whose
 coordinator (what FindCoordinator names) is that broker, so admin clients that ask
 every broker and merge see each group once; on the bootstrap listener it answers
-every group. v4+ filter by state, v5+ by type: every group here is a
-classic group (``group_type`` "classic"), so a types filter without "classic"
-matches nothing. COORDINATOR_LOAD_IN_PROGRESS while some shard is still loading (the
+every group. v4+ filter by state, v5+ by type: "classic" or "consumer" (KIP-848
+groups, whose states are Empty, Assigning, Reconciling and Stable). COORDINATOR_LOAD_IN_PROGRESS while some shard is still loading (the
 groups found so far are still listed); COORDINATOR_NOT_AVAILABLE if a coordinator
 could not be asked.
 """
@@ -38,8 +37,6 @@ async def handle(
     states = list(request.states_filter or []) if version >= 4 else []
     types = [t.lower() for t in (request.types_filter or [])] if version >= 5 else []
     groups = gw.groups
-    if types and CLASSIC not in types:
-        return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[])
     call = coordinator_pb2.ListGroupsRequest(states_filter=states)
     errors: list[int] = []
     listed: dict[str, coordinator_pb2.ListedGroup] = {}
@@ -70,7 +67,7 @@ async def handle(
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
-                group_type=CLASSIC,
+                group_type=g.group_type or CLASSIC,
             )
             for g in sorted(listed.values(), key=lambda g: g.group_id)
             # KafkaApis.handleListGroupsRequest: all with DESCRIBE on the cluster, else
@@ -78,5 +75,6 @@ async def handle(
             if everything
             or gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
             if groups.listed_on(g.group_id, ctx.broker_id)
+            and (not types or (g.group_type or CLASSIC) in types)
         ],
     )

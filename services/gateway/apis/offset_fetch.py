@@ -7,8 +7,10 @@ committed leader epoch (v5+) come back as committed. COORDINATOR_LOAD_IN_PROGRES
 the shard loads, NOT_COORDINATOR when the shard is moving. ``require_stable`` (v7+,
 KIP-447): a partition for which an open transaction holds a TxnOffsetCommit answers
 UNSTABLE_OFFSET_COMMIT (the consumer retries until the transaction ends); without it
-the last stable commit is returned. v9's member id and epoch are for KIP-848 groups;
-classic groups ignore them, as Kafka does.
+the last stable commit is returned. v9's member id and epoch are for KIP-848 groups:
+when a request names a member, its coordinator checks it is current
+(UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as the group error); classic groups ignore
+them, as Kafka does.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from __future__ import annotations
 import asyncio
 from typing import TypedDict
 
+import grpc
+
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
-from odradek.rpc.v1 import common_pb2, offsets_pb2
+from odradek.rpc.v1 import common_pb2, coordinator_pb2, offsets_pb2
 
 API_KEY = ApiKey.OFFSET_FETCH
 
@@ -48,8 +53,30 @@ class _Committed(TypedDict):
     error_code: int
 
 
+async def _validate_member(gw: GatewayApi, group_id: str, member_id: str, epoch: int) -> int:
+    groups = gw.groups
+    stub = groups.coordinator_stub(group_id)
+    if stub is None:
+        return ErrorCode.NOT_COORDINATOR
+    try:
+        r = await stub.ValidateOffsetFetch(
+            coordinator_pb2.ValidateOffsetFetchRequest(
+                group_id=group_id, member_id=member_id, member_epoch=epoch
+            ),
+            timeout=groups.group_timeout_s(),
+        )
+    except grpc.aio.AioRpcError as exc:
+        return rpc_error(exc)
+    return int(r.error_code)
+
+
 async def _fetch(
-    gw: GatewayApi, ctx: ConnectionContext, group_id: str, topics: Wanted, require_stable: bool
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    group_id: str,
+    topics: Wanted,
+    require_stable: bool,
+    member: tuple[str, int] | None = None,
 ) -> offsets_pb2.FetchOffsetsGroupResult:
     # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; offsets of topics the
     # principal may not DESCRIBE are left out (Kafka answers TOPIC_AUTHORIZATION_FAILED
@@ -58,7 +85,7 @@ async def _fetch(
         return offsets_pb2.FetchOffsetsGroupResult(
             group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
         )
-    result = await _fetch_allowed(gw, group_id, topics, require_stable)
+    result = await _fetch_allowed(gw, group_id, topics, require_stable, member)
     if gw.authorizer.enabled:
         denied = gw.authorizer.denied(
             ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {o.topic for o in result.offsets}
@@ -71,9 +98,17 @@ async def _fetch(
 
 
 async def _fetch_allowed(
-    gw: GatewayApi, group_id: str, topics: Wanted, require_stable: bool
+    gw: GatewayApi,
+    group_id: str,
+    topics: Wanted,
+    require_stable: bool,
+    member: tuple[str, int] | None = None,
 ) -> offsets_pb2.FetchOffsetsGroupResult:
     groups = gw.groups
+    if member is not None and (member[0] or member[1] >= 0):
+        error = await _validate_member(gw, group_id, *member)
+        if error:
+            return offsets_pb2.FetchOffsetsGroupResult(group_id=group_id, error_code=error)
     wanted = offsets_pb2.FetchOffsetsGroup(group_id=group_id, all_topics=topics is None)
     if topics is not None:
         for t in topics:
@@ -126,7 +161,17 @@ async def handle(
     stable = bool(request.require_stable) if version >= 7 else False
     if version >= 8:
         results = await asyncio.gather(
-            *(_fetch(gw, ctx, g.group_id, g.topics, stable) for g in request.groups)
+            *(
+                _fetch(
+                    gw,
+                    ctx,
+                    g.group_id,
+                    g.topics,
+                    stable,
+                    (g.member_id or "", g.member_epoch) if version >= 9 else None,
+                )
+                for g in request.groups
+            )
         )
         out = []
         for g, result in zip(request.groups, results, strict=True):

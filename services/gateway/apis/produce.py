@@ -11,8 +11,9 @@ one connection land in the order they were sent even with several requests in
 flight. Other APIs on the connection are not held up.
 
 Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
-batches before storage, which only keeps v2 (Kafka 4 does the same). v3+ must carry
-v2 batches (INVALID_RECORD otherwise, as Kafka answers).
+batches before storage, which only keeps v2 (Kafka 4 does the same); large ones off
+the event loop, bounded (odradek.gateway.offload). v3+ must carry v2 batches
+(INVALID_RECORD otherwise, as Kafka answers).
 acks=0 gets no response at all (docs/compatibility.md C6).
 
 Transactions: ``transactional_id`` (v3+) travels to the storage leader, which checks
@@ -28,6 +29,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka answers.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import defaultdict
 from typing import cast
@@ -39,6 +41,7 @@ from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
+from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -169,7 +172,12 @@ async def _produce(
             magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
             if version < 3 and magic in (0, 1):
                 try:
-                    data = upconvert_legacy(records)
+                    data = await run_heavy(
+                        len(records),
+                        functools.partial(
+                            upconvert_legacy, records, max_output_size=LEGACY_CONVERSION_MAX_BYTES
+                        ),
+                    )
                 except RecordsError as exc:
                     topic_results[index] = _Result(ErrorCode.CORRUPT_MESSAGE, str(exc))
                     continue

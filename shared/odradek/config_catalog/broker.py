@@ -268,6 +268,38 @@ BROKER_CONFIGS = Catalog(
             _GROUPS,
             at_least=1,
         ),
+        # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig)
+        _c(
+            "group.consumer.session.timeout.ms",
+            _INT,
+            45_000,
+            "A consumer-protocol member that sends no heartbeat for this long is removed.",
+            _GROUPS,
+            at_least=1,
+        ),
+        _c(
+            "group.consumer.heartbeat.interval.ms",
+            _INT,
+            5_000,
+            "How often consumer-protocol members are told to heartbeat.",
+            _GROUPS,
+            at_least=1,
+        ),
+        _c(
+            "group.consumer.max.size",
+            _INT,
+            INT_MAX,
+            "Most members a consumer-protocol group may have.",
+            _GROUPS,
+            at_least=1,
+        ),
+        _c(
+            "group.consumer.assignors",
+            _LIST,
+            "uniform,range",
+            "Server-side assignors consumer-protocol members may name; the first is the default.",
+            _GROUPS,
+        ),
         # transactions (Kafka's TransactionLogConfig, TransactionStateManagerConfig)
         _c(
             "transaction.state.log.num.partitions",

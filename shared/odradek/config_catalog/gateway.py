@@ -100,6 +100,34 @@ GATEWAY_CONFIGS = Catalog(
             at_least=1,
         ),
         ConfigDef(
+            "connection.max.queued.response.bytes",
+            _LONG,
+            134_217_728,
+            "Bytes of finished responses one connection may hold unsent (computed but not "
+            "yet written, plus the socket's write buffer); past it the connection is aborted "
+            "(a client that never reads).",
+            at_least=1024,
+            kafka=False,
+        ),
+        ConfigDef(
+            "connection.request.read.timeout.ms",
+            _LONG,
+            30_000,
+            "Longest time from the first byte of a request to its last; a client trickling "
+            "a request slower than this is aborted.",
+            at_least=1,
+            kafka=False,
+        ),
+        ConfigDef(
+            "connection.write.timeout.ms",
+            _LONG,
+            60_000,
+            "Longest time a connection may have response bytes waiting while its client "
+            "reads none of them; then it is aborted.",
+            at_least=1,
+            kafka=False,
+        ),
+        ConfigDef(
             "max.connections",
             _INT,
             2147483647,

@@ -70,9 +70,6 @@ _L, _I, _D, _B, _S, _LIST = (
     ConfigType.LIST,
 )
 # Where Odradek keeps Kafka 3's behaviour (tests/unit/test_config_catalog.py pins both).
-_AFTER_MAX_NOTE = (
-    "Kafka 4 defaults to 3600000 (KIP-1030); Odradek keeps Kafka 3's no-limit default."
-)
 SEGMENT_BYTES_NOTE = (
     "Kafka 4 requires at least 1048576 (KIP-1030); Odradek accepts Kafka 3's 14, "
     "so small segments can be rolled in tests."
@@ -206,11 +203,11 @@ TOPIC_CONFIGS = Catalog(
         _def(
             "message.timestamp.after.max.ms",
             _L,
-            LONG_MAX,
-            "Largest allowed lead of a CreateTime over the broker clock.",
+            3_600_000,
+            "Largest allowed lead of a CreateTime over the broker clock (Kafka 4's "
+            "default, KIP-1030: one hour).",
             ("log.message.timestamp.after.max.ms",),
             at_least=0,
-            note=_AFTER_MAX_NOTE,
         ),
         _def(
             "message.timestamp.before.max.ms",

@@ -27,7 +27,7 @@ from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2, controller_pb2
 
-log = logging.getLogger("odradek.internal_topic.create")
+log = logging.getLogger(__name__)
 
 STORAGE_WAIT_S = 10.0
 

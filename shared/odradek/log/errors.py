@@ -18,7 +18,9 @@ __all__ = [
     "InvalidConfigError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidRecordsError",
     "InvalidTimestampError",
+    "InvalidTimestampsError",
     "InvalidTxnStateError",
     "KafkaStorageError",
     "LogDirLockedError",
@@ -26,6 +28,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
+    "RecordValidationError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
 ]
@@ -105,3 +108,28 @@ class KafkaStorageError(LogError):
     """A disk failure or an unreadable on-disk structure."""
 
     kafka_error = "KAFKA_STORAGE_ERROR"
+
+
+class RecordValidationError(LogError):
+    """Records rejected one by one (Kafka's RecordValidationException).
+
+    ``record_errors`` are ``(batch index, message)`` pairs, what ProduceResponse v8+
+    returns as ``record_errors`` (KIP-467).
+    """
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.record_errors = record_errors
+
+
+class InvalidRecordsError(RecordValidationError, InvalidRecordError):
+    """A null key on a compacted topic (INVALID_RECORD with per-record errors)."""
+
+    kafka_error = "INVALID_RECORD"
+
+
+class InvalidTimestampsError(RecordValidationError, InvalidTimestampError):
+    """CreateTimes outside message.timestamp.before/after.max.ms, per record."""
+
+    kafka_error = "INVALID_TIMESTAMP"

@@ -72,6 +72,7 @@ from odradek.log.validator import (
     analyze_replicated_records,
     check_client_batches,
     check_timestamps,
+    validate_client_records,
     validate_leader_records,
 )
 from odradek.records.batch import BatchView, assign_offsets
@@ -378,6 +379,8 @@ class PartitionLog:
         cfg = self.config
         now = self.clock_ms() if now_ms is None else now_ms
         summary = validate_leader_records(records, cfg, self.name)
+        if origin is AppendOrigin.CLIENT:
+            validate_client_records(records, summary, cfg, now, self.name)
         total = len(records)
         positions = summary.positions
         log_append = cfg.log_append_time

@@ -130,6 +130,8 @@ class LogManager:
         self._cleaner = LogCleaner(self._ms("log.cleaner.dedupe.buffer.size"))
         self._shut_down = False
         self.offline_dirs: set[Path] = set()
+        # Logs the cleaner failed on (Kafka's uncleanable partitions); skipped until restart.
+        self.uncleanable: set[TopicPartition] = set()
         self._futures: dict[TopicPartition, PartitionLog] = {}
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self._preferred_dirs: dict[TopicPartition, Path] = {}
@@ -397,6 +399,7 @@ class LogManager:
             log = self._logs.pop(tp, None)
             d = self._dir_of.pop(tp, None)
             self._cleaner_offsets.pop(tp, None)
+            self.uncleanable.discard(tp)
         if log is None or d is None:
             return False
         log.close_handles()
@@ -669,10 +672,22 @@ class LogManager:
         if not self._setting("log.cleaner.enable"):
             return None
         now = self.clock_ms() if now_ms is None else now_ms
-        candidates = cleanable_logs(self.logs(), self._cleaner_offsets, now)
+        logs = [(tp, log) for tp, log in self.logs() if tp not in self.uncleanable]
+        candidates = cleanable_logs(logs, self._cleaner_offsets, now)
         for cand in candidates:
             tp = (cand.log.topic, cand.log.partition)
-            result = self._cleaner.clean(cand.log, self._cleaner_offsets.get(tp), now)
+            try:
+                result = self._cleaner.clean(cand.log, self._cleaner_offsets.get(tp), now)
+            except OSError as exc:  # the disk failed: its directory goes offline
+                if tp in self._logs and not cand.log.closed:
+                    self.io_failure(tp, exc)
+                continue
+            except Exception:
+                # Kafka's LogCleanerManager.markPartitionUncleanable: a log the cleaner
+                # cannot read is set aside so the others (__consumer_offsets) keep compacting.
+                _log.exception("cleaner failed on %s-%d; marking it uncleanable", *tp)
+                self.uncleanable.add(tp)
+                continue
             if result.aborted:
                 continue
             if tp in self._logs:

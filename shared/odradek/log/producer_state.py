@@ -73,7 +73,7 @@ from odradek.log.errors import (
 from odradek.records.control import ControlRecordType, EndTransactionMarker
 from odradek.records.header import BatchHeader, Buffer
 
-log = logging.getLogger("odradek.log.producer_state")
+log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1

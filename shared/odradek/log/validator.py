@@ -10,6 +10,17 @@ transaction coordinator writes markers) and a sequence with every producer id
 (INVALID_RECORD); CreateTime timestamps only and, when
 ``message.timestamp.before/after.max.ms`` are set, within them (INVALID_TIMESTAMP).
 
+Every record of a client's batch is read too (:func:`validate_client_records`, Kafka's
+``assignOffsetsNonCompressed``/``validateMessagesAndAssignOffsetsCompressed`` record
+loops), compressed batches decompressed first (bounded): recordsCount must equal
+lastOffsetDelta + 1 and the records present, each record's offsetDelta its index, every
+length and varint must stay inside its record and the records fill the batch exactly
+(INVALID_RECORD otherwise, as Kafka's ``DefaultRecord.readFrom`` answers). Per record,
+a null key on a compacted topic (INVALID_RECORD) and a CreateTime outside the bounds
+(INVALID_TIMESTAMP) are collected as ``record_errors`` (KIP-467) and reject the whole
+append. A batch whose maxTimestamp disagrees with its records gets its records' maximum
+(Kafka's ``setMaxTimestamp``), so a forged header cannot pin time-based retention.
+
 Follower appends (replicated records, offsets and epochs assigned by the leader):
 whole valid batches, each at most ``max.message.bytes``, offsets increasing.
 
@@ -19,13 +30,16 @@ log applies their results under its lock.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.config_catalog.definition import LONG_MAX
 from odradek.log.errors import (
     InvalidRecordError,
+    InvalidRecordsError,
     InvalidTimestampError,
+    InvalidTimestampsError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
@@ -33,10 +47,22 @@ from odradek.records.batch import (
     BatchesSummary,
     BatchTooLargeError,
     CorruptRecordError,
+    compute_crc,
     validate_batch,
     validate_v2_batches,
 )
-from odradek.records.header import HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, Buffer
+from odradek.records.compression import DEFAULT_MAX_OUTPUT_SIZE, decompress
+from odradek.records.header import (
+    COMPRESSION_CODEC_MASK,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    MAX_TIMESTAMP_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    Buffer,
+    read_batch_header,
+)
+from odradek.records.varint import decode_varint, decode_varlong
 from odradek.topic_config import LogConfig
 
 
@@ -101,6 +127,210 @@ def check_timestamps(
                     f"Timestamp {ts} of message in partition {partition} is out of range. The "
                     f"timestamp should be within [{now_ms - before}, {now_ms + after}]"
                 )
+
+
+# length(1) attributes(1) timestampDelta(1) offsetDelta(1) key(1) value(1) headers(1)
+_MIN_RECORD_SIZE = 7
+_Q = struct.Struct(">q")
+_UI = struct.Struct(">I")
+
+
+def validate_client_records(
+    records: bytearray,
+    summary: BatchesSummary,
+    config: LogConfig,
+    now_ms: int,
+    partition: str,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_OUTPUT_SIZE,
+) -> None:
+    """Read every record of a produced blob that :func:`validate_leader_records` passed.
+
+    Raises InvalidRecordError for a malformed batch, CorruptRecordError for compressed
+    data that does not decompress (or exceeds ``max_decompressed_bytes``), and
+    :class:`RecordValidationError` carrying per-record errors. Patches a CreateTime
+    batch's maxTimestamp (and its CRC) to its records' maximum and updates
+    ``summary.max_timestamp`` / ``offset_of_max_timestamp_delta`` to match.
+    """
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    check_ts = not config.log_append_time
+    low, high = now_ms - before, now_ms + after
+    compacted = config.compact
+    problems: list[tuple[int, str, bool]] = []  # (batch index, message, is a timestamp error)
+    summary_max, summary_max_delta = -1, -1
+    offset_cursor = 0
+    for pos in summary.positions:
+        h = read_batch_header(records, pos)
+        count = h.records_count
+        if h.attributes & TIMESTAMP_TYPE_MASK:
+            raise InvalidTimestampError(
+                f"Invalid timestamp type in message at position {pos} in partition "
+                f"{partition}: producers must not set the timestamp type to LogAppendTime"
+            )
+        if h.is_control:
+            offset_cursor += h.last_offset_delta + 1
+            continue
+        from_offsets = h.last_offset_delta + 1
+        if count <= 0:
+            raise InvalidRecordError(
+                f"Invalid reported count for record batch: {count} in topic partition {partition}"
+            )
+        if from_offsets != count:
+            raise InvalidRecordError(
+                f"Inconsistent batch offset range [0, {h.last_offset_delta}] and count of "
+                f"records {count} in topic partition {partition}"
+            )
+        section: Buffer = bytes(memoryview(records)[pos + HEADER_SIZE : pos + h.size])
+        if h.attributes & COMPRESSION_CODEC_MASK:
+            section = decompress(
+                h.attributes & COMPRESSION_CODEC_MASK, section, max_decompressed_bytes
+            )
+        max_ts, max_index = _scan_records(
+            section, count, h.base_timestamp, compacted, check_ts, low, high, partition, problems
+        )
+        if check_ts and max_ts != h.max_timestamp:
+            _Q.pack_into(records, pos + MAX_TIMESTAMP_OFFSET, max_ts)
+            _UI.pack_into(records, pos + CRC_OFFSET, compute_crc(records, pos, h.size))
+        batch_max = max_ts if check_ts else h.max_timestamp
+        if batch_max > summary_max:
+            summary_max, summary_max_delta = (
+                batch_max,
+                offset_cursor + (max_index if check_ts else h.last_offset_delta),
+            )
+        offset_cursor += from_offsets
+    if problems:
+        errors = tuple((i, m) for i, m, _ in problems)
+        if any(ts for _, _, ts in problems):
+            raise InvalidTimestampsError(
+                "One or more records have been rejected due to invalid timestamp",
+                errors,
+            )
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise InvalidRecordsError(
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )
+    summary.max_timestamp = summary_max
+    summary.offset_of_max_timestamp_delta = summary_max_delta
+
+
+def _zigzag(b: Buffer, p: int) -> tuple[int, int]:
+    """A zigzag varint, unrolled for the one- and two-byte forms most fields take."""
+    x = b[p]
+    if x < 0x80:
+        return (x >> 1) ^ -(x & 1), p + 1
+    y = b[p + 1]
+    if y < 0x80:
+        raw = (x & 0x7F) | (y << 7)
+        return (raw >> 1) ^ -(raw & 1), p + 2
+    return decode_varint(b, p)
+
+
+def _scan_records(
+    b: Buffer,
+    count: int,
+    base_timestamp: int,
+    compacted: bool,
+    check_ts: bool,
+    low: int,
+    high: int,
+    partition: str,
+    problems: list[tuple[int, str, bool]],
+) -> tuple[int, int]:
+    """Walk ``count`` records filling ``b`` exactly -> (max timestamp, its record index).
+
+    Structure errors raise InvalidRecordError at once; key and timestamp problems are
+    appended to ``problems``.
+    """
+    end = len(b)
+    if count * _MIN_RECORD_SIZE > end:
+        raise InvalidRecordError(
+            f"Found invalid number of records {count} in {end} bytes of topic partition {partition}"
+        )
+    p = 0
+    max_ts, max_index = -1, -1
+    dv, dvl = _zigzag, decode_varlong
+    try:
+        for i in range(count):
+            length, p = dv(b, p)
+            body_end = p + length
+            if length < _MIN_RECORD_SIZE - 1 or body_end > end:
+                raise InvalidRecordError(f"Invalid record size {length} of record {i}")
+            ts_delta, q = dvl(b, p + 1)
+            offset_delta, q = dv(b, q)
+            if offset_delta != i:
+                raise InvalidRecordError(
+                    f"Record {i} has offset delta {offset_delta} in topic partition {partition}"
+                )
+            key_len, q = dv(b, q)
+            if key_len < -1:
+                raise InvalidRecordError(f"Invalid key length {key_len} of record {i}")
+            if key_len == -1 and compacted:
+                problems.append(
+                    (
+                        i,
+                        "Compacted topic cannot accept message without key in topic "
+                        f"partition {partition}.",
+                        False,
+                    )
+                )
+            if key_len > 0:
+                q += key_len
+            value_len, q = dv(b, q)
+            if value_len < -1:
+                raise InvalidRecordError(f"Invalid value length {value_len} of record {i}")
+            if value_len > 0:
+                q += value_len
+            if q >= body_end:
+                raise InvalidRecordError(f"Record {i} ends inside its key or value")
+            headers, q = dv(b, q)
+            if headers < 0 or 2 * headers > body_end - q:
+                raise InvalidRecordError(f"Found invalid number of record headers {headers}")
+            for _ in range(headers):
+                key_len, q = dv(b, q)
+                if key_len < 0:
+                    raise InvalidRecordError(f"Invalid header key length {key_len}")
+                value_len, q = dv(b, q + key_len)
+                if value_len < -1:
+                    raise InvalidRecordError(f"Invalid header value length {value_len}")
+                q += max(value_len, 0)
+                if q > body_end:
+                    raise InvalidRecordError(f"Record {i} headers run past the record")
+            if q != body_end:
+                raise InvalidRecordError(
+                    f"Invalid record size: expected {length} bytes in record payload, "
+                    f"read {q - (body_end - length)}"
+                )
+            p = body_end
+            ts = base_timestamp + ts_delta
+            if ts > max_ts:
+                max_ts, max_index = ts, i
+            if check_ts and ts != -1 and (ts < low or ts > high):  # -1: NO_TIMESTAMP
+                problems.append(
+                    (
+                        i,
+                        f"Timestamp {ts} of message with offset {i} is out of range. The "
+                        f"timestamp should be within [{low}, {high}]",
+                        True,
+                    )
+                )
+    except IndexError:
+        raise InvalidRecordError(
+            f"Incorrect declared batch size, premature EOF reached in topic partition {partition}"
+        ) from None
+    except CorruptRecordError as exc:  # a varint too long or cut off
+        raise InvalidRecordError(
+            f"Incorrect declared batch size, premature EOF reached ({exc}) in topic "
+            f"partition {partition}"
+        ) from None
+    if p != end:
+        raise InvalidRecordError(
+            "Incorrect declared batch size, records still remaining in file "
+            f"(topic partition {partition})"
+        )
+    return max_ts, max_index
 
 
 @dataclass(frozen=True, slots=True)

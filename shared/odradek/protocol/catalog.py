@@ -1,7 +1,8 @@
 """The kafka-python message classes, indexed by API key.
 
 kafka-python 3.x generates one class per request/response from Apache Kafka's JSON
-message schemas (``kafka/protocol/schemas/resources``). This module only finds them;
+message schemas (``kafka/protocol/schemas/resources``); the KIP-848 APIs it lacks are
+built the same way from :mod:`odradek.protocol.schemas`. This module only finds them;
 it imports every per-area module so each class is defined, then indexes the primary
 (unversioned) classes. Field names are the JSON names in snake_case
 (``PartitionIndex`` -> ``partition_index``); the ``.pyi`` stubs shipped next to each
@@ -21,6 +22,7 @@ import kafka.protocol.producer
 import kafka.protocol.sasl  # defines the SASL messages
 from kafka.protocol.api_message import ApiMessage
 
+from odradek.protocol import consumer_group_messages  # noqa: F401 (defines KIP-848 classes)
 from odradek.protocol.api_keys import ApiKey, api_key_or_none
 
 

@@ -152,6 +152,12 @@ from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
 from odradek.protocol import catalog
 from odradek.protocol.api_keys import ApiKey, api_key_or_none
+from odradek.protocol.consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from odradek.protocol.decoder import as_byte_view, decode_struct
 from odradek.protocol.exceptions import (
     InvalidRequestError,
@@ -186,6 +192,10 @@ __all__ = [
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "CreateAclsRequest",
     "CreateAclsResponse",
     "CreatePartitionsRequest",

@@ -5,6 +5,8 @@ Clients pick the highest version both sides support, so every (API, version) lis
 here must be fully served: decoded, handled and answered in that version's encoding
 (docs/compatibility.md C4). Other modules narrow the table by editing it here; nothing else
 in Odradek keeps its own list. Every entry is within what kafka-python 3.0.12's codec
+(or, for the KIP-848 APIs, our own definitions in
+:mod:`odradek.protocol.consumer_group_messages`)
 encodes and decodes; versions below the Kafka 4 JSON minimum (Produce 0-2, Fetch 0-3,
 ListOffsets 0, OffsetCommit 0-1, OffsetFetch 0, CreateTopics 0-1, DeleteTopics 0,
 OffsetForLeaderEpoch 0-1, DescribeConfigs 0) were checked byte for byte against the
@@ -63,7 +65,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (1, 3),  # codec 0-3; v0 gone from Kafka 4
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # codec 0-0
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),  # codec 0-0
-    # CONSUMER_GROUP_HEARTBEAT (KIP-848): not served; kafka-python ships no schema for it.
+    # KIP-848, Kafka 4's versions (odradek.protocol.consumer_group_messages):
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 adds SubscribedTopicRegex
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),  # v1 adds MemberType (KIP-1099)
     # Transactions (KIP-98/447/664/890 part 1; docs/transactions-design.md):
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # codec 0-5; v4+ batched/verify-only (brokers)
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),  # codec 0-4

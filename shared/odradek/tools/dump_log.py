@@ -7,7 +7,9 @@ or on the data of a dead node. Every file kind of a partition directory is handl
   or per legacy message (magic 0/1, seed 004's 0.8 style), and with
   ``--deep-iteration``/``--print-data-log`` one ``| offset: ...`` line per record;
   ``--transaction-log-decoder`` prints ``__transaction_state`` records as transaction
-  metadata (Kafka's ``TransactionLog.formatRecordKeyAndValue``).
+  metadata (Kafka's ``TransactionLog.formatRecordKeyAndValue``), ``--offsets-decoder``
+  ``__consumer_offsets`` records (offset commits, group metadata, KIP-848 consumer
+  group records; :mod:`odradek.tools.offsets_decoder`).
   A batch whose CRC does not match prints ``isvalid: false`` and the walk goes on
   while sizes stay plausible; bytes that cannot form a batch end it with
   ``Found N invalid bytes at the end of <file>``.
@@ -55,6 +57,7 @@ from odradek.records.legacy import (
     record_overhead,
 )
 from odradek.records.record import DecodedRecord, decode_batch
+from odradek.tools import offsets_decoder
 from odradek.transaction_log.records import format_record as format_transaction_log_record
 
 # Turns a data record into the `` key: ... payload: ...`` text of a decoder option.
@@ -133,6 +136,12 @@ def transaction_log_parser(record: DecodedRecord) -> str:
     return (f" key: {key}" if key is not None else "") + (
         f" payload: {payload}" if payload is not None else ""
     )
+
+
+def offsets_parser(record: DecodedRecord) -> str:
+    """``--offsets-decoder``: a ``__consumer_offsets`` record as Kafka prints it."""
+    key, payload = offsets_decoder.decode(record.key, record.value)
+    return f" key: {key} payload: {payload}"
 
 
 def _v2_record_line(
@@ -434,15 +443,21 @@ def dump_files(
     deep_iteration: bool = False,
     err: TextIO | None = None,
     transaction_log_decoder: bool = False,
+    offsets_decoder: bool = False,
 ) -> int:
     """Dump each file; 0 when all could be read, 1 if any was missing or of unknown kind.
 
     Corrupt content is reported in the output, not by the exit code, as Kafka does.
-    ``transaction_log_decoder`` prints records as ``__transaction_state`` metadata
-    (implies printing data, as in Kafka).
+    ``transaction_log_decoder`` prints records as ``__transaction_state`` metadata,
+    ``offsets_decoder`` as ``__consumer_offsets`` records (both imply printing data, as
+    in Kafka).
     """
     err = sys.stderr if err is None else err
-    parser = transaction_log_parser if transaction_log_decoder else None
+    parser: RecordParser | None = None
+    if transaction_log_decoder:
+        parser = transaction_log_parser
+    elif offsets_decoder:
+        parser = offsets_parser
     deep = deep_iteration or print_data_log or parser is not None
     status = 0
     for path in paths:
@@ -488,6 +503,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout,
         deep_iteration=args.deep_iteration,
         transaction_log_decoder=args.transaction_log_decoder,
+        offsets_decoder=args.offsets_decoder,
     )
 
 
@@ -519,6 +535,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--transaction-log-decoder",
         action="store_true",
         help="parse records as transaction metadata from the __transaction_state topic "
+        "(implies --print-data-log)",
+    )
+    p.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="parse records as offset commits and group metadata from the "
+        "__consumer_offsets topic, KIP-848 consumer group records included "
         "(implies --print-data-log)",
     )
     p.set_defaults(func=_run)

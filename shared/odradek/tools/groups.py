@@ -11,7 +11,10 @@ tool works against any Kafka-compatible cluster. The cluster is ``--bootstrap-se
 else ``$ODRADEK_BOOTSTRAP``, else the ``cluster.json`` of ``odradek up --data-dir``
 (``./data``), else ``127.0.0.1:9092``. ``reset-offsets`` prints the plan and changes
 nothing without ``--execute`` (as Kafka's tool), and needs the group to be inactive.
-Lag is the partition's log end (high watermark) minus the committed offset.
+Lag is the partition's log end (high watermark) minus the committed offset. KIP-848
+consumer groups (``group.protocol=consumer``) are described with ConsumerGroupDescribe
+(:mod:`odradek.tools.consumer_groups_view`): group and assignment epochs, and each
+member's epoch, assignment and target assignment.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from odradek.protocol.consumer_protocol import decode_assignment
+from odradek.tools import consumer_groups_view
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         if action == "list":
             return list_groups(admin, args.state, sys.stdout)
         if action == "describe":
-            return describe_groups(admin, args.groups, sys.stdout)
+            return describe_groups(admin, args.groups, sys.stdout, bootstrap(args))
         if action == "delete":
             return delete_groups(admin, args.groups, sys.stdout)
         return reset_offsets(admin, args, sys.stdout)
@@ -160,10 +164,29 @@ def _owners(members: Iterable[dict[str, Any]]) -> dict[tuple[str, int], dict[str
     return owners
 
 
-def describe_groups(admin: Any, group_ids: list[str], out: TextIO) -> int:
+def describe_groups(
+    admin: Any, group_ids: list[str], out: TextIO, bootstrap_server: str | None = None
+) -> int:
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
 
+    if bootstrap_server is not None:
+        # KIP-848 consumer groups first: epochs and assignments as their coordinator
+        # keeps them; the others are classic groups (or none).
+        try:
+            consumer = [
+                g
+                for g in consumer_groups_view.describe(bootstrap_server, group_ids)
+                if consumer_groups_view.is_consumer_group(g)
+            ]
+        except (OSError, ValueError):
+            consumer = []
+        for g in consumer:
+            consumer_groups_view.render(g, out, _table)
+        done = {g.group_id for g in consumer}
+        group_ids = [g for g in group_ids if g not in done]
+        if not group_ids:
+            return 0
     described = admin.describe_groups(group_ids)
     committed = admin.list_group_offsets({g: None for g in group_ids})
     status = 0

@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from typing import Any
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
+from odradek.parent_watch import launcher_env
 from odradek.process import terminate
 from odradek.tools import secure_cluster
 from odradek.tools.etcd_server import EtcdServer
@@ -130,7 +132,15 @@ def start_process(spec: ServiceSpec, run_dir: Path, log_dir: Path) -> RunningSer
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the launcher only; it stops children in order
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                # Services stop when the launcher dies, however it dies (SIGKILL included).
+                **launcher_env(
+                    os.getpid(),
+                    from_main_thread=threading.current_thread() is threading.main_thread(),
+                ),
+            },
         )
     return RunningService(spec, proc, ready, log_file)
 

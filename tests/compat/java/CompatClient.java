@@ -102,6 +102,8 @@ public final class CompatClient {
                 return txnProduce(bootstrap, opts);
             case "consume":
                 return consume(bootstrap, opts);
+            case "group-consume":
+                return groupConsume(bootstrap, opts);
             case "offsets-for-times":
                 return offsetsForTimes(bootstrap, opts);
             default:
@@ -235,6 +237,59 @@ public final class CompatClient {
             }
         }
         return tps;
+    }
+
+    // subscribe(topic) in a group (consumer.group.id, consumer.group.protocol, ...) and
+    // poll until duration.ms passes, count records were seen, the assignment stayed the
+    // same (and non-empty) for stable.ms, or it grew back to regain.size partitions after
+    // having been smaller; prints "ASSIGNMENT<TAB>MILLIS<TAB>p,p,..." whenever the
+    // assignment changes and "COUNT<TAB>n" at the end, after a synchronous commit.
+    private static int groupConsume(String bootstrap, Map<String, String> opts)
+            throws Exception {
+        long expected = Long.parseLong(opts.getOrDefault("count", "-1"));
+        long durationMs = Long.parseLong(opts.getOrDefault("duration.ms", "20000"));
+        long stableMs = Long.parseLong(opts.getOrDefault("stable.ms", "-1"));
+        int regain = Integer.parseInt(opts.getOrDefault("regain.size", "-1"));
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, opts)) {
+            consumer.subscribe(Collections.singletonList(opts.get("topic")));
+            long seen = 0;
+            String last = null;
+            long changedAt = System.currentTimeMillis();
+            boolean shrunk = false;
+            long deadline = changedAt + durationMs;
+            while (System.currentTimeMillis() < deadline && (expected < 0 || seen < expected)) {
+                seen += consumer.poll(Duration.ofMillis(100)).count();
+                List<Integer> owned = new ArrayList<>();
+                for (TopicPartition tp : consumer.assignment()) {
+                    owned.add(tp.partition());
+                }
+                Collections.sort(owned);
+                StringBuilder sb = new StringBuilder();
+                for (Integer p : owned) {
+                    sb.append(sb.length() == 0 ? "" : ",").append(p);
+                }
+                String now = sb.toString();
+                long millis = System.currentTimeMillis();
+                if (!now.equals(last)) {
+                    System.out.println("ASSIGNMENT\t" + millis + "\t" + now);
+                    System.out.flush();
+                    last = now;
+                    changedAt = millis;
+                }
+                if (regain > 0 && !owned.isEmpty() && owned.size() < regain) {
+                    shrunk = true;
+                }
+                if (regain > 0 && shrunk && owned.size() == regain) {
+                    break;
+                }
+                if (stableMs >= 0 && !owned.isEmpty() && millis - changedAt >= stableMs) {
+                    break;
+                }
+            }
+            consumer.commitSync(Duration.ofSeconds(30));
+            System.out.println("COUNT\t" + seen);
+        }
+        return 0;
     }
 
     private static int consume(String bootstrap, Map<String, String> opts) throws Exception {

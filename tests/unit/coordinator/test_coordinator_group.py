@@ -516,8 +516,11 @@ def test_describe_list_and_delete() -> None:
     missing = h.shard.describe("nope")
     assert (missing.error, missing.state, missing.members) == (E.NONE, "Dead", [])
     h.shard.validate_offset_commit("simple", "", None, -1)
-    assert sorted(h.shard.list_groups()) == [("g", "consumer", "Stable"), ("simple", "", "Empty")]
-    assert h.shard.list_groups(["empty"]) == [("simple", "", "Empty")]
+    assert sorted(h.shard.list_groups()) == [
+        ("g", "consumer", "Stable", "classic"),
+        ("simple", "", "Empty", "classic"),
+    ]
+    assert h.shard.list_groups(["empty"]) == [("simple", "", "Empty", "classic")]
     results = Box()
     h.shard.delete_groups(["g", "nope", "simple"], results)
     assert not results.done

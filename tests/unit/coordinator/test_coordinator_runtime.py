@@ -65,7 +65,7 @@ async def test_runtime_serves_after_loading_and_batches_writes() -> None:
     runtime.start_loading(load)
     await wait_until_async(lambda: runtime.status is ShardStatus.ACTIVE, "the shard to load")
     assert await runtime.call(lambda s: s.list_groups(), lambda e: e) == [
-        ("from-the-log", "", "Empty")
+        ("from-the-log", "", "Empty", "classic")
     ]
 
     def join(req: JoinRequest) -> Any:

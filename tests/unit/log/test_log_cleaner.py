@@ -134,8 +134,11 @@ def test_tombstones_survive_one_pass_then_go_after_the_delete_horizon(tmp_path: 
 
 
 def test_records_without_key_are_dropped(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", compact_config())
+    # Keyless records reach a compacted log when cleanup.policy changes later (appends
+    # to a compacted topic refuse them).
+    log = open_log(tmp_path / "t-0", small_config())
     log.append_as_leader(batch(3, NOW, keys=[b"a", None, b"b"]), 0)
+    log.update_config(compact_config())
     log.roll()
     log.append_as_leader(batch(1, NOW, key=b"c"), 0)
     log.high_watermark = log.log_end_offset

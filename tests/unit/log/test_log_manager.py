@@ -13,6 +13,8 @@ from log_testkit import NOW, batch, read_everything
 from odradek.log.checkpoints import OffsetCheckpointFile, parse_properties
 from odradek.log.errors import KafkaStorageError, LogDirLockedError
 from odradek.log.manager import LogManager
+from odradek.records.batch import BatchView
+from odradek.records.header import HEADER_STRUCT
 from odradek.storage.log_maintenance import run_log_maintenance
 
 BROKER = {
@@ -225,4 +227,32 @@ def test_corrupt_checkpoints_fall_back_to_full_recovery(tmp_path: Path) -> None:
     assert log is not None
     assert (log.log_end_offset, log.recovery_point, log.high_watermark) == (20, 0, 0)
     assert [o for o, *_ in read_everything(log)] == list(range(20))
+    mgr.shutdown()
+
+
+def test_cleaner_sets_aside_a_log_it_cannot_read(tmp_path: Path) -> None:
+    """A corrupt compacted log (replicas do not re-validate records) must not stop the
+    cleaner: it is marked uncleanable and the other logs are still compacted."""
+    d = tmp_path / "logs"
+    mgr = manager([d], topic_configs={t: {"cleanup.policy": "compact"} for t in ("bad", "good")})
+    bad, good = mgr.create_log("bad", 0), mgr.create_log("good", 0)
+    for log in (bad, good):
+        for r in range(4):
+            for k in range(5):
+                log.append_as_leader(batch(1, NOW, key=f"k{k}".encode(), value=b"%d" % r * 30), 0)
+    garbage = bytearray(
+        HEADER_STRUCT.pack(bad.log_end_offset, 49 + 40, 0, 2, 0, 0, 0, NOW, NOW, -1, -1, -1, 1)
+    )
+    garbage += bytes(range(7, 47))
+    BatchView(garbage).update_crc()
+    bad.append_as_follower(garbage)
+    for log in (bad, good):
+        log.roll()
+        log.high_watermark = log.log_end_offset
+    results = [mgr.run_cleaner_once(NOW) for _ in range(3)]
+    assert mgr.uncleanable == {("bad", 0)}
+    cleaned = [r for r in results if r is not None]
+    assert len(cleaned) == 1 and mgr.cleaner_offset("good", 0) == good.active_segment.base_offset
+    assert mgr.cleaner_offset("bad", 0) is None
+    assert [v for _o, _k, v, _t in read_everything(good)] == [b"3" * 30] * 5
     mgr.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from odradek.consumer_offsets import consumer_group_records as cg
 from odradek.consumer_offsets.records import (
     GroupValue,
     MemberValue,
@@ -39,7 +40,10 @@ def test_replay_through_a_real_record_batch() -> None:
             encode_group_value(GroupValue("consumer", 1, None, None, 1, [])),
         ),
         (encode_group_key("gone"), None),
-        (b"\x00\x05other-coordinator-record", b"\x00\x00"),  # KIP-848 records: skipped
+        # KIP-848 records: kept raw, latest per key.
+        (cg.encode_key(cg.ConsumerGroupKey(3, "cg")), cg.encode_value(3, 1)),
+        (cg.encode_key(cg.ConsumerGroupKey(3, "cg")), cg.encode_value(3, 2)),
+        (cg.encode_key(cg.ConsumerGroupKey(8, "cg", "m")), None),
     ]
     batch = build_batch(records, 1234)
     cache = ShardCache()
@@ -50,11 +54,17 @@ def test_replay_through_a_real_record_batch() -> None:
     assert cache.get("g", "t", 1) is None
     assert set(cache.groups) == {"g"} and cache.groups["g"].generation == 3
     assert cache.offset_only_groups() == []
+    assert cache.consumer_records == {
+        "cg": {cg.encode_key(cg.ConsumerGroupKey(3, "cg")): cg.encode_value(3, 2)}
+    }
+    cache.put_offset("cg", "t", 0, offset(1, 1))
+    assert cache.offset_only_groups() == []
+    cache.remove_offset("cg", "t", 0)
     cache.put_offset("simple", "t", 0, offset(1, 1))
     assert cache.offset_only_groups() == ["simple"]
     assert cache.count() == 2
     assert sorted(cache.delete_group("g")) == [OffsetKey("g", "t", 0)]
-    assert cache.group_ids() == {"simple"}
+    assert cache.group_ids() == {"simple", "cg"}
 
 
 def test_expiry_of_simple_groups_by_commit_time() -> None:

@@ -7,6 +7,138 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ValidateOffsetFetchRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ...) -> None: ...
+
+class ValidateOffsetFetchResponse(_message.Message):
+    __slots__ = ("error_code",)
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    def __init__(self, error_code: _Optional[int] = ...) -> None: ...
+
+class TopicPartitions(_message.Message):
+    __slots__ = ("topic_id", "topic_name", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    topic_name: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms", "has_subscribed_topic_names", "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "has_topic_partitions", "topic_partitions", "client_id", "client_host")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    HAS_SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
+    HAS_TOPIC_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str
+    rack_id: str
+    rebalance_timeout_ms: int
+    has_subscribed_topic_names: bool
+    subscribed_topic_names: _containers.RepeatedScalarFieldContainer[str]
+    subscribed_topic_regex: str
+    server_assignor: str
+    has_topic_partitions: bool
+    topic_partitions: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
+    client_id: str
+    client_host: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ..., has_subscribed_topic_names: _Optional[bool] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., server_assignor: _Optional[str] = ..., has_topic_partitions: _Optional[bool] = ..., topic_partitions: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "has_assignment", "assignment")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    HAS_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    has_assignment: bool
+    assignment: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., has_assignment: _Optional[bool] = ..., assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class ConsumerGroupDescribeRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribedConsumerMember(_message.Message):
+    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    instance_id: str
+    rack_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: _containers.RepeatedScalarFieldContainer[str]
+    subscribed_topic_regex: str
+    assignment: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
+    target_assignment: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., target_assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class DescribedConsumerGroup(_message.Message):
+    __slots__ = ("error_code", "error_message", "group_id", "state", "group_epoch", "assignment_epoch", "assignor_name", "members")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: _containers.RepeatedCompositeFieldContainer[DescribedConsumerMember]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., group_id: _Optional[str] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., assignment_epoch: _Optional[int] = ..., assignor_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedConsumerMember, _Mapping]]] = ...) -> None: ...
+
+class ConsumerGroupDescribeResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DescribedConsumerGroup]
+    def __init__(self, groups: _Optional[_Iterable[_Union[DescribedConsumerGroup, _Mapping]]] = ...) -> None: ...
+
 class JoinProtocol(_message.Message):
     __slots__ = ("name", "metadata")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -216,14 +348,16 @@ class ListGroupsRequest(_message.Message):
     def __init__(self, states_filter: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListedGroup(_message.Message):
-    __slots__ = ("group_id", "protocol_type", "state")
+    __slots__ = ("group_id", "protocol_type", "state", "group_type")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_TYPE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     protocol_type: str
     state: str
-    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+    group_type: str
+    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ..., group_type: _Optional[str] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
     __slots__ = ("error_code", "groups")

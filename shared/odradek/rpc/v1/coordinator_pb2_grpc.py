@@ -80,6 +80,21 @@ class GroupCoordinatorStub:
                 request_serializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsResponse.FromString,
                 _registered_method=True)
+        self.ConsumerGroupHeartbeat = channel.unary_unary(
+                '/odradek.v1.GroupCoordinator/ConsumerGroupHeartbeat',
+                request_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.ConsumerGroupDescribe = channel.unary_unary(
+                '/odradek.v1.GroupCoordinator/ConsumerGroupDescribe',
+                request_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
+                _registered_method=True)
+        self.ValidateOffsetFetch = channel.unary_unary(
+                '/odradek.v1.GroupCoordinator/ValidateOffsetFetch',
+                request_serializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -142,6 +157,28 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsumerGroupHeartbeat(self, request, context):
+        """KIP-848: the consumer group protocol (odradek.coordinator.consumer_groups). The
+        answer comes once the records the heartbeat produced are durable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerGroupDescribe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ValidateOffsetFetch(self, request, context):
+        """OffsetFetch v9+ from a consumer group member: its id and epoch must be current
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); classic groups are not checked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +226,21 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteOffsets,
                     request_deserializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsResponse.SerializeToString,
+            ),
+            'ConsumerGroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupHeartbeat,
+                    request_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.SerializeToString,
+            ),
+            'ConsumerGroupDescribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupDescribe,
+                    request_deserializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.SerializeToString,
+            ),
+            'ValidateOffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ValidateOffsetFetch,
+                    request_deserializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +486,87 @@ class GroupCoordinator:
             '/odradek.v1.GroupCoordinator/DeleteOffsets',
             odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsRequest.SerializeToString,
             odradek_dot_v1_dot_offsets__pb2.DeleteOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.GroupCoordinator/ConsumerGroupHeartbeat',
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupDescribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.GroupCoordinator/ConsumerGroupDescribe',
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+            odradek_dot_v1_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ValidateOffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.GroupCoordinator/ValidateOffsetFetch',
+            odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchRequest.SerializeToString,
+            odradek_dot_v1_dot_coordinator__pb2.ValidateOffsetFetchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -178,19 +178,29 @@ class GroupMetadata(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[GroupMember]
     def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader: _Optional[str] = ..., current_state_timestamp: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ...) -> None: ...
 
+class CoordinatorRecord(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
+
 class StoreGroupsRequest(_message.Message):
-    __slots__ = ("shard", "coordinator_id", "coordinator_epoch", "groups", "deleted_groups")
+    __slots__ = ("shard", "coordinator_id", "coordinator_epoch", "groups", "deleted_groups", "records")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     DELETED_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
     shard: int
     coordinator_id: int
     coordinator_epoch: int
     groups: _containers.RepeatedCompositeFieldContainer[GroupMetadata]
     deleted_groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupMetadata, _Mapping]]] = ..., deleted_groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    records: _containers.RepeatedCompositeFieldContainer[CoordinatorRecord]
+    def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupMetadata, _Mapping]]] = ..., deleted_groups: _Optional[_Iterable[str]] = ..., records: _Optional[_Iterable[_Union[CoordinatorRecord, _Mapping]]] = ...) -> None: ...
 
 class StoreGroupsResponse(_message.Message):
     __slots__ = ("error_code",)
@@ -209,11 +219,13 @@ class LoadShardRequest(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
 
 class LoadShardResponse(_message.Message):
-    __slots__ = ("error_code", "groups", "offset_groups")
+    __slots__ = ("error_code", "groups", "offset_groups", "records")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     OFFSET_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     groups: _containers.RepeatedCompositeFieldContainer[GroupMetadata]
     offset_groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, error_code: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupMetadata, _Mapping]]] = ..., offset_groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    records: _containers.RepeatedCompositeFieldContainer[CoordinatorRecord]
+    def __init__(self, error_code: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupMetadata, _Mapping]]] = ..., offset_groups: _Optional[_Iterable[str]] = ..., records: _Optional[_Iterable[_Union[CoordinatorRecord, _Mapping]]] = ...) -> None: ...

@@ -10,20 +10,32 @@ responses by correlation id (Kafka answers in order on a connection).
 
 Versions: for each API the client sends ``min(our cap, broker's max)`` from the
 broker's ApiVersions answer. :class:`ClientConfig` carries the per-user settings
-(``security.protocol``, ``sasl.*``); the only protocol served today is PLAINTEXT, and
-:meth:`BrokerConnection.open` is where SASL authentication will go.
+(``security.protocol``, ``sasl.*``, ``ssl.*``): :meth:`BrokerConnection.open` wraps
+the socket in TLS for SSL/SASL_SSL and authenticates with SASL PLAIN or SCRAM
+(SaslHandshake v1 + SaslAuthenticate, :mod:`odradek.kafka_security`) before any
+other request, as Kafka's clients do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
+import ssl
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.kafka_security import (
+    ScramClient,
+    ScramError,
+    SecuritySettings,
+    plain_initial_response,
+    security_from_properties,
+    ssl_context,
+)
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import parse_response_header
@@ -38,7 +50,7 @@ from odradek.protocol.versions import response_header_version
 # A decoded response or a request to encode (kafka-python generated classes).
 Message = Any
 
-# The highest version of each API the console sends (the broker may serve less).
+# The highest version of each API the console and the mirror send (the broker may serve less).
 VERSION_CAPS: dict[ApiKey, int] = {
     ApiKey.API_VERSIONS: 3,
     ApiKey.METADATA: 12,
@@ -56,6 +68,18 @@ VERSION_CAPS: dict[ApiKey, int] = {
     ApiKey.OFFSET_COMMIT: 8,
     ApiKey.FIND_COORDINATOR: 4,
     ApiKey.DESCRIBE_LOG_DIRS: 4,
+    ApiKey.SASL_HANDSHAKE: 1,
+    ApiKey.SASL_AUTHENTICATE: 2,
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.CREATE_PARTITIONS: 3,
+    ApiKey.JOIN_GROUP: 7,
+    ApiKey.SYNC_GROUP: 5,
+    ApiKey.HEARTBEAT: 4,
+    ApiKey.LEAVE_GROUP: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.ADD_OFFSETS_TO_TXN: 3,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+    ApiKey.END_TXN: 3,
 }
 
 _SIZE = struct.Struct(">i")
@@ -92,20 +116,32 @@ def check(code: int, message: str | None = None) -> None:
 
 
 @dataclass(frozen=True)
-class ClientConfig:
-    """Kafka client settings, by Kafka's names where a console user would set them."""
+class ClientConfig(SecuritySettings):
+    """Kafka client settings, by Kafka's names where a user would set them (the
+    security fields, keyword-only, come from :class:`SecuritySettings`)."""
 
     bootstrap_servers: tuple[str, ...]
     client_id: str = "odradek-console"
     request_timeout_s: float = 30.0
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = ""
-    sasl_username: str = ""
-    sasl_password: str = ""
 
     def identity(self) -> str:
         """Who this client acts as (one client per identity)."""
         return self.sasl_username or "anonymous"
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], *, client_id: str) -> ClientConfig:
+        """Kafka client properties (``bootstrap.servers``, ``client.id``,
+        ``request.timeout.ms``, ``security.protocol``, ``sasl.*``, ``ssl.*``)."""
+        security = security_from_properties(props)
+        servers = tuple(
+            a.strip() for a in props.get("bootstrap.servers", "").split(",") if a.strip()
+        )
+        return cls(
+            servers,
+            client_id=props.get("client.id", client_id) or client_id,
+            request_timeout_s=int(props.get("request.timeout.ms", "30000")) / 1000.0,
+            **{f.name: getattr(security, f.name) for f in dataclasses.fields(SecuritySettings)},
+        )
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -133,15 +169,24 @@ class BrokerConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, config: ClientConfig) -> BrokerConnection:
-        if config.security_protocol.upper() != "PLAINTEXT":
+        try:
+            context = ssl_context(config)
+        except (OSError, ValueError) as exc:
             raise KafkaClientError(
-                f"security.protocol {config.security_protocol} is not supported by the console yet",
-                ErrorCode.UNSUPPORTED_SASL_MECHANISM,
-            )
+                f"Cannot set up TLS for {host}:{port}: {exc}", ErrorCode.NETWORK_EXCEPTION
+            ) from None
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), config.request_timeout_s
+                asyncio.open_connection(
+                    host, port, ssl=context, server_hostname=host if context else None
+                ),
+                config.request_timeout_s,
             )
+        except ssl.SSLError as exc:
+            raise KafkaClientError(
+                f"TLS handshake with {host}:{port} failed: {exc}",
+                ErrorCode.NETWORK_EXCEPTION,
+            ) from None
         except (OSError, TimeoutError) as exc:
             raise KafkaClientError(
                 f"Could not connect to {host}:{port}: {exc}", ErrorCode.NETWORK_EXCEPTION
@@ -158,10 +203,51 @@ class BrokerConnection:
             conn.api_versions = {
                 a.api_key: (a.min_version, a.max_version) for a in versions.api_keys
             }
+            if config.uses_sasl:
+                await conn._authenticate(config)
         except BaseException:
             await conn.close()
             raise
         return conn
+
+    async def _authenticate(self, config: ClientConfig) -> None:
+        """SaslHandshake v1 then SaslAuthenticate round trips (KIP-43, KIP-152)."""
+        mechanism, timeout = config.sasl_mechanism, config.request_timeout_s
+        handshake = await self.call(
+            ApiKey.SASL_HANDSHAKE,
+            1,
+            request_class(ApiKey.SASL_HANDSHAKE)(mechanism=mechanism),
+            timeout,
+        )
+        if handshake.error_code:
+            raise KafkaClientError(
+                f"SASL mechanism {mechanism} is not enabled on the broker "
+                f"(it offers {', '.join(handshake.mechanisms) or 'none'})",
+                handshake.error_code,
+            )
+
+        async def exchange(auth_bytes: bytes) -> bytes:
+            request = request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=auth_bytes)
+            response = await self.call(
+                ApiKey.SASL_AUTHENTICATE, self.version(ApiKey.SASL_AUTHENTICATE), request, timeout
+            )
+            if response.error_code:
+                raise KafkaClientError(
+                    f"Authentication failed: {error_text(response.error_code, response.error_message)}",
+                    response.error_code,
+                )
+            return bytes(response.auth_bytes or b"")
+
+        if mechanism == "PLAIN":
+            await exchange(plain_initial_response(config.sasl_username, config.sasl_password))
+            return
+        scram = ScramClient(mechanism, config.sasl_username, config.sasl_password)
+        try:
+            server_first = await exchange(scram.first_message())
+            server_final = await exchange(scram.final_message(server_first))
+            scram.verify_server_final(server_final)
+        except ScramError as exc:
+            raise KafkaClientError(str(exc), ErrorCode.SASL_AUTHENTICATION_FAILED) from None
 
     def version(self, api_key: ApiKey) -> int:
         """The version to send: our cap, lowered to what the broker serves."""

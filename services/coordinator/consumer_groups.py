@@ -1,0 +1,763 @@
+"""The KIP-848 consumer group protocol for the groups of one shard: Kafka's rules, sans-io.
+
+:class:`ConsumerGroups` is driven by the shard's task exactly like the classic side
+(:mod:`odradek.coordinator.shard`, which owns it as ``GroupShard.consumer``): it shares
+the shard's :class:`~odradek.coordinator.shard.Scheduler` (session and rebalance
+timers) and its ``on_write`` (records for ``__consumer_offsets``). A heartbeat answers
+only once the records it produced are durable, as Kafka's coordinator does.
+
+One heartbeat (Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``): validate the
+request, join/update/leave the member, bump the group epoch when membership, a
+subscription or the subscribed topics' partitions changed, recompute the target
+assignment with the chosen server assignor when the assignment epoch is behind, move
+the member towards its target (:mod:`odradek.coordinator.reconciliation`), persist what
+changed with Kafka's record types (:mod:`odradek.consumer_offsets.consumer_group_records`)
+and answer with the member epoch and, when it changed, the assignment.
+
+Deviations: regular expressions are Python's ``re`` (Kafka uses RE2/J; the syntax of
+common patterns is the same) and are resolved on each heartbeat instead of in the
+background; a member whose epoch is behind because a response was lost is accepted
+when its previous epoch matches, whether or not it reported its partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from odradek.consumer_offsets import consumer_group_records as rec
+from odradek.coordinator.assignors import ASSIGNORS, AssignmentSpec
+from odradek.coordinator.consumer_group import (
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    normalized,
+)
+from odradek.coordinator.reconciliation import MemberAssignment, reconcile
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.coordinator.shard import GroupConfig, Scheduler, StoreWrite
+
+log = logging.getLogger(__name__)
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+# Current topics: name -> (topic id, partition count); internal topics left out.
+TopicView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
+Record = tuple[bytes, bytes | None]
+
+
+@dataclass(slots=True)
+class ConsumerHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    error: int
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+@dataclass(slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    assignment: Assignment
+    target_assignment: Assignment
+
+
+@dataclass(slots=True)
+class ConsumerGroupDescription:
+    group_id: str
+    error: int
+    message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: list[DescribedConsumerMember] = field(default_factory=list)
+
+
+def _fail(error: int, message: str, member_id: str | None = None) -> HeartbeatResult:
+    return HeartbeatResult(error, message, member_id=member_id)
+
+
+class ConsumerGroups:
+    def __init__(
+        self,
+        config: GroupConfig,
+        scheduler: Scheduler,
+        on_write: Callable[[StoreWrite], None],
+        topics: TopicView,
+    ) -> None:
+        self.config = config
+        self.scheduler = scheduler
+        self.on_write = on_write
+        self.topics = topics
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.heartbeats = 0
+
+    # -- heartbeat --------------------------------------------------------------------------
+    def heartbeat(
+        self,
+        req: ConsumerHeartbeat,
+        respond: Callable[[HeartbeatResult], None],
+        classic_busy: Callable[[str], bool],
+    ) -> None:
+        self.heartbeats += 1
+        error = self._validate(req)
+        if error is not None:
+            respond(error)
+            return
+        records: list[Record] = []
+        result = self._heartbeat(req, records, classic_busy)
+        if result.error or not records:
+            respond(result)
+            return
+        from odradek.coordinator.shard import StoreWrite
+
+        def done(code: int) -> None:
+            respond(result if not code else _fail(code, "could not store the group state"))
+
+        self.on_write(StoreWrite(req.group_id, None, done, records=records))
+
+    def _validate(self, req: ConsumerHeartbeat) -> HeartbeatResult | None:
+        if not req.group_id:
+            return _fail(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        if req.instance_id == "":
+            return _fail(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+        if req.rack_id == "":
+            return _fail(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                return _fail(
+                    ErrorCode.INVALID_REQUEST,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
+            if req.topic_partitions:
+                return _fail(
+                    ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+                )
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                return _fail(
+                    ErrorCode.INVALID_REQUEST,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
+        elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                return _fail(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
+        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return _fail(ErrorCode.INVALID_REQUEST, f"MemberEpoch is invalid: {req.member_epoch}")
+        if req.member_epoch != 0 and not req.member_id:
+            return _fail(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if req.server_assignor is not None and req.server_assignor not in self._assignors():
+            return _fail(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                + ", ".join(self._assignors()),
+            )
+        if req.subscribed_topic_regex is not None:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as exc:
+                return _fail(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid "
+                    f"regular expression: {exc}.",
+                )
+        return None
+
+    def _assignors(self) -> list[str]:
+        return [a for a in self.config.consumer_assignors if a in ASSIGNORS] or ["uniform"]
+
+    def _heartbeat(
+        self, req: ConsumerHeartbeat, records: list[Record], classic_busy: Callable[[str], bool]
+    ) -> HeartbeatResult:
+        group = self.groups.get(req.group_id)
+        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(group, req, records)
+        if group is None:
+            if req.member_epoch != 0:
+                return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
+            if classic_busy(req.group_id):
+                return _fail(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
+                )
+            group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
+        topics = self.topics()
+        bump = False
+        if req.member_epoch == 0:
+            joined = self._join(group, req, records)
+            if isinstance(joined, HeartbeatResult):
+                return joined
+            member, bump = joined
+        else:
+            found = group.members.get(req.member_id)
+            if found is None or found.departed:
+                return _fail(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {req.group_id}.",
+                )
+            member = found
+            if req.member_epoch > member.member_epoch or (
+                req.member_epoch < member.member_epoch
+                and req.member_epoch != member.previous_member_epoch
+            ):
+                return _fail(
+                    ErrorCode.FENCED_MEMBER_EPOCH,
+                    f"The consumer group member has a greater member epoch ({member.member_epoch})"
+                    f" than the one known by the client ({req.member_epoch})."
+                    if req.member_epoch < member.member_epoch
+                    else f"The consumer group member has a smaller member epoch "
+                    f"({member.member_epoch}) than the one known by the client ({req.member_epoch}).",
+                    req.member_id,
+                )
+            bump = self._update_member(member, req)
+            if bump:
+                records.append(self._member_record(group, member))
+        # Subscribed topics' metadata: a topic created, deleted or grown bumps the epoch.
+        # Recomputed only when the subscriptions or the topic view changed (the view
+        # is one object per metadata snapshot).
+        if bump or group.topics_seen is not topics:
+            metadata = self._subscription_metadata(group, topics)
+            group.topics_seen = topics
+            if bump or metadata != group.subscription_metadata:
+                group.subscription_metadata = metadata
+                group.group_epoch += 1
+                records.append(self._epoch_record(group))
+        if group.assignment_epoch < group.group_epoch:
+            self._compute_target(group, records)
+        before = (member.member_epoch, member.assigned)
+        self._reconcile(group, member, req.topic_partitions, records)
+        self._schedule_session(group, member)
+        send = req.member_epoch == 0 or (member.member_epoch, member.assigned) != before
+        if req.topic_partitions is not None and normalized(req.topic_partitions) != member.assigned:
+            send = True
+        return HeartbeatResult(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=dict(member.assigned) if send else None,
+        )
+
+    def _join(
+        self, group: ConsumerGroup, req: ConsumerHeartbeat, records: list[Record]
+    ) -> HeartbeatResult | tuple[ConsumerGroupMember, bool]:
+        member_id = req.member_id or str(uuid.uuid4())
+        if req.instance_id is not None:
+            old_id = group.static_members.get(req.instance_id)
+            old = group.members.get(old_id) if old_id is not None else None
+            if old is not None and old.member_id != member_id and not old.departed:
+                return _fail(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {old.member_id} with instance id {req.instance_id} is "
+                    "still in use.",
+                )
+            if old is not None and old.member_id != member_id:
+                # A static member back under a new id takes over its predecessor's
+                # epoch and assignment: no rebalance (KIP-345 for KIP-848).
+                target = group.target.get(old.member_id, {})
+                group.remove(old.member_id)
+                self.scheduler.cancel(self._session_key(group, old.member_id))
+                self.scheduler.cancel(self._revoke_key(group, old.member_id))
+                records.extend(self._member_tombstones(group, old.member_id))
+                old.member_id = member_id
+                old.departed = False
+                group.add(old)
+                group.target[member_id] = target
+                changed = self._update_member(old, req)
+                records.append(self._member_record(group, old))
+                records.append(self._target_record(group, member_id, target))
+                records.append(self._current_record(group, old))
+                return old, changed
+        existing = group.members.get(member_id)
+        if existing is None and len(group.members) >= self.config.consumer_max_size:
+            return _fail(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.config.consumer_max_size} members.",
+            )
+        if existing is not None:
+            # Re-joining with epoch 0: it gave up everything it had.
+            existing.member_epoch = 0
+            existing.previous_member_epoch = 0
+            existing.state = MemberState.STABLE
+            existing.assigned = {}
+            existing.pending_revocation = {}
+            existing.departed = False
+            self._update_member(existing, req)
+            records.append(self._member_record(group, existing))
+            records.append(self._current_record(group, existing))
+            return existing, True
+        member = ConsumerGroupMember(
+            member_id=member_id,
+            instance_id=req.instance_id,
+            rack_id=req.rack_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            subscribed_topic_names=sorted(set(req.subscribed_topic_names or [])),
+            subscribed_topic_regex=req.subscribed_topic_regex or None,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            server_assignor=req.server_assignor,
+        )
+        group.add(member)
+        records.append(self._member_record(group, member))
+        return member, True
+
+    @staticmethod
+    def _update_member(member: ConsumerGroupMember, req: ConsumerHeartbeat) -> bool:
+        """Apply the request's non-null fields; True when the subscription changed."""
+        changed = False
+        if req.subscribed_topic_names is not None:
+            names = sorted(set(req.subscribed_topic_names))
+            changed |= names != member.subscribed_topic_names
+            member.subscribed_topic_names = names
+        if req.subscribed_topic_regex is not None:
+            regex = req.subscribed_topic_regex or None
+            changed |= regex != member.subscribed_topic_regex
+            member.subscribed_topic_regex = regex
+        if req.server_assignor is not None:
+            changed |= req.server_assignor != member.server_assignor
+            member.server_assignor = req.server_assignor
+        if req.rack_id is not None:
+            member.rack_id = req.rack_id
+        if req.rebalance_timeout_ms > 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.client_id:
+            member.client_id = req.client_id
+        if req.client_host:
+            member.client_host = req.client_host
+        return changed
+
+    def _leave(
+        self, group: ConsumerGroup | None, req: ConsumerHeartbeat, records: list[Record]
+    ) -> HeartbeatResult:
+        member_id = req.member_id
+        if group is None:
+            return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
+        member = group.members.get(member_id)
+        if member is None and req.instance_id is not None:
+            static_id = group.static_members.get(req.instance_id)
+            member = group.members.get(static_id) if static_id is not None else None
+        if member is None:
+            return _fail(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {req.group_id}.",
+            )
+        if req.instance_id is not None and member.instance_id != req.instance_id:
+            return _fail(ErrorCode.FENCED_INSTANCE_ID, "InstanceId does not match the member.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # Temporary departure: keep the assignment for the instance's return
+            # until the session times out.
+            member.departed = True
+            self._schedule_session(group, member)
+            return HeartbeatResult(
+                ErrorCode.NONE, member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            )
+        self._remove_member(group, member, records)
+        return HeartbeatResult(
+            ErrorCode.NONE, member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH
+        )
+
+    def _remove_member(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, records: list[Record]
+    ) -> None:
+        group.remove(member.member_id)
+        self.scheduler.cancel(self._session_key(group, member.member_id))
+        self.scheduler.cancel(self._revoke_key(group, member.member_id))
+        records.extend(self._member_tombstones(group, member.member_id))
+        topics = self.topics()
+        group.subscription_metadata = self._subscription_metadata(group, topics)
+        group.topics_seen = topics
+        group.group_epoch += 1
+        records.append(self._epoch_record(group))
+        if group.members:
+            self._compute_target(group, records)
+
+    # -- subscriptions and the target assignment -------------------------------------------
+    def _subscribed_topics(
+        self, member: ConsumerGroupMember, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> set[str]:
+        names = {t for t in member.subscribed_topic_names if t in topics}
+        pattern = member.compiled_regex()
+        if pattern is not None:
+            names.update(t for t in topics if pattern.fullmatch(t))
+        return names
+
+    def _subscription_metadata(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> dict[str, tuple[uuid.UUID, int]]:
+        names: set[str] = set()
+        for m in group.members.values():
+            names |= self._subscribed_topics(m, topics)
+        return {n: topics[n] for n in sorted(names)}
+
+    def _choose_assignor(self, group: ConsumerGroup) -> str:
+        allowed = self._assignors()
+        votes = Counter(
+            m.server_assignor for m in group.members.values() if m.server_assignor in allowed
+        )
+        if not votes:
+            return allowed[0]
+        best = max(votes.values())
+        return next(a for a in sorted(votes) if votes[a] == best)
+
+    def _compute_target(self, group: ConsumerGroup, records: list[Record]) -> None:
+        topics = self.topics()
+        name = self._choose_assignor(group)
+        spec = AssignmentSpec(
+            subscriptions={
+                m.member_id: frozenset(topics[t][0] for t in self._subscribed_topics(m, topics))
+                for m in group.members.values()
+            },
+            partitions={tid: n for tid, n in topics.values()},
+            current=group.target,
+        )
+        target = ASSIGNORS[name](spec)
+        group.assignor_name = name
+        for member_id, assignment in target.items():
+            assignment = normalized(assignment)
+            if group.target.get(member_id) != assignment:
+                group.target[member_id] = assignment
+                records.append(self._target_record(group, member_id, assignment))
+        group.assignment_epoch = group.group_epoch
+        records.append(
+            (
+                rec.encode_key(
+                    rec.ConsumerGroupKey(
+                        rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.group_id
+                    )
+                ),
+                rec.encode_value(
+                    rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.assignment_epoch
+                ),
+            )
+        )
+
+    def _reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        reported: Assignment | None,
+        records: list[Record],
+    ) -> None:
+        if (
+            member.state is MemberState.STABLE
+            and member.member_epoch == group.assignment_epoch
+            and not member.pending_revocation
+        ):
+            return  # nothing to move (the common heartbeat)
+        owned_by_others = set(group.owner_map(excluding=member.member_id))
+        current = MemberAssignment(
+            member.member_epoch,
+            member.previous_member_epoch,
+            member.state,
+            member.assigned,
+            member.pending_revocation,
+        )
+        target = group.target.get(member.member_id, {})
+        nxt = reconcile(
+            current,
+            group.assignment_epoch,
+            target,
+            owned_by_others,
+            normalized(reported) if reported is not None else None,
+        )
+        if nxt == current:
+            return
+        was_revoking = member.state is MemberState.UNREVOKED_PARTITIONS
+        member.member_epoch = nxt.member_epoch
+        member.previous_member_epoch = nxt.previous_member_epoch
+        member.state = nxt.state
+        member.assigned = nxt.assigned
+        member.pending_revocation = nxt.pending_revocation
+        if member.state is MemberState.UNREVOKED_PARTITIONS and not was_revoking:
+            self._schedule_revoke(group, member)
+        elif member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self.scheduler.cancel(self._revoke_key(group, member.member_id))
+        records.append(self._current_record(group, member))
+
+    # -- timers -----------------------------------------------------------------------------
+    @staticmethod
+    def _session_key(group: ConsumerGroup, member_id: str) -> Hashable:
+        return ("consumer-session", group.group_id, member_id)
+
+    @staticmethod
+    def _revoke_key(group: ConsumerGroup, member_id: str) -> Hashable:
+        return ("consumer-revoke", group.group_id, member_id)
+
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        member_id = member.member_id
+        self.scheduler.schedule(
+            self._session_key(group, member_id),
+            self.config.consumer_session_timeout_ms,
+            lambda: self._expire(group, member_id, "session timeout"),
+        )
+
+    def _schedule_revoke(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        member_id = member.member_id
+        self.scheduler.schedule(
+            self._revoke_key(group, member_id),
+            member.rebalance_timeout_ms,
+            lambda: self._expire(group, member_id, "rebalance timeout while revoking"),
+        )
+
+    def _expire(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        live = self.groups.get(group.group_id)
+        if live is None or live.deleted or id(live) != id(group):
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        log.info("member %s of consumer group %s fenced: %s", member_id, group.group_id, why)
+        records: list[Record] = []
+        self._remove_member(group, member, records)
+        self._write(group, records)
+
+    def _write(self, group: ConsumerGroup, records: list[Record]) -> None:
+        from odradek.coordinator.shard import StoreWrite
+
+        if records:
+            self.on_write(StoreWrite(group.group_id, None, lambda _e: None, records=records))
+
+    # -- topics changed ---------------------------------------------------------------------
+    def topics_changed(self) -> None:
+        """Topic created, deleted or grown: groups whose subscribed topics changed get a
+        new group epoch and target now (members pick it up on their next heartbeat)."""
+        topics = self.topics()
+        for group in list(self.groups.values()):
+            if not group.members:
+                continue
+            metadata = self._subscription_metadata(group, topics)
+            if metadata == group.subscription_metadata:
+                continue
+            records: list[Record] = []
+            group.subscription_metadata = metadata
+            group.topics_seen = topics
+            group.group_epoch += 1
+            records.append(self._epoch_record(group))
+            self._compute_target(group, records)
+            self._write(group, records)
+
+    # -- records ----------------------------------------------------------------------------
+    @staticmethod
+    def _epoch_record(group: ConsumerGroup) -> Record:
+        key = rec.ConsumerGroupKey(rec.CONSUMER_GROUP_METADATA, group.group_id)
+        return rec.encode_key(key), rec.encode_value(rec.CONSUMER_GROUP_METADATA, group.group_epoch)
+
+    @staticmethod
+    def _member_record(group: ConsumerGroup, m: ConsumerGroupMember) -> Record:
+        key = rec.ConsumerGroupKey(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, m.member_id)
+        value = rec.MemberMetadataValue(
+            instance_id=m.instance_id,
+            rack_id=m.rack_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            subscribed_topic_names=list(m.subscribed_topic_names),
+            subscribed_topic_regex=m.subscribed_topic_regex,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            server_assignor=m.server_assignor,
+        )
+        return rec.encode_key(key), rec.encode_value(rec.CONSUMER_GROUP_MEMBER_METADATA, value)
+
+    @staticmethod
+    def _target_record(group: ConsumerGroup, member_id: str, assignment: Assignment) -> Record:
+        key = rec.ConsumerGroupKey(
+            rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, member_id
+        )
+        return rec.encode_key(key), rec.encode_value(
+            rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, dict(assignment)
+        )
+
+    @staticmethod
+    def _current_record(group: ConsumerGroup, m: ConsumerGroupMember) -> Record:
+        key = rec.ConsumerGroupKey(
+            rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, m.member_id
+        )
+        value = rec.CurrentAssignmentValue(
+            m.member_epoch,
+            m.previous_member_epoch,
+            int(m.state),
+            dict(m.assigned),
+            dict(m.pending_revocation),
+        )
+        return rec.encode_key(key), rec.encode_value(
+            rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, value
+        )
+
+    @staticmethod
+    def _member_tombstones(group: ConsumerGroup, member_id: str) -> list[Record]:
+        # Kafka's order: current assignment, target assignment, then the member.
+        return [
+            (rec.encode_key(rec.ConsumerGroupKey(t, group.group_id, member_id)), None)
+            for t in (
+                rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                rec.CONSUMER_GROUP_MEMBER_METADATA,
+            )
+        ]
+
+    def group_tombstones(self, group_id: str) -> list[Record]:
+        return [
+            (rec.encode_key(rec.ConsumerGroupKey(t, group_id)), None)
+            for t in (rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, rec.CONSUMER_GROUP_METADATA)
+        ]
+
+    # -- loading ----------------------------------------------------------------------------
+    def load(self, records: Iterable[tuple[bytes, bytes]]) -> None:
+        """Rebuild groups from the latest record of every key (what compaction keeps)."""
+        for key_bytes, value_bytes in records:
+            key = rec.decode_key(key_bytes)
+            value = rec.decode_value(key.record_type, value_bytes)
+            group = self.groups.get(key.group)
+            if group is None:
+                group = self.groups[key.group] = ConsumerGroup(key.group)
+            t = key.record_type
+            if t == rec.CONSUMER_GROUP_METADATA and isinstance(value, int):
+                group.group_epoch = value
+            elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA and isinstance(value, int):
+                group.assignment_epoch = value
+            elif t == rec.CONSUMER_GROUP_MEMBER_METADATA and isinstance(
+                value, rec.MemberMetadataValue
+            ):
+                member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+                member.instance_id = value.instance_id
+                member.rack_id = value.rack_id
+                member.client_id = value.client_id
+                member.client_host = value.client_host
+                member.subscribed_topic_names = list(value.subscribed_topic_names)
+                member.subscribed_topic_regex = value.subscribed_topic_regex
+                member.rebalance_timeout_ms = value.rebalance_timeout_ms
+                member.server_assignor = value.server_assignor
+                group.add(member)
+            elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and isinstance(value, dict):
+                group.target[key.member_id] = normalized(value)
+            elif t == rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT and isinstance(
+                value, rec.CurrentAssignmentValue
+            ):
+                member = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+                member.member_epoch = value.member_epoch
+                member.previous_member_epoch = value.previous_member_epoch
+                member.state = (
+                    MemberState(value.state) if value.state in (0, 1, 2) else MemberState.UNKNOWN
+                )
+                member.assigned = normalized(value.assigned)
+                member.pending_revocation = normalized(value.pending_revocation)
+                group.members.setdefault(member.member_id, member)
+        topics = self.topics()
+        for group in self.groups.values():
+            # Targets of members that are gone are not kept.
+            for member_id in [m for m in group.target if m not in group.members]:
+                del group.target[member_id]
+            group.subscription_metadata = self._subscription_metadata(group, topics)
+            group.assignor_name = self._choose_assignor(group) if group.members else ""
+            for member in group.members.values():
+                self._schedule_session(group, member)
+
+    def unload(self) -> None:
+        for group in self.groups.values():
+            for member_id in group.members:
+                self.scheduler.cancel(self._session_key(group, member_id))
+                self.scheduler.cancel(self._revoke_key(group, member_id))
+        self.groups.clear()
+
+    # -- describe, list, delete, offsets ---------------------------------------------------
+    def describe(self, group_id: str) -> ConsumerGroupDescription:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ConsumerGroupDescription(
+                group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            )
+        return ConsumerGroupDescription(
+            group_id,
+            ErrorCode.NONE,
+            state=group.state(),
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=group.assignor_name,
+            members=[
+                DescribedConsumerMember(
+                    m.member_id,
+                    m.instance_id,
+                    m.rack_id,
+                    m.member_epoch,
+                    m.client_id,
+                    m.client_host,
+                    list(m.subscribed_topic_names),
+                    m.subscribed_topic_regex,
+                    dict(m.assigned),
+                    dict(group.target.get(m.member_id, {})),
+                )
+                for m in group.members.values()
+            ],
+        )
+
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> int:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit`` (OffsetCommit v9+ semantics):
+        a commit without member id and epoch is an admin commit; else the member must
+        exist and the epoch must be its current one."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not member_id:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch > member.member_epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if member_epoch < member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        self._schedule_session(group, member)
+        return ErrorCode.NONE
+
+    def validate_offset_fetch(self, group_id: str, member_id: str, member_epoch: int) -> int:
+        """Kafka's ``ConsumerGroup.validateOffsetFetch`` (OffsetFetch v9+): checked only
+        for consumer groups and only when the request names a member."""
+        group = self.groups.get(group_id)
+        if group is None or (member_epoch < 0 and not member_id):
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def deletable(self, group_id: str) -> int:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        group = self.groups.get(group_id)
+        return set(group.subscription_metadata) if group is not None else set()

@@ -1,0 +1,100 @@
+"""``odradek up`` killed with SIGKILL takes its services with it (no orphans holding
+ports), and two storage processes can never share a log directory (``.lock``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.waiting import wait_until
+
+from odradek.parent_watch import launcher_env, watch_parent
+from odradek.tools.launcher import Cluster
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); its state says it is gone.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.timeout(180)
+def test_sigkill_of_odradek_up_stops_every_service(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    log = open(tmp_path / "up.log", "wb")
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "odradek",
+            "up",
+            "--data-dir",
+            str(data),
+            "--port",
+            "0",
+            "--no-console",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pids: list[int] = []
+    try:
+        cluster_file = data / "cluster.json"
+        wait_until(
+            lambda: cluster_file.exists() or launcher.poll() is not None,
+            "cluster.json",
+            timeout=120,
+        )
+        assert launcher.poll() is None, (tmp_path / "up.log").read_text()
+        info = json.loads(cluster_file.read_text())
+        pids = [s["pid"] for s in info["services"]]
+        assert len(pids) >= 5 and all(_alive(p) for p in pids)
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(10)
+        wait_until(lambda: not any(_alive(p) for p in pids), "services gone", timeout=60)
+    finally:
+        log.close()
+        if launcher.poll() is None:
+            launcher.kill()
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_a_service_refuses_to_start_once_its_launcher_is_gone() -> None:
+    env = launcher_env(os.getppid() + 10_000_000, from_main_thread=False)
+    with pytest.raises(SystemExit):
+        watch_parent(env)
+    assert watch_parent({}) is None
+
+
+@pytest.mark.timeout(120)
+def test_second_storage_process_on_a_log_dir_fails_at_start(cluster: Cluster) -> None:
+    """Kafka's ``.lock``: the first storage node holds its directory; a second process
+    started on it (same node id, as a mistaken restart would be) exits with a clear error."""
+    storage = next(s for s in cluster.services if s.spec.kind == "storage")
+    settings = dict(storage.spec.settings)
+    settings["grpc.listener"] = "127.0.0.1:0"
+    cmd = [sys.executable, "-m", "odradek.storage"]
+    for key, value in settings.items():
+        if key not in ("metrics.port",):
+            cmd += ["--set", f"{key}={value}"]
+    proc = subprocess.run(cmd, capture_output=True, timeout=100, stdin=subprocess.DEVNULL)
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode != 0
+    # One line says what is wrong (no traceback of ours to read through).
+    assert "odradek.storage: Failed to acquire lock on file .lock in" in err, err[-2000:]
+    assert storage.process.poll() is None  # the first one is untouched
