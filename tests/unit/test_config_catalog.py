@@ -147,6 +147,27 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "queued.max.requests": "500",
     "queued.max.request.bytes": "-1",
     "connections.max.idle.ms": "600000",
+    # security (SocketServerConfigs, BrokerSecurityConfigs, StandardAuthorizer)
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
+    "listener.security.protocol.map": "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,"
+    "SASL_PLAINTEXT:SASL_PLAINTEXT",
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.keystore.key": None,
+    "ssl.key.password": None,
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": None,
+    "ssl.truststore.certificates": None,
+    "ssl.client.auth": "none",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "authorizer.class.name": "",
+    "super.users": None,
+    "allow.everyone.if.no.acl.found": "false",
     "request.timeout.ms": "30000",
     # KRaftConfigs (node.id's -1 means "not set")
     "node.id": None,
@@ -156,6 +177,9 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
 
 # Kafka-named settings whose Odradek default differs on purpose (see each note).
 DEVIATIONS = {
+    "sasl.enabled.mechanisms",
+    "ssl.keystore.type",
+    "ssl.truststore.type",
     "log.dirs",
     "listeners",
     "queued.max.request.bytes",

@@ -146,13 +146,13 @@ GATEWAY_CONFIGS = Catalog(
         ConfigDef(
             "max.connections.per.ip.overrides",
             _STRING,
-            None,
+            "",
             "Per-address exceptions to max.connections.per.ip: host:count,host:count.",
         ),
         ConfigDef(
             "listener.security.protocol.map",
             _STRING,
-            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
             "Listener name to security protocol (docs/security.md).",
         ),
         ConfigDef(
@@ -234,7 +234,7 @@ GATEWAY_CONFIGS = Catalog(
         ConfigDef(
             "authorizer.class.name",
             _STRING,
-            None,
+            "",
             "Any value turns the ACL authorizer on (Odradek has one, with "
             "StandardAuthorizer's rules); unset: every request is allowed.",
         ),
