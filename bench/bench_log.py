@@ -23,8 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
+from bench.batches import plain_builder
 from odradek.log.log import PartitionLog
 from odradek.topic_config import LogConfig
 
@@ -33,15 +32,7 @@ MIB = 1 << 20
 
 def _batch(total: int, value_size: int) -> bytearray:
     """One uncompressed v2 batch of about ``total`` bytes."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=total * 2,
-    )
+    builder = plain_builder(total * 2)
     value = os.urandom(value_size)
     now = int(time.time() * 1000)
     for i in range(max(1, (total - 61) // (value_size + 12))):

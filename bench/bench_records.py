@@ -12,21 +12,13 @@ import timeit
 from collections.abc import Callable
 
 import crc32c
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from bench.batches import plain_builder
 from odradek.records.batch import assign_offsets, validate_v2_batches
 
 
 def _batch(target_bytes: int, value_size: int = 1000) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=target_bytes * 2,
-    )
+    builder = plain_builder(target_bytes * 2)
     value = b"x" * value_size
     offset = 0
     while builder.size() < target_bytes - value_size - 100:

@@ -51,6 +51,8 @@ class NodeInfo:
     advertised_host: str = ""
     # Gateways: storage node id -> broker port (common.proto ``Node.broker_ports``).
     broker_ports: dict[int, int] = field(default_factory=dict)
+    # Storage nodes: the data link port (common.proto ``Node.data_port``).
+    data_port: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +67,7 @@ class NodeInfo:
             "incarnation": self.incarnation,
             "advertised_host": self.advertised_host,
             "broker_ports": {str(k): v for k, v in sorted(self.broker_ports.items())},
+            "data_port": self.data_port,
         }
 
     @classmethod
@@ -81,6 +84,7 @@ class NodeInfo:
             incarnation=int(obj.get("incarnation", 0)),
             advertised_host=obj.get("advertised_host", ""),
             broker_ports={int(k): int(v) for k, v in (obj.get("broker_ports") or {}).items()},
+            data_port=int(obj.get("data_port", 0)),
         )
 
 

@@ -390,6 +390,7 @@ class ClusterModel:
             incarnation=self.last_incarnation,
             advertised_host=node.advertised_host,
             broker_ports=dict(node.broker_ports),
+            data_port=node.data_port,
         )
         self.nodes[node.node_id] = registered
         self._mark_node(node.node_id)

@@ -88,6 +88,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             rack=n.rack,
             advertised_host=n.advertised_host,
             broker_ports=dict(n.broker_ports),
+            data_port=n.data_port,
         )
         try:
             registered = await self.controller.register_node(node, session=request.incarnation)

@@ -23,6 +23,7 @@ def node_proto(node: NodeInfo) -> common_pb2.Node:
         incarnation=node.incarnation,
         advertised_host=node.advertised_host,
         broker_ports=node.broker_ports,
+        data_port=node.data_port,
     )
 
 

@@ -6,13 +6,12 @@ shard that moved away simply stops contributing; rebalances are a plain counter.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY, Counter
+from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+
+from odradek.scrape_collector import ScrapeTimeCollector
 
 if TYPE_CHECKING:
     from odradek.coordinator.service import CoordinatorService
@@ -25,45 +24,34 @@ REBALANCES = Counter(
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
 
-class _GroupCollector(Collector):
-    def __init__(self) -> None:
-        self.services: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        groups = GaugeMetricFamily(
-            "odradek_coordinator_groups", "Consumer groups by state.", labels=["state"]
-        )
-        members = GaugeMetricFamily(
-            "odradek_coordinator_members", "Members of the groups this coordinator owns."
-        )
-        shards = GaugeMetricFamily(
-            "odradek_coordinator_shards", "Owned shards by status.", labels=["status"]
-        )
-        by_state = dict.fromkeys(STATES, 0)
-        member_count = 0
-        by_status = {"loading": 0, "active": 0}
-        for service in list(self.services):
-            for runtime in list(service.runtimes.values()):
-                status = runtime.status.value
-                if status in by_status:
-                    by_status[status] += 1
-                counts, n = runtime.shard.counts()
-                member_count += n
-                for state, count in counts.items():
-                    by_state[state] = by_state.get(state, 0) + count
-        for state, count in by_state.items():
-            groups.add_metric([state], count)
-        members.add_metric([], member_count)
-        for status, count in by_status.items():
-            shards.add_metric([status], count)
-        yield groups
-        yield members
-        yield shards
+def _families(services: list[CoordinatorService]) -> list[GaugeMetricFamily]:
+    groups = GaugeMetricFamily(
+        "odradek_coordinator_groups", "Consumer groups by state.", labels=["state"]
+    )
+    members = GaugeMetricFamily(
+        "odradek_coordinator_members", "Members of the groups this coordinator owns."
+    )
+    shards = GaugeMetricFamily(
+        "odradek_coordinator_shards", "Owned shards by status.", labels=["status"]
+    )
+    by_state = dict.fromkeys(STATES, 0)
+    member_count = 0
+    by_status = {"loading": 0, "active": 0}
+    for service in services:
+        for runtime in list(service.runtimes.values()):
+            status = runtime.status.value
+            if status in by_status:
+                by_status[status] += 1
+            counts, n = runtime.shard.counts()
+            member_count += n
+            for state, count in counts.items():
+                by_state[state] = by_state.get(state, 0) + count
+    for state, count in by_state.items():
+        groups.add_metric([state], count)
+    members.add_metric([], member_count)
+    for status, count in by_status.items():
+        shards.add_metric([status], count)
+    return [groups, members, shards]
 
 
-_COLLECTOR = _GroupCollector()
-REGISTRY.register(_COLLECTOR)
-
-
-def register(service: CoordinatorService) -> None:
-    _COLLECTOR.services.add(service)
+register = ScrapeTimeCollector(_families).register

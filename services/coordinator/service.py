@@ -21,26 +21,23 @@ Kafka's default.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from typing import Any
 
+from odradek.cluster_member import ClusterMember
 from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.coordinator import COORDINATOR_CONFIGS
 from odradek.consumer_offsets.group_proto import group_from_proto, group_to_proto
-from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.coordinator import metrics
 from odradek.coordinator.runtime import ShardRuntime, ShardStatus
 from odradek.coordinator.servicer import CoordinatorServicer
 from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
 from odradek.group_shard import coordinator_of, shard_of
-from odradek.metadata_cache import MetadataCache, Snapshot
-from odradek.metrics import MetricsServer
+from odradek.metadata_cache import Snapshot
 from odradek.offset_store_client import OffsetStoreClient
-from odradek.rpc.server import RpcServer
-from odradek.rpc.v1 import common_pb2, controller_pb2, coordinator_pb2_grpc, offsets_pb2
+from odradek.rpc.v1 import common_pb2, coordinator_pb2_grpc, offsets_pb2
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +63,13 @@ def _group_default(name: str) -> int:
     return catalog.int(name)
 
 
-class CoordinatorService:
+class CoordinatorService(ClusterMember):
     name = "coordinator"
 
     def __init__(self, config: Config) -> None:
-        self.config = config
-        self.node_id = COORDINATOR_CONFIGS.read_int(config, "node.id")
-        host, _, port = config.str("grpc.listener").rpartition(":")
-        self.host = host or "127.0.0.1"
-        self.rpc = RpcServer(self.host, int(port or 0))
-        self.metrics_server = MetricsServer(
-            self.host, COORDINATOR_CONFIGS.read_int(config, "metrics.port")
-        )
-        self.controller = ControllerClient(config.str("controller.address"))
-        self.metadata = MetadataCache()
+        super().__init__(config, COORDINATOR_CONFIGS, common_pb2.COORDINATOR)
         self.offsets = OffsetStoreClient(self.metadata)
         self.runtimes: dict[int, ShardRuntime] = {}
-        self.membership: Membership | None = None
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[Any]] = []
         self._reconcile_lock = asyncio.Lock()
         self._topic_view: tuple[Snapshot | None, dict[str, tuple[uuid.UUID, int]]] = (None, {})
         coordinator_pb2_grpc.add_GroupCoordinatorServicer_to_server(
@@ -114,50 +99,20 @@ class CoordinatorService:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> dict[str, int]:
-        grpc_port = await self.rpc.start()
-        metrics_port = await self.metrics_server.start()
-        self.metadata.listeners.append(self._on_metadata)
-        node = common_pb2.Node(
-            node_id=self.node_id,
-            kind=common_pb2.COORDINATOR,
-            host=self.host,
-            grpc_port=grpc_port,
-            metrics_port=metrics_port,
-        )
-        self.membership, watch = await join_cluster(
-            self.controller, self.metadata, node, self._stop
-        )
-        self._tasks.append(watch)
-        await self.rpc.set_serving(live=True, ready=True)
-        self.metrics_server.ready = True
-        return {"grpc": grpc_port, "metrics": metrics_port}
+        ports = await self.join()
+        await self.serve(ready=True)
+        return ports
 
     async def stop(self) -> None:
-        await self.rpc.set_serving(live=True, ready=False)
-        self.metrics_server.ready = False
-        if self.membership is not None and self.membership.incarnation:
-            # Controlled shutdown: the controller moves our shards to other coordinators.
-            with contextlib.suppress(Exception):
-                await self.controller.call(
-                    lambda s: s.ShutdownNode,
-                    controller_pb2.ShutdownNodeRequest(
-                        node_id=self.node_id, incarnation=self.membership.incarnation
-                    ),
-                    timeout=3.0,
-                )
-        self._stop.set()
-        if self.membership is not None:
-            await self.membership.stop()
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self.serve(ready=False)
+        # Controlled shutdown: the controller moves our shards to other coordinators.
+        await self.controlled_shutdown()
+        await self.leave()
         await asyncio.gather(*(r.close() for r in list(self.runtimes.values())))
         self.runtimes.clear()
         await self.rpc.stop(1.0)
         await self.offsets.close()
-        await self.controller.close()
-        await self.metrics_server.stop()
+        await self.close_clients()
 
     # -- shard ownership --------------------------------------------------------------------
     def runtime_for(self, group_id: str) -> ShardRuntime | None:

@@ -61,8 +61,19 @@ from odradek.protocol.headers import RequestHeader, parse_request_header
 log = logging.getLogger(__name__)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
-# A handler result: framed response bytes, or None for "send nothing" (acks=0).
-Result = bytes | None
+# A handler result: framed response bytes, the frame as buffers to send in order
+# without joining them (a Fetch response's record payloads), or None for "send
+# nothing" (acks=0).
+Result = bytes | list[bytes | bytearray | memoryview] | None
+
+
+def result_size(result: bytes | list[bytes | bytearray | memoryview]) -> int:
+    """Bytes of a response, whole or as the buffers written with ``writelines``."""
+    if isinstance(result, list):
+        return sum(len(b) for b in result)
+    return len(result)
+
+
 Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[Result]]
 
 
@@ -299,7 +310,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         result = fut.result()
         if result:
-            self.queued_response_bytes += len(result)
+            self.queued_response_bytes += result_size(result)
             self._check_queued_bytes()
 
     def _check_queued_bytes(self) -> None:
@@ -346,8 +357,11 @@ class KafkaConnection(asyncio.Protocol):
                     await self.writable.wait()
                     if self.closed or self.transport is None:
                         return
-                    self.transport.write(result)
-                    self.queued_response_bytes -= len(result)
+                    if isinstance(result, list):
+                        self.transport.writelines(result)
+                    else:
+                        self.transport.write(result)
+                    self.queued_response_bytes -= result_size(result)
                     self.last_activity = time.monotonic()
                 if self.ctx.close_after_response:
                     self.close()

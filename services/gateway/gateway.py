@@ -44,6 +44,7 @@ from odradek.gateway.connection import (
     ConnectionLimits,
     ConnectionQuota,
     KafkaListener,
+    Result,
 )
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.listeners import parse_advertised, parse_listener
@@ -55,8 +56,14 @@ from odradek.protocol import policy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import build_api_versions_response
 from odradek.protocol.exceptions import ProtocolError, UnsupportedVersionError
+from odradek.protocol.fetch_response import encode_fetch_response
 from odradek.protocol.headers import RequestHeader
-from odradek.protocol.messages import decode_request, encode_response, expects_response
+from odradek.protocol.messages import (
+    FetchResponse,
+    decode_request,
+    encode_response,
+    expects_response,
+)
 from odradek.protocol.versions import SUPPORTED
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2
@@ -339,7 +346,7 @@ class Gateway:
 
     async def dispatch(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
-    ) -> bytes | None:
+    ) -> Result:
         key = header.api_key
         name, version_label = self._metric_labels(key, header.api_version)
         start = time.perf_counter()
@@ -383,6 +390,10 @@ class Gateway:
         REQUEST_SECONDS.labels(name, version_label).observe(time.perf_counter() - start)
         if response is None or not expects_response(header, request):
             return None
+        if key == ApiKey.FETCH and isinstance(response, FetchResponse):
+            parts = encode_fetch_response(header.correlation_id, header.api_version, response)
+            if parts is not None:
+                return parts  # record payloads go to the socket uncopied
         return encode_response(header, response)
 
     # -- the rest of GatewayApi (odradek.gateway.gateway_api) ------------------------------------

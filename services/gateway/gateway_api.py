@@ -14,10 +14,11 @@ test may pass anything with these members.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from odradek.controller_client import ControllerClient
+from odradek.datalink.frame import Buffer
 from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker
@@ -26,13 +27,26 @@ from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache
 from odradek.producer_id_blocks import ProducerIdBlocks
 from odradek.protocol.api_keys import ApiKey
-from odradek.rpc.v1 import storage_pb2_grpc
+from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
 
 
 class StorageStubs(Protocol):
-    """gRPC stubs to storage nodes by node id (StorageUnavailable for an unknown node)."""
+    """gRPC stubs to storage nodes by node id (StorageUnavailable for an unknown node),
+    and Produce/Fetch with the records beside the protobuf (odradek.storage_client)."""
 
     def stub(self, node_id: int) -> storage_pb2_grpc.StorageStub: ...
+
+    async def produce(
+        self,
+        node_id: int,
+        request: storage_pb2.ProduceRequest,
+        records: Sequence[Buffer],
+        timeout: float,
+    ) -> storage_pb2.ProduceResponse: ...
+
+    async def fetch(
+        self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
+    ) -> tuple[storage_pb2.FetchResponse, list[Buffer]]: ...
 
 
 class GatewayApi(Protocol):

@@ -22,20 +22,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import grpc
 
-from odradek.gateway.brokers import Broker, broker_of_partition
 from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.coordinator_routing import CoordinatorRouting
 from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, shard_of
-from odradek.metadata_cache import MetadataCache
 from odradek.offset_store_client import OffsetStoreClient
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import common_pb2, coordinator_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+Stub = coordinator_pb2_grpc.GroupCoordinatorStub
+T = TypeVar("T")
 
 # Long-polls (JoinGroup/SyncGroup) wait this much beyond what the coordinator itself
 # bounds them by, so the coordinator's answer always arrives first.
@@ -45,27 +48,17 @@ LONG_POLL_MARGIN_S = 10.0
 SYNC_BACKSTOP_S = 1800.0
 
 
-class GroupRouter:
+class GroupRouter(CoordinatorRouting):
     """One per gateway (``Gateway.groups``): channels to the coordinators and offset stores."""
 
-    def __init__(
-        self,
-        metadata: MetadataCache,
-        brokers: Callable[[], Mapping[int, Broker]],
-        request_timeout_ms: int,
-    ) -> None:
-        self.metadata = metadata
-        self._brokers = brokers
-        self.request_timeout_ms = request_timeout_ms
-        self.offsets = OffsetStoreClient(metadata)
+    internal_topic = OFFSETS_TOPIC
+
+    def _init_channels(self) -> None:
+        self.offsets = OffsetStoreClient(self.metadata)
         self._channels: dict[
             int, tuple[str, grpc.aio.Channel, coordinator_pb2_grpc.GroupCoordinatorStub]
         ] = {}
         self._retired: list[grpc.aio.Channel] = []
-
-    @property
-    def raw(self) -> common_pb2.ClusterMetadata:
-        return self.metadata.current.raw
 
     def shard(self, group_id: str) -> int:
         return shard_of(self.raw, group_id)
@@ -98,13 +91,6 @@ class GroupRouter:
         nodes = self.metadata.current.nodes_of(common_pb2.COORDINATOR)
         return [self._stub(n) for n in nodes if n.grpc_port > 0]
 
-    def coordinator_broker(self, group_id: str) -> Broker | None:
-        """The broker FindCoordinator names for the group: the leader of its
-        ``__consumer_offsets`` partition, None while that has no leader."""
-        return broker_of_partition(
-            self.metadata.current, self._brokers(), OFFSETS_TOPIC, self.shard(group_id)
-        )
-
     def available(self, group_id: str) -> bool:
         """Whether FindCoordinator may name a coordinator for the group now."""
         return (
@@ -113,16 +99,24 @@ class GroupRouter:
             and self.offsets.stub(self.shard(group_id)) is not None
         )
 
-    def listed_on(self, group_id: str, broker_id: int | None) -> bool:
-        """Whether ListGroups on ``broker_id``'s port lists the group (None, the bootstrap
-        listener, answers for the whole cluster)."""
-        if broker_id is None:
-            return True
-        broker = self.coordinator_broker(group_id)
-        return broker is not None and broker.node_id == broker_id
-
     def group_timeout_s(self) -> float:
-        return self.request_timeout_ms / 1000.0 + 5.0
+        return self.timeout_s
+
+    async def call(
+        self,
+        group_id: str,
+        method: Callable[[Stub], Callable[..., Awaitable[T]]],
+        request: object,
+    ) -> T | int:
+        """``method(stub)(request)`` on the group's coordinator (not a long poll); a Kafka
+        error code when there is none or the call fails (clients find it again)."""
+        stub = self.coordinator_stub(group_id)
+        if stub is None:
+            return ErrorCode.NOT_COORDINATOR
+        try:
+            return await method(stub)(request, timeout=self.group_timeout_s())
+        except grpc.aio.AioRpcError as exc:
+            return rpc_error(exc)
 
     async def close(self) -> None:
         for channel in [e[1] for e in self._channels.values()] + self._retired:

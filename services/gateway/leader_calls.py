@@ -54,6 +54,8 @@ def failure_code(
     gone or moved (NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata)."""
     if isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
         return timed_out
+    if isinstance(exc, TimeoutError):  # a data link call's deadline (docs/data-link.md)
+        return timed_out
     return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 

@@ -21,13 +21,12 @@ be reached becomes NOT_COORDINATOR, so clients look the coordinator up again
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import grpc
 
-from odradek.gateway.brokers import Broker, broker_of_partition
-from odradek.metadata_cache import MetadataCache
+from odradek.gateway.coordinator_routing import CoordinatorRouting
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import common_pb2, transactions_pb2_grpc
@@ -43,23 +42,13 @@ Stub = transactions_pb2_grpc.TransactionCoordinatorStub
 T = TypeVar("T")
 
 
-class TxnRouter:
+class TxnRouter(CoordinatorRouting):
     """One per gateway (``Gateway.transactions``): channels to the transaction coordinators."""
 
-    def __init__(
-        self,
-        metadata: MetadataCache,
-        brokers: Callable[[], Mapping[int, Broker]],
-        request_timeout_ms: int,
-    ) -> None:
-        self.metadata = metadata
-        self._brokers = brokers
-        self.timeout_s = request_timeout_ms / 1000.0 + 5.0
-        self._channels = NodeChannels(transactions_pb2_grpc.TransactionCoordinatorStub)
+    internal_topic = TRANSACTION_STATE_TOPIC
 
-    @property
-    def raw(self) -> common_pb2.ClusterMetadata:
-        return self.metadata.current.raw
+    def _init_channels(self) -> None:
+        self._channels = NodeChannels(transactions_pb2_grpc.TransactionCoordinatorStub)
 
     def shard(self, transactional_id: str) -> int:
         return transaction_shard_of(self.raw, transactional_id)
@@ -78,16 +67,6 @@ class TxnRouter:
         nodes = self.metadata.current.nodes_of(common_pb2.TRANSACTION_COORDINATOR)
         return [self._stub(n) for n in nodes if n.grpc_port > 0]
 
-    def coordinator_broker(self, transactional_id: str) -> Broker | None:
-        """The broker FindCoordinator names: the leader of the id's
-        ``__transaction_state`` partition, None while that has no leader."""
-        return broker_of_partition(
-            self.metadata.current,
-            self._brokers(),
-            TRANSACTION_STATE_TOPIC,
-            self.shard(transactional_id),
-        )
-
     def available(self, transactional_id: str) -> bool:
         """Whether FindCoordinator may name a coordinator for the id now."""
         if TRANSACTION_STATE_TOPIC not in self.metadata.current.topics:
@@ -96,14 +75,6 @@ class TxnRouter:
             self.coordinator_broker(transactional_id) is not None
             and self.coordinator_node(transactional_id) is not None
         )
-
-    def listed_on(self, transactional_id: str, broker_id: int | None) -> bool:
-        """Whether ListTransactions on ``broker_id``'s port lists the id (None, the
-        bootstrap listener, answers for the whole cluster)."""
-        if broker_id is None:
-            return True
-        broker = self.coordinator_broker(transactional_id)
-        return broker is not None and broker.node_id == broker_id
 
     async def call(
         self,

@@ -13,13 +13,15 @@ shard that moved away disappears from the output at once.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+
+from odradek.scrape_collector import ScrapeTimeCollector
+
+if TYPE_CHECKING:
+    from odradek.offsets.service import OffsetStoreService
 
 COMMITS = Counter("odradek_offsets_commits_total", "Offsets committed durably (one per partition).")
 APPENDS = Counter("odradek_offsets_appends_total", "Record batches appended to __consumer_offsets.")
@@ -30,52 +32,40 @@ APPEND_SECONDS = Histogram(
 )
 
 
-class _LagCollector(Collector):
-    def __init__(self) -> None:
-        self.services: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        labels = ["consumergroup", "topic", "partition"]
-        current = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset",
-            "Current offset of a consumer group at a topic/partition.",
-            labels=labels,
-        )
-        lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag",
-            "Current approximate lag of a consumer group at a topic/partition.",
-            labels=labels,
-        )
-        members = GaugeMetricFamily(
-            "kafka_consumergroup_members", "Members of a consumer group.", labels=["consumergroup"]
-        )
-        cached = GaugeMetricFamily(
-            "odradek_offsets_cached_offsets", "Committed offsets held in the cache."
-        )
-        total = 0
-        for service in list(self.services):
-            watermarks = service.high_watermarks
-            for shard in list(service.store.shards.values()):
-                cache = shard.cache
-                total += cache.count()
-                for group, topic, partition, value in cache.all_offsets():
-                    key = [group, topic, str(partition)]
-                    current.add_metric(key, value.offset)
-                    hw = watermarks.get((topic, partition))
-                    if hw is not None and value.offset >= 0:
-                        lag.add_metric(key, max(0, hw - value.offset))
-                for group, meta in cache.groups.items():
-                    members.add_metric([group], len(meta.members))
-        cached.add_metric([], total)
-        yield current
-        yield lag
-        yield members
-        yield cached
+def _families(services: list[OffsetStoreService]) -> list[GaugeMetricFamily]:
+    labels = ["consumergroup", "topic", "partition"]
+    current = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset",
+        "Current offset of a consumer group at a topic/partition.",
+        labels=labels,
+    )
+    lag = GaugeMetricFamily(
+        "kafka_consumergroup_lag",
+        "Current approximate lag of a consumer group at a topic/partition.",
+        labels=labels,
+    )
+    members = GaugeMetricFamily(
+        "kafka_consumergroup_members", "Members of a consumer group.", labels=["consumergroup"]
+    )
+    cached = GaugeMetricFamily(
+        "odradek_offsets_cached_offsets", "Committed offsets held in the cache."
+    )
+    total = 0
+    for service in services:
+        watermarks = service.high_watermarks
+        for shard in list(service.store.shards.values()):
+            cache = shard.cache
+            total += cache.count()
+            for group, topic, partition, value in cache.all_offsets():
+                key = [group, topic, str(partition)]
+                current.add_metric(key, value.offset)
+                hw = watermarks.get((topic, partition))
+                if hw is not None and value.offset >= 0:
+                    lag.add_metric(key, max(0, hw - value.offset))
+            for group, meta in cache.groups.items():
+                members.add_metric([group], len(meta.members))
+    cached.add_metric([], total)
+    return [current, lag, members, cached]
 
 
-_COLLECTOR = _LagCollector()
-REGISTRY.register(_COLLECTOR)
-
-
-def register(service: Any) -> None:
-    _COLLECTOR.services.add(service)
+register = ScrapeTimeCollector(_families).register

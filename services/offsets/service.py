@@ -16,22 +16,18 @@ catalog :mod:`odradek.config_catalog.offsets`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import defaultdict
-from typing import Any
 
+from odradek.cluster_member import ClusterMember
 from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.offsets import OFFSETS_CONFIGS
-from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.internal_topic.create import ensure_internal_topic, offsets_topic
-from odradek.metadata_cache import MetadataCache, Snapshot
-from odradek.metrics import MetricsServer
+from odradek.metadata_cache import Snapshot
 from odradek.offsets import metrics
 from odradek.offsets.servicer import OffsetStoreServicer
 from odradek.offsets.store import OffsetStore, StoreSettings
-from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, offsets_pb2_grpc, storage_pb2
 from odradek.storage_client import StoragePool
 
@@ -54,28 +50,16 @@ def _observe_append(records: int, seconds: float) -> None:
     metrics.APPEND_SECONDS.observe(seconds)
 
 
-class OffsetStoreService:
+class OffsetStoreService(ClusterMember):
     name = "offsets"
 
     def __init__(self, config: Config) -> None:
-        self.config = config
-        self.node_id = OFFSETS_CONFIGS.read_int(config, "node.id")
-        host, _, port = config.str("grpc.listener").rpartition(":")
-        self.host = host or "127.0.0.1"
-        self.rpc = RpcServer(self.host, int(port or 0))
-        self.metrics_server = MetricsServer(
-            self.host, OFFSETS_CONFIGS.read_int(config, "metrics.port")
-        )
-        self.controller = ControllerClient(config.str("controller.address"))
-        self.metadata = MetadataCache()
+        super().__init__(config, OFFSETS_CONFIGS, common_pb2.OFFSET_STORE)
         self.storage = StoragePool(self.metadata)
         self.store = OffsetStore(self.node_id, self.metadata, self.storage, StoreSettings())
         self.store.on_append = _observe_append
         self.store.on_commit = metrics.COMMITS.inc
         self.high_watermarks: dict[tuple[str, int], int] = {}
-        self.membership: Membership | None = None
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[Any]] = []
         self._reconcile_lock = asyncio.Lock()
         self._reconcile_wanted = asyncio.Event()
         offsets_pb2_grpc.add_OffsetStoreServicer_to_server(
@@ -102,20 +86,7 @@ class OffsetStoreService:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> dict[str, int]:
-        grpc_port = await self.rpc.start()
-        metrics_port = await self.metrics_server.start()
-        self.metadata.listeners.append(self._on_metadata)
-        node = common_pb2.Node(
-            node_id=self.node_id,
-            kind=common_pb2.OFFSET_STORE,
-            host=self.host,
-            grpc_port=grpc_port,
-            metrics_port=metrics_port,
-        )
-        self.membership, watch = await join_cluster(
-            self.controller, self.metadata, node, self._stop
-        )
-        self._tasks.append(watch)
+        ports = await self.join()
         self._apply_settings()
         created = await ensure_internal_topic(
             self.controller,
@@ -130,26 +101,18 @@ class OffsetStoreService:
         self._tasks.append(loop.create_task(self._retention_loop(), name="offsets-retention"))
         self._tasks.append(loop.create_task(self._lag_loop(), name="offsets-lag"))
         self._reconcile_wanted.set()
-        await self.rpc.set_serving(live=True, ready=True)
-        self.metrics_server.ready = True
-        return {"grpc": grpc_port, "metrics": metrics_port}
+        await self.serve(ready=True)
+        return ports
 
     async def stop(self) -> None:
-        await self.rpc.set_serving(live=True, ready=False)
-        self.metrics_server.ready = False
+        await self.serve(ready=False)
         self._stop.set()
         # Let in-flight writes finish before the appenders close.
         await self.rpc.stop(2.0)
-        if self.membership is not None:
-            await self.membership.stop()
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self.leave()
         await self.store.close()
         await self.storage.close()
-        await self.controller.close()
-        await self.metrics_server.stop()
+        await self.close_clients()
 
     # -- background -------------------------------------------------------------------------
     def _on_metadata(self, previous: Snapshot, current: Snapshot) -> None:

@@ -31,6 +31,7 @@ Per partition (Kafka's ReplicaManager.handleProduceAppend + appendRecords + Dela
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.log.errors import RecordValidationError
@@ -82,6 +83,7 @@ class _Slot:
     """One requested partition on its way through verification and append."""
 
     request: storage_pb2.ProducePartition
+    records: Buffer
     result: storage_pb2.ProducePartitionResult
     partition: Partition | None
     txn: TransactionalBatch | None = None
@@ -102,12 +104,20 @@ class ProduceHandler:
         self.verifier = verifier
         self.verification_enabled = verification_enabled and verifier is not None
 
-    async def produce(self, request: storage_pb2.ProduceRequest) -> storage_pb2.ProduceResponse:
+    async def produce(
+        self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer] | None = None
+    ) -> storage_pb2.ProduceResponse:
+        """``records[i]``, when given, are partition i's batches (the data link carries
+        them beside the request); otherwise each partition's ``records`` field."""
         self.metrics.produce_request()
+        if records is not None and len(records) != len(request.partitions):
+            raise ValueError(
+                f"{len(records)} records blobs for {len(request.partitions)} partitions"
+            )
         acks = request.acks
         origin = _ORIGINS.get(request.origin, AppendOrigin.CLIENT)
         slots: list[_Slot] = []
-        for pp in request.partitions:
+        for i, pp in enumerate(request.partitions):
             result = storage_pb2.ProducePartitionResult(
                 topic=pp.topic,
                 partition=pp.partition,
@@ -116,7 +126,8 @@ class ProduceHandler:
                 log_start_offset=-1,
                 current_leader_epoch=-1,
             )
-            slot = _Slot(pp, result, self.replicas.get(pp.topic, pp.partition))
+            data = records[i] if records is not None else pp.records
+            slot = _Slot(pp, data, result, self.replicas.get(pp.topic, pp.partition))
             slots.append(slot)
             if acks not in (-1, 0, 1):
                 _fail(slot, ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
@@ -127,7 +138,7 @@ class ProduceHandler:
                     f"This server does not host {pp.topic}-{pp.partition}",
                 )
             else:
-                slot.txn = transactional_batch(pp.records)
+                slot.txn = transactional_batch(data)
         live = [s for s in slots if s.result.error_code == ErrorCode.NONE]
         producers = {(s.txn.producer_id, s.txn.producer_epoch) for s in live if s.txn is not None}
         if len(producers) > 1:
@@ -201,7 +212,7 @@ class ProduceHandler:
         result = slot.result
         try:
             appended = part.append_as_leader(
-                bytearray(slot.request.records),
+                bytearray(slot.records),
                 acks,
                 origin=origin,
                 verification_guard=slot.guard,

@@ -25,6 +25,7 @@ from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, controller_pb2, storage_pb2_grpc
+from odradek.storage.data_link import DataLinkServer
 from odradek.storage.log_maintenance import run_log_maintenance
 from odradek.storage.metrics import (
     PartitionCollector,
@@ -60,6 +61,7 @@ class StorageService:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._first_metadata = asyncio.Event()
+        self.data_link: DataLinkServer | None = None
         self._shutdown_ready = asyncio.Event()
 
     # -- start ----------------------------------------------------------------------------
@@ -69,6 +71,11 @@ class StorageService:
         storage_pb2_grpc.add_StorageServicer_to_server(self.servicer, self.rpc.server)
         grpc_port = await self.rpc.start()
         metrics_port = await self.metrics_server.start()
+        data_port = 0
+        if s.data_port >= 0:
+            servicer = self.servicer
+            self.data_link = DataLinkServer(s.host, s.data_port, lambda: servicer.handlers)
+            data_port = await self.data_link.start()
 
         metadata = await self.controller.get_metadata(timeout=3600.0)
         log_manager = await asyncio.to_thread(self._open_logs, metadata.cluster_id)
@@ -83,6 +90,7 @@ class StorageService:
                 grpc_port=grpc_port,
                 metrics_port=metrics_port,
                 rack=s.rack,
+                data_port=data_port,
             ),
         )
         self.membership.on_heartbeat = self._on_heartbeat
@@ -179,6 +187,8 @@ class StorageService:
             await self.node.stop()  # answers every long poll and acks=-1 wait
         if self.rpc is not None:
             await self.rpc.stop(grace=1.0)
+        if self.data_link is not None:
+            await self.data_link.stop()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         if self.collector is not None:

@@ -29,6 +29,7 @@ class StorageSettings:
     controller_address: str
     log_dirs: list[Path]
     rack: str = STORAGE_CONFIGS.str("rack")
+    data_port: int = STORAGE_CONFIGS.int("data.port")
     replica_lag_time_max_ms: int = BROKER_CONFIGS.int("replica.lag.time.max.ms")
     replica_fetch_max_bytes: int = STORAGE_CONFIGS.int("replica.fetch.max.bytes")
     replica_fetch_wait_max_ms: int = STORAGE_CONFIGS.int("replica.fetch.wait.max.ms")
@@ -71,6 +72,7 @@ class StorageSettings:
             controller_address=config.str("controller.address"),
             log_dirs=[Path(d) for d in dirs],
             rack=STORAGE_CONFIGS.read_str(config, "rack"),
+            data_port=STORAGE_CONFIGS.read_int(config, "data.port"),
             replica_lag_time_max_ms=BROKER_CONFIGS.read_int(config, "replica.lag.time.max.ms"),
             replica_fetch_max_bytes=STORAGE_CONFIGS.read_int(config, "replica.fetch.max.bytes"),
             replica_fetch_wait_max_ms=STORAGE_CONFIGS.read_int(config, "replica.fetch.wait.max.ms"),

@@ -25,25 +25,22 @@ Producer ids come from the controller's blocks (:mod:`odradek.producer_id_blocks
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
+from odradek.cluster_member import ClusterMember
 from odradek.config import Config
 from odradek.config_catalog.transactions import TRANSACTIONS_CONFIGS
-from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.internal_topic.create import (
     broker_setting,
     ensure_internal_topic,
     transaction_state_topic,
 )
-from odradek.metadata_cache import MetadataCache, Snapshot
-from odradek.metrics import MetricsServer
+from odradek.metadata_cache import Snapshot
 from odradek.offset_store_client import OffsetStoreClient
 from odradek.producer_id_blocks import ProducerIdBlocks, from_controller
-from odradek.rpc.server import RpcServer
-from odradek.rpc.v1 import common_pb2, controller_pb2, transactions_pb2_grpc
+from odradek.rpc.v1 import common_pb2, transactions_pb2_grpc
 from odradek.shard_runtime import AsyncScheduler, ShardRuntime, ShardStatus
 from odradek.storage_client import StoragePool
 from odradek.transaction_shard import transaction_coordinator_of, transaction_shard_of
@@ -75,23 +72,13 @@ _OWN_TOPIC_SETTINGS = (
 )
 
 
-class TransactionCoordinatorService:
+class TransactionCoordinatorService(ClusterMember):
     name = "transactions"
 
     def __init__(self, config: Config) -> None:
-        self.config = config
-        self.node_id = TRANSACTIONS_CONFIGS.read_int(config, "node.id")
-        host, _, port = config.str("grpc.listener").rpartition(":")
-        self.host = host or "127.0.0.1"
-        self.rpc = RpcServer(self.host, int(port or 0))
-        self.metrics_server = MetricsServer(
-            self.host, TRANSACTIONS_CONFIGS.read_int(config, "metrics.port")
-        )
-        self.controller = ControllerClient(config.str("controller.address"))
-        self.metadata = MetadataCache()
+        super().__init__(config, TRANSACTIONS_CONFIGS, common_pb2.TRANSACTION_COORDINATOR)
         self.storage = StoragePool(self.metadata)
         self.offsets = OffsetStoreClient(self.metadata)
-        self.membership: Membership | None = None
         self.producer_ids = ProducerIdBlocks(
             from_controller(
                 self.controller,
@@ -108,8 +95,6 @@ class TransactionCoordinatorService:
         self.txn_config = TxnConfig()
         self.runtimes: dict[int, TxnRuntime] = {}
         self._writers: dict[int, StateLogWriter] = {}
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[Any]] = []
         self._reconcile_lock = asyncio.Lock()
         self._reconcile_wanted = asyncio.Event()
         transactions_pb2_grpc.add_TransactionCoordinatorServicer_to_server(
@@ -132,20 +117,7 @@ class TransactionCoordinatorService:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> dict[str, int]:
-        grpc_port = await self.rpc.start()
-        metrics_port = await self.metrics_server.start()
-        self.metadata.listeners.append(self._on_metadata)
-        node = common_pb2.Node(
-            node_id=self.node_id,
-            kind=common_pb2.TRANSACTION_COORDINATOR,
-            host=self.host,
-            grpc_port=grpc_port,
-            metrics_port=metrics_port,
-        )
-        self.membership, watch = await join_cluster(
-            self.controller, self.metadata, node, self._stop
-        )
-        self._tasks.append(watch)
+        ports = await self.join()
         self._apply_settings()
         created = await ensure_internal_topic(
             self.controller,
@@ -159,30 +131,14 @@ class TransactionCoordinatorService:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reconcile_loop(), name="txn-reconcile"))
         self._reconcile_wanted.set()
-        await self.rpc.set_serving(live=True, ready=True)
-        self.metrics_server.ready = True
-        return {"grpc": grpc_port, "metrics": metrics_port}
+        await self.serve(ready=True)
+        return ports
 
     async def stop(self) -> None:
-        await self.rpc.set_serving(live=True, ready=False)
-        self.metrics_server.ready = False
-        if self.membership is not None and self.membership.incarnation:
-            # Controlled shutdown: the controller moves our shards to other coordinators.
-            with contextlib.suppress(Exception):
-                await self.controller.call(
-                    lambda s: s.ShutdownNode,
-                    controller_pb2.ShutdownNodeRequest(
-                        node_id=self.node_id, incarnation=self.membership.incarnation
-                    ),
-                    timeout=3.0,
-                )
-        self._stop.set()
-        if self.membership is not None:
-            await self.membership.stop()
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self.serve(ready=False)
+        # Controlled shutdown: the controller moves our shards to other coordinators.
+        await self.controlled_shutdown()
+        await self.leave()
         for shard in list(self.runtimes):
             await self._close(shard)
         await self.markers.close()
@@ -190,8 +146,7 @@ class TransactionCoordinatorService:
         await self.producer_ids.close()
         await self.offsets.close()
         await self.storage.close()
-        await self.controller.close()
-        await self.metrics_server.stop()
+        await self.close_clients()
 
     # -- shard ownership --------------------------------------------------------------------
     def shard_of(self, transactional_id: str) -> int:

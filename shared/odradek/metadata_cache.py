@@ -70,6 +70,13 @@ class Snapshot:
             return None
         return f"{node.host}:{node.grpc_port}"
 
+    def data_address(self, node_id: int) -> tuple[str, int] | None:
+        """A storage node's data link (host, port); None when it serves gRPC only."""
+        node = self.nodes.get(node_id)
+        if node is None or node.data_port <= 0:
+            return None
+        return node.host, node.data_port
+
 
 def topic_uuid(topic: common_pb2.Topic) -> uuid.UUID:
     return uuid.UUID(bytes=bytes(topic.topic_id))

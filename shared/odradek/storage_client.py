@@ -1,11 +1,16 @@
 """How the gateway and the offset store call storage nodes: gRPC stubs by node id, one
-channel per node, re-opened when its address moves."""
+channel per node, re-opened when its address moves; and Produce/Fetch, which go over
+the node's data link (docs/data-link.md) when it has one, over gRPC otherwise."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from odradek.datalink.client import DataLinkPool
+from odradek.datalink.frame import FETCH, PRODUCE, Buffer
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.channel import NodeChannels
-from odradek.rpc.v1 import storage_pb2_grpc
+from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
 
 
 class StorageUnavailable(Exception):
@@ -16,6 +21,7 @@ class StoragePool:
     def __init__(self, metadata: MetadataCache) -> None:
         self.metadata = metadata
         self._channels = NodeChannels(storage_pb2_grpc.StorageStub)
+        self._links: DataLinkPool | None = None
 
     def stub(self, node_id: int) -> storage_pb2_grpc.StorageStub:
         address = self.metadata.current.grpc_address(node_id)
@@ -23,5 +29,52 @@ class StoragePool:
             raise StorageUnavailable(f"storage node {node_id} is not known")
         return self._channels.stub(node_id, address)
 
+    def _link(self, node_id: int) -> DataLinkPool | None:
+        if self.metadata.current.data_address(node_id) is None:
+            return None
+        if self._links is None:
+            self._links = DataLinkPool(self.metadata)
+        return self._links
+
+    async def produce(
+        self,
+        node_id: int,
+        request: storage_pb2.ProduceRequest,
+        records: Sequence[Buffer],
+        timeout: float,
+    ) -> storage_pb2.ProduceResponse:
+        """``request`` with empty ``records`` fields; ``records[i]`` are partition i's
+        batches. Raises what a failed gRPC call raises, DataLinkError or TimeoutError."""
+        link = self._link(node_id)
+        if link is not None:
+            frame = await link.call(node_id, PRODUCE, request.SerializeToString(), records, timeout)
+            return storage_pb2.ProduceResponse.FromString(bytes(frame.meta))
+        for part, data in zip(request.partitions, records, strict=True):
+            part.records = bytes(data)
+        response: storage_pb2.ProduceResponse = await self.stub(node_id).Produce(
+            request, timeout=timeout
+        )
+        return response
+
+    async def fetch(
+        self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
+    ) -> tuple[storage_pb2.FetchResponse, list[Buffer]]:
+        """The answer and, beside it, each partition's records in the same order (the
+        answer's own ``records`` fields are not to be read)."""
+        link = self._link(node_id)
+        if link is not None:
+            frame = await link.call(node_id, FETCH, request.SerializeToString(), (), timeout)
+            response = storage_pb2.FetchResponse.FromString(bytes(frame.meta))
+            if len(frame.blobs) != len(response.partitions):
+                raise StorageUnavailable(
+                    f"storage node {node_id} sent {len(frame.blobs)} records blobs "
+                    f"for {len(response.partitions)} partitions"
+                )
+            return response, list(frame.blobs)
+        answer: storage_pb2.FetchResponse = await self.stub(node_id).Fetch(request, timeout=timeout)
+        return answer, [r.records for r in answer.partitions]
+
     async def close(self) -> None:
         await self._channels.close()
+        if self._links is not None:
+            await self._links.close()

@@ -16,7 +16,8 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,65 @@ CLIENT_NAMES = ("confluent", "kafka-python", "aiokafka", "kcat", "java", "kafkaj
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 Start = int | str  # "earliest", "latest", "reset" (the client's auto.offset.reset) or an offset
 LARGE_REQUESTS = 8 * 1024 * 1024  # client-side request limits, so the broker gets to judge
+
+
+@dataclass(frozen=True)
+class ProduceOptions:
+    """How :meth:`Client.produce` was asked to send (``config``: the client's own names)."""
+
+    partition: int | None
+    compression: str
+    idempotent: bool
+    acks: int
+    config: Mapping[str, Any]
+
+    @property
+    def acks_setting(self) -> int | str:
+        """acks as kafka-python, aiokafka and the Java client spell it ("all" for -1)."""
+        return "all" if self.acks == -1 else self.acks
+
+    @property
+    def python_compression(self) -> str | None:
+        """compression_type as kafka-python and aiokafka spell it (None for none)."""
+        return None if self.compression == "none" else self.compression
+
+
+@dataclass(frozen=True)
+class ConsumeOptions:
+    """How :meth:`Client.consume` was asked to read (``config``: the client's own names)."""
+
+    start: Start
+    timeout: float
+    config: Mapping[str, Any]
+
+
+def acked(record: Rec, metadata: Any) -> Rec:
+    """``record`` where the client's RecordMetadata says it landed."""
+    return Rec(
+        record.key,
+        record.value,
+        record.headers,
+        metadata.timestamp,
+        metadata.partition,
+        metadata.offset,
+    )
+
+
+def send_kwargs(record: Rec, partition: int | None, timestamp_arg: str) -> dict[str, Any]:
+    """A Python client's send()/produce() keyword arguments for one record."""
+    kwargs: dict[str, Any] = {"key": record.key, "value": record.value}
+    if record.headers:
+        kwargs["headers"] = list(record.headers)
+    if partition is not None:
+        kwargs["partition"] = partition
+    if record.timestamp is not None:
+        kwargs[timestamp_arg] = record.timestamp
+    return kwargs
+
+
+def in_log_order(records: Iterable[Rec]) -> list[Rec]:
+    """Records sorted by partition, then offset (how a test compares what it read)."""
+    return sorted(records, key=lambda r: (r.partition, r.offset))
 
 
 class Client:
@@ -54,7 +114,8 @@ class Client:
     ) -> list[Rec]:
         """Send ``records`` (in order) and wait for every ack; the answer carries each
         record's partition and offset (-1 where the client does not report them)."""
-        raise NotImplementedError
+        opts = ProduceOptions(partition, compression, idempotent, acks, dict(config or {}))
+        return self._produce(topic, records, opts)
 
     def consume(
         self,
@@ -67,7 +128,22 @@ class Client:
         config: Mapping[str, Any] | None = None,
     ) -> list[Rec]:
         """Read up to ``count`` records from ``partitions`` (fewer if ``timeout`` runs out)."""
+        return self._consume(
+            topic, partitions, count, ConsumeOptions(start, timeout, dict(config or {}))
+        )
+
+    def _produce(self, topic: str, records: Sequence[Rec], opts: ProduceOptions) -> list[Rec]:
         raise NotImplementedError
+
+    def _consume(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
+    ) -> list[Rec]:
+        raise NotImplementedError
+
+    def _exit_error(self, proc: subprocess.CompletedProcess[bytes]) -> ClientError:
+        """A driver subprocess that exited non-zero, with the tail of what it said."""
+        err = proc.stderr.decode(errors="replace").strip()
+        return ClientError(self.name, f"exit {proc.returncode}", err[-2000:])
 
     def __repr__(self) -> str:
         return self.name
@@ -77,26 +153,16 @@ class Client:
 class ConfluentClient(Client):
     name = "confluent"
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[Rec],
-        *,
-        partition: int | None = None,
-        compression: str = "none",
-        idempotent: bool = True,
-        acks: int = -1,
-        config: Mapping[str, Any] | None = None,
-    ) -> list[Rec]:
+    def _produce(self, topic: str, records: Sequence[Rec], opts: ProduceOptions) -> list[Rec]:
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap,
-            "enable.idempotence": idempotent,
-            "acks": acks,
-            "compression.type": compression,
+            "enable.idempotence": opts.idempotent,
+            "acks": opts.acks,
+            "compression.type": opts.compression,
             "linger.ms": 5,
             "message.max.bytes": LARGE_REQUESTS,
             "message.timeout.ms": 30000,
-            **(config or {}),
+            **opts.config,
         }
         producer = confluent_kafka.Producer(conf)
         acked: list[Rec | None] = [None] * len(records)
@@ -115,13 +181,8 @@ class ConfluentClient(Client):
             return on_delivery
 
         for i, r in enumerate(records):
-            kwargs: dict[str, Any] = {"key": r.key, "value": r.value, "on_delivery": report(i)}
-            if r.headers:
-                kwargs["headers"] = list(r.headers)
-            if partition is not None:
-                kwargs["partition"] = partition
-            if r.timestamp is not None:
-                kwargs["timestamp"] = r.timestamp
+            kwargs = send_kwargs(r, opts.partition, "timestamp")
+            kwargs["on_delivery"] = report(i)
             while True:
                 try:
                     producer.produce(topic, **kwargs)
@@ -152,27 +213,20 @@ class ConfluentClient(Client):
             }
         )
 
-    def consume(
-        self,
-        topic: str,
-        partitions: Sequence[int],
-        count: int,
-        *,
-        start: Start = "earliest",
-        timeout: float = 30.0,
-        config: Mapping[str, Any] | None = None,
+    def _consume(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
     ) -> list[Rec]:
         logical = {
             "earliest": confluent_kafka.OFFSET_BEGINNING,
             "latest": confluent_kafka.OFFSET_END,
             "reset": confluent_kafka.OFFSET_INVALID,  # the client's auto.offset.reset
         }
-        offset = start if isinstance(start, int) else logical[start]
-        consumer = self.consumer(config)
+        offset = opts.start if isinstance(opts.start, int) else logical[opts.start]
+        consumer = self.consumer(opts.config)
         try:
             consumer.assign([confluent_kafka.TopicPartition(topic, p, offset) for p in partitions])
             out: list[Rec] = []
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + opts.timeout
             while len(out) < count and time.monotonic() < deadline:
                 for msg in consumer.consume(count - len(out), 0.2):
                     err = msg.error()
@@ -221,37 +275,21 @@ class KafkaPythonClient(Client):
             conf["api_version"] = self.api_version
         return conf
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[Rec],
-        *,
-        partition: int | None = None,
-        compression: str = "none",
-        idempotent: bool = True,
-        acks: int = -1,
-        config: Mapping[str, Any] | None = None,
-    ) -> list[Rec]:
+    def _produce(self, topic: str, records: Sequence[Rec], opts: ProduceOptions) -> list[Rec]:
         conf = {
             **self._common(),
-            "compression_type": None if compression == "none" else compression,
-            "acks": "all" if acks == -1 else acks,
-            "enable_idempotence": idempotent and (self.api_version or (9,)) >= (0, 11),
+            "compression_type": opts.python_compression,
+            "acks": opts.acks_setting,
+            "enable_idempotence": opts.idempotent and (self.api_version or (9,)) >= (0, 11),
             "max_request_size": LARGE_REQUESTS,
             "linger_ms": 5,
-            **(config or {}),
+            **opts.config,
         }
         producer = kafka.KafkaProducer(**conf)
         try:
             futures = []
             for r in records:
-                kwargs: dict[str, Any] = {"key": r.key, "value": r.value}
-                if r.headers:
-                    kwargs["headers"] = list(r.headers)
-                if partition is not None:
-                    kwargs["partition"] = partition
-                if r.timestamp is not None:
-                    kwargs["timestamp_ms"] = r.timestamp
+                kwargs = send_kwargs(r, opts.partition, "timestamp_ms")
                 try:
                     futures.append(producer.send(topic, **kwargs))
                 except (kafka.errors.KafkaError, AssertionError, ValueError) as exc:
@@ -263,7 +301,7 @@ class KafkaPythonClient(Client):
                     md = f.get(timeout=60)
                 except kafka.errors.KafkaError as exc:
                     raise ClientError(self.name, type(exc).__name__, str(exc)) from exc
-                out.append(Rec(r.key, r.value, r.headers, md.timestamp, md.partition, md.offset))
+                out.append(acked(r, md))
             return out
         finally:
             producer.close(timeout=10)
@@ -279,29 +317,22 @@ class KafkaPythonClient(Client):
             }
         )
 
-    def consume(
-        self,
-        topic: str,
-        partitions: Sequence[int],
-        count: int,
-        *,
-        start: Start = "earliest",
-        timeout: float = 30.0,
-        config: Mapping[str, Any] | None = None,
+    def _consume(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
     ) -> list[Rec]:
-        consumer = self.consumer(config)
+        consumer = self.consumer(opts.config)
         try:
             tps = [kafka.TopicPartition(topic, p) for p in partitions]
             consumer.assign(tps)
-            if start == "earliest":
+            if opts.start == "earliest":
                 consumer.seek_to_beginning(*tps)
-            elif start == "latest":
+            elif opts.start == "latest":
                 consumer.seek_to_end(*tps)
-            elif isinstance(start, int):
+            elif isinstance(opts.start, int):
                 for tp in tps:
-                    consumer.seek(tp, start)
+                    consumer.seek(tp, opts.start)
             out: list[Rec] = []
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + opts.timeout
             while len(out) < count and time.monotonic() < deadline:
                 try:
                     polled = consumer.poll(timeout_ms=200, max_records=count - len(out))
@@ -313,8 +344,7 @@ class KafkaPythonClient(Client):
                         out.append(
                             Rec(m.key, m.value, tuple(m.headers or ()), ts, m.partition, m.offset)
                         )
-            out.sort(key=lambda r: (r.partition, r.offset))
-            return out
+            return in_log_order(out)
         finally:
             consumer.close(autocommit=False)
 
@@ -323,41 +353,22 @@ class KafkaPythonClient(Client):
 class AiokafkaClient(Client):
     name = "aiokafka"
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[Rec],
-        *,
-        partition: int | None = None,
-        compression: str = "none",
-        idempotent: bool = True,
-        acks: int = -1,
-        config: Mapping[str, Any] | None = None,
-    ) -> list[Rec]:
-        return asyncio.run(
-            self._produce(topic, records, partition, compression, idempotent, acks, config)
-        )
+    def _produce(self, topic: str, records: Sequence[Rec], opts: ProduceOptions) -> list[Rec]:
+        return asyncio.run(self._produce_async(topic, records, opts))
 
-    async def _produce(
-        self,
-        topic: str,
-        records: Sequence[Rec],
-        partition: int | None,
-        compression: str,
-        idempotent: bool,
-        acks: int,
-        config: Mapping[str, Any] | None,
+    async def _produce_async(
+        self, topic: str, records: Sequence[Rec], opts: ProduceOptions
     ) -> list[Rec]:
         producer = AIOKafkaProducer(
             **{
                 "bootstrap_servers": self.bootstrap,
-                "compression_type": None if compression == "none" else compression,
-                "acks": "all" if acks == -1 else acks,
-                "enable_idempotence": idempotent,
+                "compression_type": opts.python_compression,
+                "acks": opts.acks_setting,
+                "enable_idempotence": opts.idempotent,
                 "max_request_size": LARGE_REQUESTS,
                 "linger_ms": 5,
                 "request_timeout_ms": 30000,
-                **(config or {}),
+                **opts.config,
             }
         )
         await producer.start()
@@ -369,7 +380,7 @@ class AiokafkaClient(Client):
                         topic,
                         key=r.key,
                         value=r.value,
-                        partition=partition,
+                        partition=opts.partition,
                         timestamp_ms=r.timestamp,
                         headers=list(r.headers) or None,
                     )
@@ -382,31 +393,18 @@ class AiokafkaClient(Client):
                     md = await asyncio.wait_for(f, 60)
                 except Exception as exc:  # aiokafka.errors.* (not kafka-python's classes)
                     raise ClientError(self.name, type(exc).__name__, str(exc)) from exc
-                out.append(Rec(r.key, r.value, r.headers, md.timestamp, md.partition, md.offset))
+                out.append(acked(r, md))
             return out
         finally:
             await producer.stop()
 
-    def consume(
-        self,
-        topic: str,
-        partitions: Sequence[int],
-        count: int,
-        *,
-        start: Start = "earliest",
-        timeout: float = 30.0,
-        config: Mapping[str, Any] | None = None,
+    def _consume(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
     ) -> list[Rec]:
-        return asyncio.run(self._consume(topic, partitions, count, start, timeout, config))
+        return asyncio.run(self._consume_async(topic, partitions, count, opts))
 
-    async def _consume(
-        self,
-        topic: str,
-        partitions: Sequence[int],
-        count: int,
-        start: Start,
-        timeout: float,
-        config: Mapping[str, Any] | None,
+    async def _consume_async(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
     ) -> list[Rec]:
         consumer = AIOKafkaConsumer(
             **{
@@ -414,22 +412,22 @@ class AiokafkaClient(Client):
                 "group_id": None,
                 "enable_auto_commit": False,
                 "auto_offset_reset": "earliest",
-                **(config or {}),
+                **opts.config,
             }
         )
         await consumer.start()
         try:
             tps = [TopicPartition(topic, p) for p in partitions]
             consumer.assign(tps)
-            if start == "earliest":
+            if opts.start == "earliest":
                 await consumer.seek_to_beginning(*tps)
-            elif start == "latest":
+            elif opts.start == "latest":
                 await consumer.seek_to_end(*tps)
-            elif isinstance(start, int):
+            elif isinstance(opts.start, int):
                 for tp in tps:
-                    consumer.seek(tp, start)
+                    consumer.seek(tp, opts.start)
             out: list[Rec] = []
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + opts.timeout
             while len(out) < count and time.monotonic() < deadline:
                 try:
                     polled = await consumer.getmany(timeout_ms=200, max_records=count - len(out))
@@ -447,8 +445,7 @@ class AiokafkaClient(Client):
                                 m.offset,
                             )
                         )
-            out.sort(key=lambda r: (r.partition, r.offset))
-            return out
+            return in_log_order(out)
         finally:
             await consumer.stop()
 
@@ -478,25 +475,18 @@ class KcatClient(Client):
             check=False,
         )
         if proc.returncode != 0:
-            err = proc.stderr.decode(errors="replace").strip()
-            raise ClientError(self.name, f"exit {proc.returncode}", err[-2000:])
+            raise self._exit_error(proc)
         return proc.stdout.decode()
 
     @staticmethod
     def _codec_args(compression: str) -> list[str]:
         return ["-X", f"compression.codec={compression}"]
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[Rec],
-        *,
-        partition: int | None = None,
-        compression: str = "none",
-        idempotent: bool = True,
-        acks: int = -1,
-        config: Mapping[str, Any] | None = None,
-    ) -> list[Rec]:
+    @staticmethod
+    def _config_args(config: Mapping[str, Any]) -> list[str]:
+        return [arg for k, v in config.items() for arg in ("-X", f"{k}={v}")]
+
+    def _produce(self, topic: str, records: Sequence[Rec], opts: ProduceOptions) -> list[Rec]:
         header_sets = {r.headers for r in records}
         if len(header_sets) > 1:
             raise ValueError("kcat sends one header set for a whole run")
@@ -512,46 +502,36 @@ class KcatClient(Client):
                 if b"\t" in part or b"\n" in part:
                     raise ValueError("kcat records are tab/newline-free text")
             lines.append(value if r.key is None else r.key + b"\t" + value)
-        args = ["-P", "-t", topic, "-K", "\t", "-Z", *self._codec_args(compression)]
-        args += ["-X", f"enable.idempotence={str(idempotent).lower()}", "-X", f"acks={acks}"]
+        args = ["-P", "-t", topic, "-K", "\t", "-Z", *self._codec_args(opts.compression)]
+        args += ["-X", f"enable.idempotence={str(opts.idempotent).lower()}"]
+        args += ["-X", f"acks={opts.acks}"]
         args += ["-X", f"message.max.bytes={LARGE_REQUESTS}"]
         for name, hvalue in next(iter(header_sets), ()):
             args += ["-H", f"{name}={(hvalue or b'').decode()}"]
-        if partition is not None:
-            args += ["-p", str(partition)]
-        for k, v in (config or {}).items():
-            args += ["-X", f"{k}={v}"]
+        if opts.partition is not None:
+            args += ["-p", str(opts.partition)]
+        args += self._config_args(opts.config)
         self.run(args, stdin=b"\n".join(lines) + b"\n")
         return [Rec(r.key, r.value, r.headers, None, -1, -1) for r in records]
 
-    def consume(
-        self,
-        topic: str,
-        partitions: Sequence[int],
-        count: int,
-        *,
-        start: Start = "earliest",
-        timeout: float = 30.0,
-        config: Mapping[str, Any] | None = None,
+    def _consume(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
     ) -> list[Rec]:
         offset = {"earliest": "beginning", "latest": "end", "reset": "stored"}.get(
-            str(start), str(start)
+            str(opts.start), str(opts.start)
         )
         # One run reads every partition (-e: exit once all reached their end) unless
         # only one is wanted.
         args = ["-C", "-t", topic, "-o", offset, "-e", "-J", "-c", str(count)]
         if len(partitions) == 1:
             args += ["-p", str(partitions[0])]
-        for k, v in (config or {}).items():
-            args += ["-X", f"{k}={v}"]
+        args += self._config_args(opts.config)
         out = [
             self.parse_json(line)
-            for line in self.run(args, timeout=timeout).splitlines()
+            for line in self.run(args, timeout=opts.timeout).splitlines()
             if line.strip()
         ]
-        out = [r for r in out if r.partition in partitions]
-        out.sort(key=lambda r: (r.partition, r.offset))
-        return out
+        return in_log_order(r for r in out if r.partition in partitions)
 
     @staticmethod
     def parse_json(line: str) -> Rec:
@@ -626,33 +606,21 @@ class JavaClient(Client):
             if row[0] == "ERROR":
                 raise ClientError(self.name, row[1], row[2] if len(row) > 2 else "")
         if proc.returncode != 0:
-            raise ClientError(
-                self.name, f"exit {proc.returncode}", proc.stderr.decode(errors="replace")[-2000:]
-            )
+            raise self._exit_error(proc)
         return rows
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[Rec],
-        *,
-        partition: int | None = None,
-        compression: str = "none",
-        idempotent: bool = True,
-        acks: int = -1,
-        config: Mapping[str, Any] | None = None,
-    ) -> list[Rec]:
-        opts: dict[str, Any] = {
+    def _produce(self, topic: str, records: Sequence[Rec], opts: ProduceOptions) -> list[Rec]:
+        args: dict[str, Any] = {
             "topic": topic,
-            "producer.compression.type": compression,
-            "producer.enable.idempotence": str(idempotent).lower(),
-            "producer.acks": "all" if acks == -1 else acks,
+            "producer.compression.type": opts.compression,
+            "producer.enable.idempotence": str(opts.idempotent).lower(),
+            "producer.acks": opts.acks_setting,
             "producer.max.request.size": LARGE_REQUESTS,
             "producer.linger.ms": 5,
         }
-        if partition is not None:
-            opts["partition"] = partition
-        opts.update({f"producer.{k}": v for k, v in (config or {}).items()})
+        if opts.partition is not None:
+            args["partition"] = opts.partition
+        args.update({f"producer.{k}": v for k, v in opts.config.items()})
         lines = [
             "\t".join(
                 [
@@ -664,32 +632,25 @@ class JavaClient(Client):
             )
             for r in records
         ]
-        rows = self.run("produce", opts, "\n".join(lines) + "\n")
+        rows = self.run("produce", args, "\n".join(lines) + "\n")
         acks_rows = [row for row in rows if row[0] == "ACK"]
         return [
             Rec(r.key, r.value, r.headers, int(a[3]), int(a[1]), int(a[2]))
             for r, a in zip(records, acks_rows, strict=True)
         ]
 
-    def consume(
-        self,
-        topic: str,
-        partitions: Sequence[int],
-        count: int,
-        *,
-        start: Start = "earliest",
-        timeout: float = 30.0,
-        config: Mapping[str, Any] | None = None,
+    def _consume(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
     ) -> list[Rec]:
-        opts: dict[str, Any] = {
+        args: dict[str, Any] = {
             "topic": topic,
             "partitions": ",".join(map(str, partitions)),
             "count": count,
-            "from": start,
-            "timeout.ms": int(timeout * 1000),
+            "from": opts.start,
+            "timeout.ms": int(opts.timeout * 1000),
         }
-        opts.update({f"consumer.{k}": v for k, v in (config or {}).items()})
-        rows = self.run("consume", opts, timeout=timeout + 60)
+        args.update({f"consumer.{k}": v for k, v in opts.config.items()})
+        rows = self.run("consume", args, timeout=opts.timeout + 60)
         out = [
             Rec(
                 _unb64(r[5]),
@@ -702,8 +663,7 @@ class JavaClient(Client):
             for r in rows
             if r[0] == "REC"
         ]
-        out.sort(key=lambda r: (r.partition, r.offset))
-        return out
+        return in_log_order(out)
 
 
 # -- kafkajs 2.2.4 ------------------------------------------------------------------------
@@ -732,9 +692,7 @@ class KafkajsClient(Client):
             check=False,
         )
         if proc.returncode != 0:
-            raise ClientError(
-                self.name, f"exit {proc.returncode}", proc.stderr.decode(errors="replace")[-2000:]
-            )
+            raise self._exit_error(proc)
         answer: dict[str, Any] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
         if not answer["ok"]:
             err = answer["error"]
@@ -742,17 +700,7 @@ class KafkajsClient(Client):
             raise ClientError(self.name, code, err["message"])
         return answer
 
-    def produce(
-        self,
-        topic: str,
-        records: Sequence[Rec],
-        *,
-        partition: int | None = None,
-        compression: str = "none",
-        idempotent: bool = True,
-        acks: int = -1,
-        config: Mapping[str, Any] | None = None,
-    ) -> list[Rec]:
+    def _produce(self, topic: str, records: Sequence[Rec], opts: ProduceOptions) -> list[Rec]:
         messages = []
         for r in records:
             m: dict[str, Any] = {
@@ -760,23 +708,24 @@ class KafkajsClient(Client):
                 "value": _jsb64(r.value),
                 "headers": [[n, _jsb64(v)] for n, v in r.headers],
             }
-            if partition is not None:
-                m["partition"] = partition
+            if opts.partition is not None:
+                m["partition"] = opts.partition
             if r.timestamp is not None:
                 m["timestamp"] = r.timestamp
             messages.append(m)
         request = {
             "topic": topic,
             "messages": messages,
-            "compression": compression,
-            "idempotent": idempotent,
-            "acks": acks,
-            **(config or {}),
+            "compression": opts.compression,
+            "idempotent": opts.idempotent,
+            "acks": opts.acks,
+            **opts.config,
         }
         answer = self.run("produce", request)
         # kafkajs reports one base offset per partition; records of one send() to one
         # partition are consecutive from it, in order. Where its partitioner spread
         # them, which record went where is not reported.
+        partition = opts.partition
         if partition is None:
             return [Rec(r.key, r.value, r.headers) for r in records]
         if not answer["result"]:
@@ -789,26 +738,19 @@ class KafkajsClient(Client):
             Rec(r.key, r.value, r.headers, None, partition, base + i) for i, r in enumerate(records)
         ]
 
-    def consume(
-        self,
-        topic: str,
-        partitions: Sequence[int],
-        count: int,
-        *,
-        start: Start = "earliest",
-        timeout: float = 30.0,
-        config: Mapping[str, Any] | None = None,
+    def _consume(
+        self, topic: str, partitions: Sequence[int], count: int, opts: ConsumeOptions
     ) -> list[Rec]:
-        if start != "earliest":
+        if opts.start != "earliest":
             raise ValueError("the kafkajs driver reads a whole topic from the beginning")
         request = {
             "topic": topic,
             "groupId": f"compat-js-{uuid.uuid4().hex[:8]}",
             "count": count,
-            "timeoutMs": int(timeout * 1000),
-            **(config or {}),
+            "timeoutMs": int(opts.timeout * 1000),
+            **opts.config,
         }
-        answer = self.run("consume", request, timeout=timeout + 30)
+        answer = self.run("consume", request, timeout=opts.timeout + 30)
         out = [
             Rec(
                 None if m["key"] is None else base64.b64decode(m["key"]),
@@ -821,8 +763,7 @@ class KafkajsClient(Client):
             for m in answer["records"]
             if m["partition"] in partitions
         ]
-        out.sort(key=lambda r: (r.partition, r.offset))
-        return out
+        return in_log_order(out)
 
 
 # -- topic set-up through librdkafka's admin client -----------------------------------------

@@ -155,9 +155,15 @@ def _stream_confluent(cluster: Cluster, topic: str) -> int:
     assert left == 0, f"{left} records undelivered"
     producer.poll(0.5)  # one more statistics report
     # A timed-out request tears the connection down and its batches go again on the
-    # next one (req_timeouts); error answers retry on the same one (txretries).
-    last = stats[-1]["brokers"].values()
-    return sum(b["txretries"] + b["req_timeouts"] for b in last)
+    # next one (req_timeouts); error answers retry on the same one (txretries). A broker
+    # handle that librdkafka drops and re-creates (the broker missing from one Metadata
+    # answer while its storage node restarts) starts its counters again, so each
+    # handle's highest count over the run is taken, not the last report's.
+    most: dict[str, int] = {}
+    for doc in stats:
+        for name, b in doc["brokers"].items():
+            most[name] = max(most.get(name, 0), b["txretries"] + b["req_timeouts"])
+    return sum(most.values())
 
 
 def _stream_java(cluster: Cluster, java: JavaClient, topic: str) -> int:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import confluent_kafka
 import pytest
-from compat_clients import Client, create_topic
+from compat_clients import Client, JavaClient, create_topic
 from compat_model import Rec
 from compat_txn import TXN_CLIENTS, Txn, read_committed, read_uncommitted, run_transactions
 
@@ -123,3 +123,84 @@ def test_open_transaction_holds_read_committed_consumers_at_the_lso(
     seen = reader.consume(topic, [0], 3, config=read_committed("kafka-python"), timeout=30)
     assert [r.value for r in seen] == [b"before", b"in-txn", b"after"]
     assert time.monotonic() - started < 30
+
+
+def test_java_admin_lists_and_describes_transactions_and_producers(
+    bootstrap: str, java: JavaClient
+) -> None:
+    """``Admin.listTransactions/describeTransactions/describeProducers`` (what
+    kafka-transactions.sh runs) against an open transaction."""
+    topic = f"txn-admin-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions=2)
+    tid = f"admin-{uuid.uuid4().hex[:6]}"
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=1)
+    assert producer.flush(30) == 0
+    try:
+        listed = [row for row in java.run("list-transactions", {}) if row[0] == "TXN"]
+        mine = [row for row in listed if row[1] == tid]
+        assert len(mine) == 1 and mine[0][3] == "Ongoing", listed
+        pid = int(mine[0][2])
+        (desc,) = [
+            row for row in java.run("describe-transactions", {"ids": tid}) if row[0] == "DESC"
+        ]
+        assert desc[1:] == [tid, "Ongoing", str(pid), "0", "60000", f"{topic}-1"]
+        rows = java.run("describe-producers", {"topic": topic, "partitions": "0,1"})
+        producers = [row for row in rows if row[0] == "PRODUCER"]
+        assert [(r[1], r[2], r[3], r[5]) for r in producers] == [("1", str(pid), "0", "0")]
+    finally:
+        producer.commit_transaction(60)
+    (desc,) = [row for row in java.run("describe-transactions", {"ids": tid}) if row[0] == "DESC"]
+    assert desc[2] in ("PrepareCommit", "CompleteCommit")
+
+
+def test_java_admin_aborts_a_hanging_transaction(
+    bootstrap: str, java: JavaClient, clients: Callable[[str], Client]
+) -> None:
+    """``Admin.abortTransaction`` (kafka-transactions.sh abort, KIP-664): an ABORT marker
+    written for a producer whose transaction holds the last stable offset, found with
+    ``describeProducers``, releases read_committed consumers and drops its records."""
+    topic = f"txn-abort-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions=1)
+    hanging = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"hang-{uuid.uuid4().hex[:6]}",
+            # outlive the JVM runs below on a loaded machine: a timed-out transaction is
+            # aborted by its coordinator, which fences the producer (Kafka's behaviour)
+            "transaction.timeout.ms": 600_000,
+        }
+    )
+    hanging.init_transactions(60)
+    hanging.begin_transaction()
+    hanging.produce(topic, value=b"hanging", partition=0)
+    assert hanging.flush(30) == 0
+    plain = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, value=b"after", partition=0)
+    assert plain.flush(30) == 0
+    reader = clients("kafka-python")
+    held = reader.consume(topic, [0], 1, config=read_committed("kafka-python"), timeout=3)
+    assert held == [], "the open transaction holds read_committed at the LSO"
+
+    rows = java.run("describe-producers", {"topic": topic, "partitions": "0"})
+    (txn,) = [r for r in rows if r[0] == "PRODUCER" and r[5] != "-1"]
+    assert txn[5] == "0", "its transaction starts at offset 0"
+    pid, epoch, coordinator_epoch = txn[2], txn[3], max(0, int(txn[6]))
+    out = java.run(
+        "abort-transaction",
+        {
+            "topic": topic,
+            "partition": 0,
+            "producer-id": pid,
+            "producer-epoch": epoch,
+            "coordinator-epoch": coordinator_epoch,
+        },
+    )
+    assert ["ABORTED", f"{topic}-0"] in out
+    seen = reader.consume(topic, [0], 1, config=read_committed("kafka-python"), timeout=30)
+    assert [r.value for r in seen] == [b"after"]
+    rows = java.run("describe-producers", {"topic": topic, "partitions": "0"})
+    assert all(r[5] == "-1" for r in rows if r[0] == "PRODUCER"), rows
+    hanging.abort_transaction(60)  # the coordinator's own ABORT marker is accepted too

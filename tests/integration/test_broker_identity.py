@@ -61,7 +61,7 @@ SETTINGS = {
 }
 ZERO = uuid.UUID(int=0)
 BROKER = 4  # ConfigResource type
-SHAPES = [(1, 1), (3, 2)]  # (storage nodes, gateways)
+SHAPES = [(1, 1), (1, 2), (3, 1), (3, 2)]  # (storage nodes, gateways)
 
 
 def start(data_dir: Any, storage: int, gateways: int, **settings: str) -> Cluster:

@@ -1,6 +1,7 @@
 """``odradek reassign`` and ``odradek cluster`` as a user runs them, against one cluster
 that grows: three storage nodes (two log directories each), then a fourth added while
-it runs. Real subprocesses, real files, output checked line by line against
+it runs (filled by the rebalance the Helm chart runs after an upgrade, drained again
+past the guard it runs before one). Real subprocesses, real files, output checked line by line against
 kafka-reassign-partitions.sh's wording.
 """
 
@@ -246,32 +247,91 @@ def test_log_dirs_in_the_reassignment_file_move_a_replica_between_directories(
 
 
 def test_scale_out_rebalance_then_decommission(cluster: Cluster) -> None:
-    cluster.add_storage_node()  # 103 joins with nothing
-    out = odradek(cluster, "cluster", "rebalance", "--dry-run")
-    assert out.returncode == 0, out.stderr
-    assert "Proposed partition reassignment configuration" in out.stdout
+    """The Helm chart's scaling flow by hand: the pre-upgrade guard, the post-upgrade
+    filler waiting for the new node, then a drain of the highest id before a scale-down."""
+    out = odradek(cluster, "cluster", "rebalance", "--only-if-empty-brokers")
+    assert (out.returncode, out.stdout) == (0, "Every broker holds replicas: nothing to fill.\n")
+    out = odradek(cluster, "cluster", "scale-down-check", "--storage-nodes", "3")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("No storage node from id 103 on holds replicas")
+    out = odradek(cluster, "cluster", "scale-down-check", "--storage-nodes", "2")
+    assert out.returncode == 1
+    assert "Storage node 102 holds " in out.stdout
+    assert "odradek cluster decommission --node 102" in out.stdout
+    out = odradek(
+        cluster, "cluster", "rebalance", "--expect-brokers", "9", "--broker-wait-ms", "300"
+    )
+    assert out.returncode == 1 and "Only 3 of 9 brokers came online" in out.stderr
+
+    # Started before the node exists, as the post-upgrade Job is while pods start.
+    filler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "odradek",
+            "cluster",
+            "rebalance",
+            "--expect-brokers",
+            "4",
+            "--only-if-empty-brokers",
+            "--dry-run",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert filler.stdout is not None
+        assert filler.stdout.readline() == "Waiting for 4 brokers; 3 online.\n"
+        cluster.add_storage_node()  # 103 joins with nothing
+        stdout, stderr = filler.communicate(timeout=180)
+    finally:
+        if filler.poll() is None:
+            filler.kill()
+    assert filler.returncode == 0, stderr
+    assert "Broker(s) 103 hold no replicas: filling them." in stdout
+    assert "Proposed partition reassignment configuration" in stdout
 
     out = odradek(
-        cluster, "cluster", "rebalance", "--progress-interval-ms", "200", "--throttle", "20000000"
+        cluster,
+        "cluster",
+        "rebalance",
+        "--expect-brokers",
+        "4",
+        "--only-if-empty-brokers",
+        "--progress-interval-ms",
+        "200",
+        "--throttle",
+        "20000000",
     )
     assert out.returncode == 0, out.stderr
+    assert "Broker(s) 103 hold no replicas: filling them." in out.stdout
     assert "Progress: " in out.stdout and out.stdout.rstrip().endswith("Rebalance complete.")
     counts: dict[int, int] = {}
     for r in replicas(cluster).values():
         for b in r:
             counts[b] = counts.get(b, 0) + 1
     assert counts.get(103, 0) > 0
+    out = odradek(cluster, "cluster", "rebalance", "--only-if-empty-brokers")
+    assert (out.returncode, out.stdout) == (0, "Every broker holds replicas: nothing to fill.\n")
 
-    out = odradek(cluster, "cluster", "decommission", "--node", "101", "--check")
+    # Scaling back down to 3 removes the highest id: the guard refuses until it is drained.
+    out = odradek(cluster, "cluster", "scale-down-check", "--storage-nodes", "3")
+    assert out.returncode == 1 and "Storage node 103 holds " in out.stdout
+    out = odradek(cluster, "cluster", "decommission", "--node", "103", "--check")
     assert out.returncode == 1 and "still holds" in out.stdout
     out = odradek(
-        cluster, "cluster", "decommission", "--node", "101", "--progress-interval-ms", "200"
+        cluster, "cluster", "decommission", "--node", "103", "--progress-interval-ms", "200"
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.rstrip().endswith("Node 101 holds no replicas; it can be removed.")
-    assert all(101 not in r for r in replicas(cluster).values())
-    out = odradek(cluster, "cluster", "decommission", "--node", "101", "--check")
+    assert out.stdout.rstrip().endswith("Node 103 holds no replicas; it can be removed.")
+    assert all(103 not in r for r in replicas(cluster).values())
+    out = odradek(cluster, "cluster", "decommission", "--node", "103", "--check")
     assert (out.returncode, out.stdout.strip()) == (
         0,
-        "Node 101 holds no replicas; it can be removed.",
+        "Node 103 holds no replicas; it can be removed.",
     )
+    out = odradek(cluster, "cluster", "scale-down-check", "--storage-nodes", "3")
+    assert out.returncode == 0, out.stdout + out.stderr

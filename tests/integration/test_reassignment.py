@@ -244,7 +244,7 @@ def _throttled_move_under_load(
     )
     for broker in ("102", "103"):
         _set_configs(
-            admin, ConfigResourceType.BROKER, broker, follower_replication_throttled_rate="20000"
+            admin, ConfigResourceType.BROKER, broker, follower_replication_throttled_rate="5000"
         )
     targets = {(topic, 0): [102, 103], (topic, 1): [103, 102]}
     _reassign(admin, targets)

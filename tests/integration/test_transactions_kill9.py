@@ -134,7 +134,11 @@ def test_no_torn_transaction_when_the_coordinator_dies_after_end_txn(cluster: Cl
     transactional_id = f"torn-{uuid.uuid4().hex[:6]}"
     for round_ in range(3):
         with TxnSession(bootstrap, transactional_id) as s:
-            assert s.init().error_code == E.NONE
+            # The first InitProducerId creates __transaction_state (50 partitions, RF 3)
+            # and the coordinator loads its shards: COORDINATOR_LOAD_IN_PROGRESS until
+            # then, which took over 30 s on a loaded 2-core machine. Kafka's producer
+            # waits max.block.ms (60 s) for it; so does this test.
+            assert s.init(timeout=60.0).error_code == E.NONE
             parts = list(range(PARTITIONS))
             assert set(s.add_partitions(topic, parts).values()) == {E.NONE}
             for p in parts:

@@ -100,7 +100,9 @@ class TxnSession:
             FindCoordinatorRequest(key=self.tid, key_type=1), version, lambda r: r.error_code
         )
 
-    def init(self, version: int = 4, *, producer_id: int = -1, epoch: int = -1) -> Any:
+    def init(
+        self, version: int = 4, *, producer_id: int = -1, epoch: int = -1, timeout: float = 30.0
+    ) -> Any:
         r = self.retry(
             InitProducerIdRequest(
                 transactional_id=self.tid,
@@ -110,6 +112,7 @@ class TxnSession:
             ),
             version,
             lambda r: r.error_code,
+            timeout,
         )
         if r.error_code == E.NONE:
             self.pid, self.epoch = r.producer_id, r.producer_epoch

@@ -13,15 +13,12 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import cast
 
 import pytest
-from confluent_kafka import Consumer, Message
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from helpers.waiting import wait_until
+from pipeline_kafka import read_all, run_generator
 from pyspark.sql import SparkSession
 
 from odradek.pipeline.jobs import access_log
@@ -30,37 +27,6 @@ from odradek.pipeline.session import local_session
 from odradek.pipeline.summaries import CountRow, build_summaries, minute_key
 from odradek.pipeline.topic_batches import HEADER_BATCH, HEADER_SEQ
 from odradek.tools.launcher import Cluster
-
-
-@dataclass(frozen=True)
-class Rec:
-    """A consumed record with the Optional-free types these checks want."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes | None]]
-
-    @classmethod
-    def of(cls, m: Message) -> Rec:
-        return cls(
-            partition=m.partition() or 0,
-            offset=m.offset() or 0,
-            key=m.key(),
-            value=m.value() or b"",
-            headers=cast(list[tuple[str, bytes | None]], m.headers() or []),
-        )
-
-    def required_key(self) -> bytes:
-        assert self.key is not None
-        return self.key
-
-    def header(self, name: str) -> bytes:
-        value = dict(self.headers)[name]
-        assert value is not None
-        return value
-
 
 START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 LOG_RATE = 20  # lines per second of log time: 1200 per minute
@@ -74,58 +40,13 @@ def spark() -> Iterator[SparkSession]:
 
 
 def generate(bs: str, topic: str, count: int, seed: int = 1) -> str:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "odradek.pipeline.generate",
-            "--bootstrap-server",
-            bs,
-            "--topic",
-            topic,
-            "--rate",
-            "0",
-            "--count",
-            str(count),
-            "--seed",
-            str(seed),
-            "--start-time",
-            START.isoformat(),
-            "--log-rate",
-            str(LOG_RATE),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def read_topic(bs: str, topic: str) -> list[Rec]:
-    """Everything in the topic, as a plain consumer of it sees it, in partition order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": "verify",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    md = consumer.list_topics(topic, timeout=30).topics[topic]
-    parts = sorted(md.partitions)
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in parts])
-    out: list[Rec] = []
-    done: set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(done) < len(parts) and time.monotonic() < deadline:
-        for m in consumer.consume(2000, 0.2):
-            if m.error() is None:
-                out.append(Rec.of(m))
-            else:
-                done.add(m.partition() or 0)
-    consumer.close()
-    return sorted(out, key=lambda r: (r.partition, r.offset))
+    """``count`` lines of log time from START at LOG_RATE, as fast as they go."""
+    return run_generator(
+        bs,
+        topic,
+        *("--rate", "0", "--count", str(count), "--seed", str(seed)),
+        *("--start-time", START.isoformat(), "--log-rate", str(LOG_RATE)),
+    ).stdout
 
 
 class Truth:
@@ -135,7 +56,7 @@ class Truth:
         self.counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
         latest = START
         lines = 0
-        for m in read_topic(bs, topic):
+        for m in read_all(bs, topic):
             p = parse_line(m.value.decode())
             assert p is not None
             lines += 1
@@ -192,7 +113,7 @@ def check_outputs(
     got = {k: (r.requests, r.bytes) for k, r in zip(keys, rows, strict=True)}
     assert got == truth.final_counts()
 
-    records = read_topic(bs, summary_topic)
+    records = read_all(bs, summary_topic)
     minutes = [m.required_key().decode() for m in records]
     assert minutes == truth.final_minutes, "summary topic: gaps, duplicates or disorder"
     expected = truth.summaries()
@@ -231,7 +152,7 @@ def test_generator_writes_combined_log_lines(cluster: Cluster, unique_topic: str
     bs = cluster.bootstrap_servers
     out = generate(bs, unique_topic, 3000)
     assert "sent 3000 lines" in out.splitlines()[-1]
-    msgs = read_topic(bs, unique_topic)
+    msgs = read_all(bs, unique_topic)
     assert len(msgs) == 3000
     assert {m.partition for m in msgs} == {0, 1, 2}  # created with the seed's 3 partitions
     parsed = [parse_line(m.value.decode()) for m in msgs]
@@ -240,24 +161,7 @@ def test_generator_writes_combined_log_lines(cluster: Cluster, unique_topic: str
     assert times[0] == START and times[-1] == START + timedelta(seconds=2999 // LOG_RATE)
     # A rate-limited run takes the time its rate says.
     began = time.monotonic()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "odradek.pipeline.generate",
-            "--bootstrap-server",
-            bs,
-            "--topic",
-            unique_topic,
-            "--rate",
-            "400",
-            "--count",
-            "800",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    run_generator(bs, unique_topic, "--rate", "400", "--count", "800", timeout=60)
     assert 1.5 <= time.monotonic() - began < 20
 
 
@@ -346,7 +250,7 @@ def test_access_log_job_killed_and_restarted_is_exactly_once(
     first = _run_job(base, {**env, access_log.CRASH_ENV: "mid-summary@2"}, log)
     assert first.wait(timeout=240) == -signal.SIGKILL, log.read_text()[-3000:]
     _kill_group(first)
-    published = read_topic(bs, summary)
+    published = read_all(bs, summary)
     assert published, log.read_text()[-3000:]
     last_batch = int(published[-1].header(HEADER_BATCH))
     assert _commits(tmp_path) == last_batch  # that batch never committed: it will be replayed

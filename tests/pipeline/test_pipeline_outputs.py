@@ -4,12 +4,8 @@ without the auto-creation side effects of metadata lookups."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import cast
-
 import pytest
-from confluent_kafka import Consumer, Message
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pipeline_kafka import read_all
 
 from odradek.pipeline.topic_batches import (
     HEADER_BATCH,
@@ -22,58 +18,6 @@ from odradek.pipeline.topic_batches import (
 )
 from odradek.pipeline.topics import ensure_topic
 from odradek.tools.launcher import Cluster
-
-
-@dataclass(frozen=True)
-class Rec:
-    """A consumed record with the Optional-free types these checks want."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes | None]]
-
-    @classmethod
-    def of(cls, m: Message) -> Rec:
-        return cls(
-            partition=m.partition() or 0,
-            offset=m.offset() or 0,
-            key=m.key(),
-            value=m.value() or b"",
-            headers=cast(list[tuple[str, bytes | None]], m.headers() or []),
-        )
-
-    def required_key(self) -> bytes:
-        assert self.key is not None
-        return self.key
-
-    def header(self, name: str) -> bytes:
-        value = dict(self.headers)[name]
-        assert value is not None
-        return value
-
-
-def read_all(bs: str, topic: str, partitions: int) -> list[Rec]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": "check",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[Rec] = []
-    ended: set[int] = set()
-    while len(ended) < partitions:
-        for m in consumer.consume(500, 0.2):
-            if m.error() is None:
-                out.append(Rec.of(m))
-            else:
-                ended.add(m.partition() or 0)
-    consumer.close()
-    return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
 def records(batch: int, n: int) -> list[OutRecord]:

@@ -16,15 +16,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import pytest
-from confluent_kafka import Consumer, Message, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 from kafka.partitioner.default import murmur2
+from pipeline_kafka import Rec, create_topic, read_all
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,77 +38,12 @@ API_VERSIONS = 18
 END_TXN = 26
 
 
-@dataclass(frozen=True)
-class Rec:
-    """A consumed record with the Optional-free types these checks want."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes | None]]
-
-    @classmethod
-    def of(cls, m: Message) -> Rec:
-        return cls(
-            partition=m.partition() or 0,
-            offset=m.offset() or 0,
-            key=m.key(),
-            value=m.value() or b"",
-            headers=cast(list[tuple[str, bytes | None]], m.headers() or []),
-        )
-
-    def required_key(self) -> bytes:
-        assert self.key is not None
-        return self.key
-
-    def header(self, name: str) -> bytes:
-        value = dict(self.headers)[name]
-        assert value is not None
-        return value
-
-
 ERRORS = (PySparkException, CapturedException)
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     yield local_session("test-pipeline-sink")
-
-
-def create_topic(
-    bs: str, topic: str, partitions: int, config: dict[str, str] | None = None
-) -> None:
-    admin = AdminClient({"bootstrap.servers": bs})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
-        fut.result(30)
-
-
-def read_all(
-    bs: str, topic: str, partitions: int, isolation: str = "read_uncommitted"
-) -> list[Rec]:
-    """Every record of the topic, read with a plain consumer up to the end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": "check",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
-    )
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[Rec] = []
-    at_end: set[int] = set()
-    while len(at_end) < partitions:
-        msgs = consumer.consume(1000, 0.2)
-        for m in msgs:
-            if m.error() is None:
-                out.append(Rec.of(m))
-            else:
-                at_end.add(m.partition() or 0)
-    consumer.close()
-    return out
 
 
 def advertises_end_txn(bootstrap: str) -> bool:

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions
 from helpers.waiting import wait_until
+from pipeline_kafka import create_topic, read_all
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.utils import CapturedException
@@ -38,14 +39,6 @@ BASE_MS = (int(time.time()) - 3600) * 1000
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     yield local_session("test-pipeline-source")
-
-
-def create_topic(
-    bs: str, topic: str, partitions: int, config: dict[str, str] | None = None
-) -> None:
-    admin = AdminClient({"bootstrap.servers": bs})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
-        fut.result(30)
 
 
 def produce(bs: str, topic: str, records: list[dict[str, Any]]) -> None:
@@ -285,24 +278,7 @@ def test_batch_read_across_compacted_gaps(
 
     def log_offsets() -> list[int]:
         """What a plain consumer sees right now: the reference."""
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bs,
-                "group.id": "ref",
-                "enable.partition.eof": True,
-                "enable.auto.commit": False,
-            }
-        )
-        consumer.assign([KafkaTopicPartition(t, 0, 0)])
-        seen: list[int] = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            msgs = consumer.consume(1000, 0.2)
-            seen += [m.offset() or 0 for m in msgs if m.error() is None]
-            if any(m.error() is not None for m in msgs):  # end of partition
-                break
-        consumer.close()
-        return seen
+        return [r.offset for r in read_all(bs, t, 1, timeout=10)]
 
     previous = [log_offsets()]
 

@@ -12,8 +12,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pipeline_kafka import read_all, run_generator
 
 from odradek.pipeline.jobs import access_log
 from odradek.pipeline.pyfiles import build
@@ -44,27 +43,11 @@ def test_access_log_job_on_a_standalone_cluster_with_py_files(
     cluster: Cluster, unique_topic: str, tmp_path: Path
 ) -> None:
     bs = cluster.bootstrap_servers
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "odradek.pipeline.generate",
-            "--bootstrap-server",
-            bs,
-            "--topic",
-            unique_topic,
-            "--rate",
-            "0",
-            "--count",
-            "6000",
-            "--start-time",
-            "2024-05-01T12:00:00+00:00",
-            "--log-rate",
-            "20",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
+    run_generator(
+        bs,
+        unique_topic,
+        *("--rate", "0", "--count", "6000"),
+        *("--start-time", "2024-05-01T12:00:00+00:00", "--log-rate", "20"),
     )
     py = bare_python(tmp_path)
     zip_path = tmp_path / "odradek_pipeline.zip"
@@ -124,21 +107,6 @@ def test_access_log_job_on_a_standalone_cluster_with_py_files(
         (tmp_path / "out" / access_log.COUNTS_TABLE / b / "_SUCCESS").exists() for b in batches
     )
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": "verify",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([KafkaTopicPartition(summary, 0, 0)])
-    keys: list[str] = []
-    while True:
-        msgs = consumer.consume(100, 2.0)
-        keys += [(m.key() or b"").decode() for m in msgs if m.error() is None]
-        if not msgs or any(m.error() is not None for m in msgs):
-            break
-    consumer.close()
+    keys = [(r.key or b"").decode() for r in read_all(bs, summary, 1)]
     # 6000 lines at 20/s: minutes 12:00-12:04, of which 12:00-12:02 are past the watermark.
     assert keys == [f"2024-05-01T12:0{m}:00Z" for m in range(3)]

@@ -73,6 +73,7 @@ MODULES = [
     "create_acls",
     "describe_acls",
     "delete_acls",
+    "write_txn_markers",
 ]
 
 

@@ -37,9 +37,11 @@ import contextlib
 import logging
 import uuid
 from collections import defaultdict
+from typing import cast
 
 from prometheus_client import Counter
 
+from odradek.datalink.frame import Buffer
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
@@ -69,10 +71,14 @@ ZERO_UUID = uuid.UUID(int=0)
 TopicKey = uuid.UUID | str
 
 
-def _empty(error: int) -> storage_pb2.FetchPartitionResult:
+# A storage node's answer for one partition: its result and, beside it, its records.
+Answer = tuple[storage_pb2.FetchPartitionResult, Buffer]
+
+
+def _empty(error: int) -> Answer:
     return storage_pb2.FetchPartitionResult(
         error_code=error, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
-    )
+    ), b""
 
 
 async def handle(
@@ -83,7 +89,7 @@ async def handle(
     by_id = version >= 13
     # (key in the response, topic name or None, partition index) in request order
     order: list[tuple[TopicKey, str | None, int]] = []
-    results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult] = {}
+    results: dict[tuple[str | None, int], Answer] = {}
     by_node: dict[int, list[storage_pb2.FetchPartition]] = defaultdict(list)
     for t in request.topics:
         if by_id:
@@ -129,7 +135,7 @@ async def handle(
             gw, by_node, request.max_wait_ms, request.min_bytes, max_bytes, isolation, results
         )
     if version <= 3:  # down-conversion of every batch: off the loop when large
-        size = sum(len(r.records) for r in results.values())
+        size = sum(len(records) for _, records in results.values())
         return await run_heavy(
             size, lambda: _assemble(version, order, results, max_bytes, isolation)
         )
@@ -144,7 +150,7 @@ async def _call(
     min_bytes: int,
     max_bytes: int,
     isolation: int,
-) -> storage_pb2.FetchResponse:
+) -> tuple[storage_pb2.FetchResponse, list[Buffer]]:
     rpc = storage_pb2.FetchRequest(
         replica_id=-1,
         max_wait_ms=max(0, wait_ms),
@@ -153,11 +159,7 @@ async def _call(
         isolation_level=isolation,
         partitions=parts,
     )
-    stub = gw.storage.stub(node)
-    response: storage_pb2.FetchResponse = await stub.Fetch(
-        rpc, timeout=max(0, wait_ms) / 1000.0 + 10.0
-    )
-    return response
+    return await gw.storage.fetch(node, rpc, timeout=max(0, wait_ms) / 1000.0 + 10.0)
 
 
 async def _fan_out(
@@ -167,9 +169,9 @@ async def _fan_out(
     min_bytes: int,
     max_bytes: int,
     isolation: int,
-    results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult],
+    results: dict[tuple[str | None, int], Answer],
 ) -> None:
-    tasks: dict[asyncio.Task[storage_pb2.FetchResponse], int] = {
+    tasks: dict[asyncio.Task[tuple[storage_pb2.FetchResponse, list[Buffer]]], int] = {
         asyncio.ensure_future(
             _call(gw, node, parts, max_wait_ms, min_bytes, max_bytes, isolation)
         ): node
@@ -179,9 +181,11 @@ async def _fan_out(
     got = 0
     errored = False
 
-    def take(task: asyncio.Task[storage_pb2.FetchResponse], node: int) -> tuple[int, bool]:
+    def take(
+        task: asyncio.Task[tuple[storage_pb2.FetchResponse, list[Buffer]]], node: int
+    ) -> tuple[int, bool]:
         try:
-            response = task.result()
+            response, records = task.result()
         except Exception as exc:
             log.debug("fetch from storage node %s failed: %s", node, exc)
             code = failure_code(exc, timed_out=ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -190,9 +194,9 @@ async def _fan_out(
             return 0, True
         size = 0
         err = False
-        for r in response.partitions:
-            results[(r.topic, r.partition)] = r
-            size += len(r.records)
+        for r, data in zip(response.partitions, records, strict=True):
+            results[(r.topic, r.partition)] = (r, data)
+            size += len(data)
             err = err or r.error_code != 0
         return size, err
 
@@ -225,7 +229,7 @@ async def _fan_out(
 def _assemble(
     version: int,
     order: list[tuple[TopicKey, str | None, int]],
-    results: dict[tuple[str | None, int], storage_pb2.FetchPartitionResult],
+    results: dict[tuple[str | None, int], Answer],
     max_bytes: int,
     isolation: int,
 ) -> FetchResponse:
@@ -235,10 +239,9 @@ def _assemble(
     current_key: object = object()
     current: list[PartResp] = []
     for key, name, index in order:
-        r = results.get((name if name is not None else str(key), index)) or _empty(
+        r, records = results.get((name if name is not None else str(key), index)) or _empty(
             ErrorCode.UNKNOWN_SERVER_ERROR
         )
-        records: bytes | None = r.records
         error = r.error_code
         if records:
             if first:
@@ -279,7 +282,8 @@ def _assemble(
             if isolation == 1
             else None,
             preferred_read_replica=-1,
-            records=records or b"",
+            # the data link's view: kafka-python's encoder and ours take any buffer
+            records=cast("bytes", records or b""),
         )
         if key != current_key:
             current = []

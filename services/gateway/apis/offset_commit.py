@@ -21,12 +21,10 @@ overtake an earlier one on its way to the log.
 
 from __future__ import annotations
 
-import grpc
-
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.group_routing import rpc_error
+from odradek.gateway.offset_commits import add_partitions, commit
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -63,8 +61,6 @@ async def _commit(
     denied_code: int,
 ) -> OffsetCommitResponse:
     version = header.api_version
-    snap = gw.metadata.current
-    errors: dict[tuple[str, int], int] = {}
     call = offsets_pb2.CommitOffsetsRequest(
         group_id=request.group_id,
         generation_id=request.generation_id_or_member_epoch if version >= 1 else -1,
@@ -73,39 +69,10 @@ async def _commit(
     )
     if version >= 7 and request.group_instance_id is not None:
         call.group_instance_id = request.group_instance_id
-    for topic in request.topics:
-        known = snap.topics.get(topic.name)
-        for p in topic.partitions:
-            key = (topic.name, p.partition_index)
-            if topic.name in denied:
-                errors[key] = denied_code
-                continue
-            if known is None or not 0 <= p.partition_index < len(known.partitions):
-                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            entry = call.partitions.add(
-                topic=topic.name,
-                partition=p.partition_index,
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-            )
-            if p.committed_metadata is not None:
-                entry.metadata = p.committed_metadata
-    if call.partitions:
-        groups = gw.groups
-        stub = groups.coordinator_stub(request.group_id)
-        if stub is None:
-            r = offsets_pb2.CommitOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
-        else:
-            try:
-                r = await stub.CommitOffsets(call, timeout=groups.group_timeout_s())
-            except grpc.aio.AioRpcError as exc:
-                r = offsets_pb2.CommitOffsetsResponse(error_code=rpc_error(exc))
-        for sent in call.partitions:
-            errors.setdefault((sent.topic, sent.partition), r.error_code)
-        if not r.error_code:
-            for pe in r.partitions:
-                errors[(pe.topic, pe.partition)] = pe.error_code
+    errors = add_partitions(
+        call, request.topics, gw.metadata.current, version >= 6, denied, denied_code
+    )
+    await commit(gw.groups, call, errors)
     return OffsetCommitResponse(
         throttle_time_ms=0,
         topics=[

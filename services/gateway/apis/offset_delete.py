@@ -8,12 +8,9 @@ subscribes to the topic, UNKNOWN_TOPIC_OR_PARTITION for topics that do not exist
 
 from __future__ import annotations
 
-import grpc
-
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.group_routing import rpc_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -51,15 +48,8 @@ async def handle(
                 call.partitions.append(
                     common_pb2.TopicPartition(topic=topic.name, partition=p.partition_index)
                 )
-    groups = gw.groups
-    stub = groups.coordinator_stub(request.group_id)
-    if stub is None:
-        r = offsets_pb2.DeleteOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
-    else:
-        try:
-            r = await stub.DeleteOffsets(call, timeout=groups.group_timeout_s())
-        except grpc.aio.AioRpcError as exc:
-            r = offsets_pb2.DeleteOffsetsResponse(error_code=rpc_error(exc))
+    answer = await gw.groups.call(request.group_id, lambda s: s.DeleteOffsets, call)
+    r = offsets_pb2.DeleteOffsetsResponse(error_code=answer) if isinstance(answer, int) else answer
     if r.error_code:
         return OffsetDeleteResponse(error_code=r.error_code, throttle_time_ms=0, topics=[])
     for pe in r.partitions:

@@ -1,8 +1,9 @@
 """Produce (key 0), versions 0-11.
 
 Records stay bytes: the gateway checks only the magic byte, groups partitions by the
-storage node leading them and sends one gRPC Produce per node, in parallel. The
-storage node validates CRCs, assigns offsets and answers per ``acks``.
+storage node leading them and sends one Produce per node, in parallel, over the node's
+data link (the request's record bytes go to the socket uncopied; docs/data-link.md) or
+gRPC. The storage node validates CRCs, assigns offsets and answers per ``acks``.
 
 Ordering: like Kafka, which handles one request per connection at a time, Produce
 requests of one connection are forwarded strictly one after another (the
@@ -37,6 +38,8 @@ from typing import cast
 import grpc
 from prometheus_client import Counter
 
+from odradek.datalink.client import DataLinkError
+from odradek.datalink.frame import Buffer
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
@@ -142,6 +145,7 @@ async def _produce(
     snap = gw.metadata.current
     results: dict[str, dict[int, _Result]] = {}
     by_node: dict[int, list[storage_pb2.ProducePartition]] = defaultdict(list)
+    blobs: dict[int, list[Buffer]] = defaultdict(list)
     transactional_id = request.transactional_id if version >= 3 else None
     if transactional_id is None and _has_transactional_records(request):
         return {
@@ -169,6 +173,7 @@ async def _produce(
             if records is None or len(records) == 0:
                 topic_results[index] = _Result(ErrorCode.INVALID_RECORD, "empty records")
                 continue
+            data: Buffer
             magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
             if version < 3 and magic in (0, 1):
                 try:
@@ -188,17 +193,18 @@ async def _produce(
                 )
                 continue
             else:
-                data = bytes(records)
+                data = records  # a view of the request: sent on without a copy
             BYTES_IN.labels(name).inc(len(data))
             PRODUCE_PARTITIONS.labels(name).inc()
             topic_results[index] = _Result(ErrorCode.NONE)
-            by_node[part.leader].append(
-                storage_pb2.ProducePartition(topic=name, partition=index, records=data)
-            )
+            by_node[part.leader].append(storage_pb2.ProducePartition(topic=name, partition=index))
+            blobs[part.leader].append(data)
     if by_node:
         await asyncio.gather(
             *(
-                _send(gw, node, parts, version, request, transactional_id or "", results)
+                _send(
+                    gw, node, parts, blobs[node], version, request, transactional_id or "", results
+                )
                 for node, parts in by_node.items()
             )
         )
@@ -225,6 +231,7 @@ async def _send(
     gw: GatewayApi,
     node_id: int,
     parts: list[storage_pb2.ProducePartition],
+    records: list[Buffer],
     version: int,
     request: ProduceRequest,
     transactional_id: str,
@@ -238,11 +245,12 @@ async def _send(
         api_version=version,
     )
     try:
-        stub = gw.storage.stub(node_id)
-        response = await stub.Produce(rpc, timeout=max(1.0, request.timeout_ms / 1000.0) + 5.0)
-    except grpc.aio.AioRpcError as exc:
+        response = await gw.storage.produce(
+            node_id, rpc, records, timeout=max(1.0, request.timeout_ms / 1000.0) + 5.0
+        )
+    except (grpc.aio.AioRpcError, DataLinkError, TimeoutError) as exc:
         code = failure_code(exc)
-        log.debug("produce to storage node %s failed: %s", node_id, exc.code())
+        log.debug("produce to storage node %s failed: %s", node_id, exc)
         for p in parts:
             results[p.topic][p.partition] = _Result(code)
         return

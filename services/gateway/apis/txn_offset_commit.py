@@ -22,12 +22,10 @@ another, as for OffsetCommit.
 
 from __future__ import annotations
 
-import grpc
-
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.group_routing import rpc_error
+from odradek.gateway.offset_commits import PartitionErrors, add_partitions, commit
 from odradek.gateway.txn_routing import for_version
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -102,17 +100,13 @@ def _for_version(error: int, version: int) -> int:
     return for_version(error, version, fenced_since=0, abortable_since=4)
 
 
-async def _commit(
-    gw: GatewayApi, version: int, request: TxnOffsetCommitRequest
-) -> dict[tuple[str, int], int]:
-    errors: dict[tuple[str, int], int] = {}
+async def _commit(gw: GatewayApi, version: int, request: TxnOffsetCommitRequest) -> PartitionErrors:
     if not request.group_id:
         return {
             (t.name, p.partition_index): ErrorCode.INVALID_GROUP_ID
             for t in request.topics
             for p in t.partitions
         }
-    snap = gw.metadata.current
     call = offsets_pb2.CommitOffsetsRequest(
         group_id=request.group_id,
         generation_id=request.generation_id if version >= 3 else -1,
@@ -125,34 +119,6 @@ async def _commit(
     )
     if version >= 3 and request.group_instance_id is not None:
         call.group_instance_id = request.group_instance_id
-    for topic in request.topics:
-        for p in topic.partitions:
-            key = (topic.name, p.partition_index)
-            if snap.partition(topic.name, p.partition_index) is None:
-                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            entry = call.partitions.add(
-                topic=topic.name,
-                partition=p.partition_index,
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-            )
-            if p.committed_metadata is not None:
-                entry.metadata = p.committed_metadata
-    if not call.partitions:
-        return errors
-    groups = gw.groups
-    stub = groups.coordinator_stub(request.group_id)
-    if stub is None:
-        response = offsets_pb2.CommitOffsetsResponse(error_code=ErrorCode.NOT_COORDINATOR)
-    else:
-        try:
-            response = await stub.CommitOffsets(call, timeout=groups.group_timeout_s())
-        except grpc.aio.AioRpcError as exc:
-            response = offsets_pb2.CommitOffsetsResponse(error_code=rpc_error(exc))
-    if not response.error_code:
-        for pe in response.partitions:
-            errors[(pe.topic, pe.partition)] = pe.error_code
-    for sent in call.partitions:
-        errors.setdefault((sent.topic, sent.partition), response.error_code)
+    errors = add_partitions(call, request.topics, gw.metadata.current, version >= 2)
+    await commit(gw.groups, call, errors)
     return errors

@@ -34,6 +34,16 @@ STORAGE_CONFIGS = Catalog(
             note="Kafka's log.dirs is unset and falls back to log.dir=/tmp/kafka-logs.",
         ),
         ConfigDef(
+            "data.port",
+            _INT,
+            0,
+            "Port of the data link, the bytes-only Produce/Fetch path gateways use beside "
+            "gRPC, on the grpc.listener host (0: any free port; -1: none, gateways call "
+            "Produce/Fetch over gRPC; docs/data-link.md).",
+            at_least=-1,
+            kafka=False,
+        ),
+        ConfigDef(
             "rack",
             _STRING,
             "",

@@ -75,6 +75,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # codec 0-5; v5 is transactions v2 (KIP-890 part 2)
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # codec 0-0
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # codec 0-0
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # codec 1-2; v2 is transactions v2 (KIP-890 part 2)
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # codec 0-2; v2 adds a transactional id pattern (KIP-1152)
 }
 

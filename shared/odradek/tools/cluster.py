@@ -8,8 +8,11 @@ What a user needs when the data outgrows its storage nodes, or one must go:
   Run it after adding storage nodes: they start empty and this fills them.
 * ``decommission --node N`` moves every replica off broker N (to the brokers the move
   loads least) and, once done, confirms that N holds nothing so it can be removed.
-  ``--check`` only answers whether N holds replicas (exit 0 when it holds none): the
-  guard a scale-down runs first.
+  ``--check`` only answers whether N holds replicas (exit 0 when it holds none).
+* ``scale-down-check --storage-nodes N`` answers whether a storage StatefulSet may
+  shrink to N pods: the nodes it would remove (ids from ``--first-id`` + N up) must
+  hold no replicas. The Helm chart runs it before every upgrade; ``rebalance
+  --expect-brokers N --only-if-empty-brokers`` after one (new, empty nodes get filled).
 
 Both print the plan (per broker: replicas, MB, preferred leaderships, before and after),
 start the reassignments (``--throttle B/s`` as kafka-reassign-partitions.sh sets it,
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import TextIO
 
 from kafka import KafkaAdminClient
@@ -60,7 +64,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     rebalance.add_argument(
         "--max-moves", type=int, default=None, metavar="N", help="move at most N replicas"
     )
+    rebalance.add_argument(
+        "--expect-brokers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="first wait (up to --broker-wait-ms) until N brokers are online",
+    )
+    rebalance.add_argument(
+        "--broker-wait-ms", type=int, default=600_000, metavar="MS", help="default 600000"
+    )
+    rebalance.add_argument(
+        "--only-if-empty-brokers",
+        action="store_true",
+        help="do nothing unless some online broker holds no replicas (new nodes)",
+    )
     rebalance.set_defaults(func=lambda a: run_tool(_rebalance, a, PREFIX))
+
+    check = actions.add_parser(
+        "scale-down-check",
+        help="may the storage nodes shrink to N? (the removed ones must hold no replicas)",
+    )
+    add_connection_arguments(check)
+    check.add_argument("--storage-nodes", type=int, required=True, metavar="N")
+    check.add_argument(
+        "--first-id", type=int, default=100, metavar="ID", help="id of the first node (100)"
+    )
+    check.set_defaults(func=lambda a: run_tool(_scale_down_check, a, PREFIX))
 
     decommission = actions.add_parser(
         "decommission", help="move every replica off one storage node before removing it"
@@ -105,8 +135,61 @@ def _rebalance(args: argparse.Namespace, out: TextIO | None = None) -> int:
     admin = _admin(args)
     try:
         ops = ReassignAdmin(admin)
-        brokers = sorted(ops.brokers())
+        brokers = _wait_for_brokers(ops, args.expect_brokers, args.broker_wait_ms, out)
+        if args.only_if_empty_brokers:
+            holding = {b for r in ops.assignment().values() for b in r}
+            empty = [b for b in brokers if b not in holding]
+            if not empty:
+                print("Every broker holds replicas: nothing to fill.", file=out)
+                return 0
+            print(
+                f"Broker(s) {','.join(map(str, empty))} hold no replicas: filling them.", file=out
+            )
         return _move(args, ops, brokers, out, "Rebalance", max_moves=args.max_moves)
+    finally:
+        admin.close()
+
+
+def _wait_for_brokers(ops: ReassignAdmin, expected: int, wait_ms: int, out: TextIO) -> list[int]:
+    deadline = time.monotonic() + wait_ms / 1000.0
+    reported = -1
+    while True:
+        brokers = sorted(ops.brokers())
+        if len(brokers) >= expected:
+            return brokers
+        if len(brokers) != reported:
+            print(f"Waiting for {expected} brokers; {len(brokers)} online.", file=out, flush=True)
+            reported = len(brokers)
+        if time.monotonic() >= deadline:
+            raise ToolError(f"Only {len(brokers)} of {expected} brokers came online")
+        time.sleep(1.0)
+
+
+def _scale_down_check(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    admin = _admin(args)
+    try:
+        ops = ReassignAdmin(admin)
+        first_gone = args.first_id + args.storage_nodes
+        holders: dict[int, int] = {}
+        for replicas in ops.assignment().values():
+            for b in replicas:
+                if b >= first_gone:
+                    holders[b] = holders.get(b, 0) + 1
+        if holders:
+            for b, n in sorted(holders.items()):
+                print(
+                    f"Storage node {b} holds {n} replica(s): drain it first with "
+                    f"odradek cluster decommission --node {b}",
+                    file=out,
+                )
+            return 1
+        print(
+            f"No storage node from id {first_gone} on holds replicas: "
+            f"{args.storage_nodes} storage node(s) can keep the data.",
+            file=out,
+        )
+        return 0
     finally:
         admin.close()
 

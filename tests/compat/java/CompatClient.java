@@ -30,18 +30,23 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -534,6 +539,65 @@ public final class CompatClient {
                     System.out.println("LOG_DIRS\t" + id + "\t" + dirs.get(id).size() + "\t"
                             + hosted);
                 }
+                return 0;
+            }
+            // Transactions (KIP-664): TXN <id> <producer id> <state> per listed transaction;
+            // DESC <id> <state> <producer id> <epoch> <timeout> <partitions>; PRODUCER
+            // <partition> <producer id> <epoch> <last sequence> <txn start offset or -1>
+            // <coordinator epoch of its last marker or -1>.
+            case "list-transactions": {
+                for (TransactionListing t : admin.listTransactions().all().get(30, TimeUnit.SECONDS)) {
+                    System.out.println("TXN\t" + t.transactionalId() + "\t" + t.producerId() + "\t"
+                            + t.state());
+                }
+                return 0;
+            }
+            case "describe-transactions": {
+                List<String> ids = List.of(opts.get("ids").split(","));
+                Map<String, TransactionDescription> found =
+                        admin.describeTransactions(ids).all().get(30, TimeUnit.SECONDS);
+                for (String id : ids) {
+                    TransactionDescription d = found.get(id);
+                    List<String> parts = new ArrayList<>();
+                    for (TopicPartition tp : d.topicPartitions()) {
+                        parts.add(tp.toString());
+                    }
+                    Collections.sort(parts);
+                    System.out.println("DESC\t" + id + "\t" + d.state() + "\t" + d.producerId()
+                            + "\t" + d.producerEpoch() + "\t" + d.transactionTimeoutMs() + "\t"
+                            + String.join(",", parts));
+                }
+                return 0;
+            }
+            case "describe-producers": {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (String p : opts.get("partitions").split(",")) {
+                    tps.add(new TopicPartition(topic, Integer.parseInt(p)));
+                }
+                for (Map.Entry<TopicPartition, PartitionProducerState> e
+                        : admin.describeProducers(tps).all().get(30, TimeUnit.SECONDS).entrySet()) {
+                    for (ProducerState p : e.getValue().activeProducers()) {
+                        System.out.println("PRODUCER\t" + e.getKey().partition() + "\t"
+                                + p.producerId() + "\t" + p.producerEpoch() + "\t"
+                                + p.lastSequence() + "\t"
+                                + (p.currentTransactionStartOffset().isPresent()
+                                        ? p.currentTransactionStartOffset().getAsLong() : -1)
+                                + "\t" + (p.coordinatorEpoch().isPresent()
+                                        ? p.coordinatorEpoch().getAsInt() : -1));
+                    }
+                }
+                return 0;
+            }
+            // kafka-transactions.sh abort: an ABORT marker for producer <pid> (epoch <epoch>,
+            // coordinator epoch <coordinator-epoch>) on <topic>-<partition>; prints ABORTED.
+            case "abort-transaction": {
+                TopicPartition tp = new TopicPartition(topic, Integer.parseInt(opts.get("partition")));
+                AbortTransactionSpec spec = new AbortTransactionSpec(tp,
+                        Long.parseLong(opts.get("producer-id")),
+                        Short.parseShort(opts.get("producer-epoch")),
+                        Integer.parseInt(opts.get("coordinator-epoch")));
+                admin.abortTransaction(spec).all().get(30, TimeUnit.SECONDS);
+                System.out.println("ABORTED\t" + tp);
                 return 0;
             }
             default:

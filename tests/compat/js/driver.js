@@ -11,11 +11,12 @@
 // needs a compiler.
 'use strict';
 
-const { Kafka, logLevel, CompressionTypes, CompressionCodecs } = require('kafkajs');
+const { CompressionTypes, CompressionCodecs } = require('kafkajs');
 const SnappyCodec = require('kafkajs-snappy');
 const lz4js = require('lz4js');
 const xxh32 = require('lz4js/xxh32');
 const { ZstdCodec } = require('zstd-codec');
+const { serve } = require('./protocol');
 
 // An LZ4 frame with independent 64 KiB blocks, as the Java client writes it: Kafka's
 // own reader rejects dependent blocks, which is all lz4js.compress() produces.
@@ -343,50 +344,15 @@ async function admin(kafka, command, req) {
   }
 }
 
-async function main() {
-  const [command, bootstrap] = process.argv.slice(2);
-  const chunks = [];
-  for await (const chunk of process.stdin) {
-    chunks.push(chunk);
+async function handle(kafka, command, req) {
+  if (command === 'produce') {
+    return produce(kafka, req);
+  } else if (command === 'txn-produce') {
+    return txnProduce(kafka, req);
+  } else if (command === 'consume') {
+    return consume(kafka, req);
   }
-  const text = Buffer.concat(chunks).toString('utf8').trim();
-  const req = text ? JSON.parse(text) : {};
-  const kafka = new Kafka({
-    clientId: 'odradek-compat-kafkajs',
-    brokers: bootstrap.split(','),
-    logLevel: logLevel.ERROR,
-    retry: { retries: req.retries === undefined ? 3 : req.retries },
-  });
-  let answer;
-  try {
-    if (command === 'produce') {
-      answer = await produce(kafka, req);
-    } else if (command === 'txn-produce') {
-      answer = await txnProduce(kafka, req);
-    } else if (command === 'consume') {
-      answer = await consume(kafka, req);
-    } else {
-      answer = await admin(kafka, command, req);
-    }
-  } catch (e) {
-    const cause = e.originalError || e.cause || (e.errors && e.errors[0]) || e;
-    answer = {
-      ok: false,
-      error: {
-        name: e.name,
-        type: e.type || cause.type || null,
-        message: String(e.message),
-        cause: cause === e ? null : { name: cause.name, type: cause.type || null },
-      },
-    };
-  }
-  process.stdout.write(JSON.stringify(answer) + '\n');
+  return admin(kafka, command, req);
 }
 
-main().then(
-  () => process.exit(0),
-  (e) => {
-    process.stderr.write(String(e && e.stack ? e.stack : e) + '\n');
-    process.exit(1);
-  },
-);
+serve('odradek-compat-kafkajs', (req) => (req.retries === undefined ? 3 : req.retries), handle);

@@ -15,14 +15,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from gateway_testkit import call, offline_gateway
 
-from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
-from odradek.gateway.connection import ConnectionContext
-from odradek.gateway.gateway import DEFAULTS, Gateway
+from odradek.gateway.gateway import Gateway
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.headers import parse_request_header, parse_response_header
 from odradek.protocol.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -32,10 +30,7 @@ from odradek.protocol.messages import (
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     OffsetForLeaderEpochRequest,
-    decode_response,
-    encode_request,
 )
-from odradek.protocol.versions import response_header_version
 from odradek.rpc.v1 import common_pb2
 from odradek.topic_config import ConfigSource
 
@@ -93,35 +88,8 @@ def _metadata() -> common_pb2.ClusterMetadata:
 
 @pytest.fixture
 async def gw() -> AsyncIterator[Gateway]:
-    gateway = Gateway(
-        Config(
-            DEFAULTS,
-            overrides={
-                "node.id": "0",
-                "listeners": "PLAINTEXT://127.0.0.1:0",
-                "controller.address": "127.0.0.1:1",
-            },
-        )
-    )
-    await gateway.metadata.update(_metadata())
-    yield gateway
-    await gateway.controller.close()
-
-
-async def call(
-    gw: Gateway, api_key: ApiKey, version: int, request: Any, *, broker: int | None = None
-) -> Any:
-    """One request on the bootstrap listener, or on ``broker``'s port."""
-    frame = encode_request(api_key, version, 41, "unit", request)
-    header, offset = parse_request_header(memoryview(frame)[4:])
-    body = memoryview(frame)[4 + offset :]
-    answer = await gw.dispatch(ConnectionContext(1, "test", broker), header, body)
-    assert answer is not None
-    cid, start = parse_response_header(
-        memoryview(answer)[4:], response_header_version(api_key, version)
-    )
-    assert cid == 41
-    return decode_response(api_key, version, memoryview(answer)[4 + start :])
+    async with offline_gateway(_metadata()) as gateway:
+        yield gateway
 
 
 def _describe(resources: list[tuple[int, str, list[str] | None]], **flags: bool) -> Any:

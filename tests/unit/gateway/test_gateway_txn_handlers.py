@@ -13,13 +13,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from gateway_testkit import call, offline_gateway
 
-from odradek.config import Config
-from odradek.gateway.connection import ConnectionContext
-from odradek.gateway.gateway import DEFAULTS, Gateway
+from odradek.gateway.gateway import Gateway
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.headers import parse_request_header, parse_response_header
 from odradek.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -29,10 +27,9 @@ from odradek.protocol.messages import (
     ListTransactionsRequest,
     ProduceRequest,
     TxnOffsetCommitRequest,
-    decode_response,
-    encode_request,
+    WriteTxnMarkersRequest,
 )
-from odradek.protocol.versions import SUPPORTED, response_header_version
+from odradek.protocol.versions import SUPPORTED
 from odradek.records.record import BatchBuilder
 from odradek.rpc.v1 import common_pb2
 
@@ -61,34 +58,8 @@ def _metadata() -> common_pb2.ClusterMetadata:
 
 @pytest.fixture
 async def gw() -> AsyncIterator[Gateway]:
-    gateway = Gateway(
-        Config(
-            DEFAULTS,
-            overrides={
-                "node.id": "0",
-                "listeners": "PLAINTEXT://127.0.0.1:0",
-                "controller.address": "127.0.0.1:1",
-            },
-        )
-    )
-    await gateway.metadata.update(_metadata())
-    yield gateway
-    await gateway.transactions.close()
-    await gateway.controller.close()
-
-
-async def call(gw: Gateway, api_key: ApiKey, version: int, request: Any) -> Any:
-    frame = encode_request(api_key, version, 41, "unit", request)
-    header, offset = parse_request_header(memoryview(frame)[4:])
-    answer = await gw.dispatch(
-        ConnectionContext(1, "test"), header, memoryview(frame)[4 + offset :]
-    )
-    assert answer is not None
-    cid, start = parse_response_header(
-        memoryview(answer)[4:], response_header_version(api_key, version)
-    )
-    assert cid == 41
-    return decode_response(api_key, version, memoryview(answer)[4 + start :])
+    async with offline_gateway(_metadata()) as gateway:
+        yield gateway
 
 
 def versions(key: ApiKey) -> range:
@@ -105,7 +76,8 @@ def test_transaction_apis_are_advertised_as_served() -> None:
     assert SUPPORTED[ApiKey.LIST_TRANSACTIONS] == (0, 1)
     assert SUPPORTED[ApiKey.DESCRIBE_PRODUCERS] == (0, 0)
     assert SUPPORTED[ApiKey.PRODUCE] == (0, 11)  # v12 is transactions v2
-    assert ApiKey.WRITE_TXN_MARKERS not in SUPPORTED  # broker to broker only
+    # v1 only: Admin.abortTransaction (KIP-664); v2 is transactions v2 (KIP-890 part 2)
+    assert SUPPORTED[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
 
 
 @pytest.mark.parametrize("version", [1, 3, 4, 6])
@@ -297,3 +269,33 @@ async def test_transactional_batches_need_a_transactional_id(gw: Gateway, versio
     assert (
         r.responses[0].partition_responses[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     )
+
+
+async def test_write_txn_markers_answers_per_marker_and_partition(gw: Gateway) -> None:
+    """Admin.abortTransaction's WriteTxnMarkers: one result per marker, in request order,
+    with each partition the gateway cannot route refused before any storage call."""
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    T = M.WritableTxnMarkerTopic
+    request = WriteTxnMarkersRequest(
+        markers=[
+            M(
+                producer_id=pid,
+                producer_epoch=0,
+                transaction_result=False,
+                coordinator_epoch=0,
+                topics=[T(name=name, partition_indexes=[index])],
+            )
+            for pid, name, index in ((7, "nowhere", 0), (8, "orders", 5))
+        ]
+    )
+    answer = await call(gw, ApiKey.WRITE_TXN_MARKERS, 1, request)
+    got = [
+        (m.producer_id, t.name, p.partition_index, p.error_code)
+        for m in answer.markers
+        for t in m.topics
+        for p in t.partitions
+    ]
+    assert got == [
+        (7, "nowhere", 0, E.UNKNOWN_TOPIC_OR_PARTITION),
+        (8, "orders", 5, E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]

@@ -7,7 +7,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from helpers.batches import producer_batch
+from kafka.record.default_records import DefaultRecordBatch
 
 from odradek.log.log import PartitionLog
 from odradek.topic_config import LogConfig
@@ -32,21 +33,21 @@ def batch(
     ts_step: int = 1,
 ) -> bytearray:
     """One v2 batch of ``n`` records as a producer sends it (offsets 0..n-1)."""
-    b = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
+    base_ts = NOW if ts is None else ts
+    return producer_batch(
+        (
+            (
+                base_ts + i * ts_step,
+                keys[i] if keys is not None else key,
+                values[i] if values is not None else value,
+            )
+            for i in range(n)
+        ),
+        codec=codec,
         producer_id=pid,
         producer_epoch=epoch,
         base_sequence=seq,
-        batch_size=1 << 24,
     )
-    base_ts = NOW if ts is None else ts
-    for i in range(n):
-        k = keys[i] if keys is not None else key
-        v = values[i] if values is not None else value
-        b.append(i, timestamp=base_ts + i * ts_step, key=k, value=v, headers=[])
-    return bytearray(b.build())
 
 
 def small_config(**kw: object) -> LogConfig:

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from helpers.batches import producer_batch
 from log_testkit import (
     NOW,
     batch,
@@ -178,18 +178,7 @@ def test_timestamp_lookup_with_out_of_order_timestamps(tmp_path: Path) -> None:
 def test_max_timestamp_offset_finds_the_exact_record(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.append_as_leader(batch(3, NOW), 0)
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=1,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i, ts in enumerate([NOW + 5, NOW + 90, NOW + 20]):
-        builder.append(i, timestamp=ts, key=b"k", value=b"v", headers=[])
-    b = bytearray(builder.build())
+    b = producer_batch(((ts, b"k", b"v") for ts in [NOW + 5, NOW + 90, NOW + 20]), codec=1)
     log.append_as_leader(b, 4)
     log.append_as_leader(batch(2, NOW + 30), 4)
     assert log.max_timestamp_offset() == (4, NOW + 90, 4)

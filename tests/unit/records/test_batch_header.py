@@ -1,6 +1,6 @@
 """RecordBatch v2 header view: the seed's 76-byte batch and in-place patching."""
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from helpers.batches import producer_batch
 
 from odradek.records.batch import (
     BatchView,
@@ -11,17 +11,7 @@ from odradek.records.batch import (
 
 
 def _seed_batch() -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=1524709879130, key=b"key", value=b"value", headers=[])
-    return bytearray(builder.build())
+    return producer_batch([(1524709879130, b"key", b"value")])
 
 
 def test_seed_batch_is_76_bytes_with_seed_crc() -> None:

@@ -1,11 +1,11 @@
 """Up-conversion (old producers) and down-conversion (old fetchers)."""
 
-import kafka.codec as kp_codec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
+from legacy_cases import LEGACY_CASES, LEGACY_CODECS
 
 from odradek.records import (
     BatchBuilder,
@@ -26,24 +26,11 @@ from odradek.records import (
 )
 from odradek.records.compression import UnsupportedCodecError
 
-LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
-
-
-def legacy_param(codec: Compression, magic: int) -> object:
-    marks = []
-    if codec == Compression.SNAPPY and not kp_codec.has_snappy():
-        marks.append(pytest.mark.skip(reason="kafka-python needs python-snappy"))
-    if codec == Compression.LZ4 and magic == 0 and kp_codec.xxhash is None:
-        marks.append(pytest.mark.skip(reason="kafka-python needs xxhash for magic-0 lz4"))
-    return pytest.param(codec, magic, marks=marks, id=f"{codec.name}-v{magic}")
-
-
-CASES = [legacy_param(c, m) for m in (0, 1) for c in LEGACY_CODECS]
 VALUES = [(None if i % 4 == 0 else b"k%d" % i, b"value %d " % i * 10) for i in range(6)]
 
 
 # -- up ------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("codec", "magic"), CASES)
+@pytest.mark.parametrize(("codec", "magic"), LEGACY_CASES)
 def test_upconvert_a_kafka_python_produce(codec: Compression, magic: int) -> None:
     builder = LegacyRecordBatchBuilder(magic=magic, compression_type=int(codec), batch_size=1 << 20)
     for i, (key, value) in enumerate(VALUES):
@@ -125,7 +112,7 @@ def _stored_batches(codec: Compression) -> bytes:
     return first.build() + second.build()
 
 
-@pytest.mark.parametrize(("codec", "magic"), CASES)
+@pytest.mark.parametrize(("codec", "magic"), LEGACY_CASES)
 def test_downconvert_for_old_fetchers(codec: Compression, magic: int) -> None:
     out = downconvert(_stored_batches(codec), magic)
     entries = list(iter_messages(out))

@@ -3,11 +3,11 @@
 import struct
 import zlib
 
-import kafka.codec as kp_codec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
+from legacy_cases import LEGACY_CASES, LEGACY_CODECS
 
 from odradek.records import (
     Compression,
@@ -23,20 +23,6 @@ from odradek.records import (
 )
 from odradek.records.compression import UnsupportedCodecError
 from odradek.records.legacy import LegacyRecordInput
-
-LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
-
-
-def codec_param(codec: Compression, magic: int) -> object:
-    marks = []
-    if codec == Compression.SNAPPY and not kp_codec.has_snappy():
-        marks.append(pytest.mark.skip(reason="kafka-python needs python-snappy"))
-    if codec == Compression.LZ4 and magic == 0 and kp_codec.xxhash is None:
-        marks.append(pytest.mark.skip(reason="kafka-python needs xxhash for magic-0 lz4"))
-    return pytest.param(codec, magic, marks=marks, id=f"{codec.name}-v{magic}")
-
-
-INTEROP = [codec_param(c, m) for m in (0, 1) for c in LEGACY_CODECS]
 
 
 # -- seed goldens (seed 004, sections 2 and 3) ---------------------------------------------
@@ -174,7 +160,7 @@ def _entries(buf: bytes) -> list[bytes]:
 VALUES = [(b"key-%d" % i if i % 3 else None, (b"payload %d " % i) * 20) for i in range(8)]
 
 
-@pytest.mark.parametrize(("codec", "magic"), INTEROP)
+@pytest.mark.parametrize(("codec", "magic"), LEGACY_CASES)
 def test_kafka_python_message_sets_decode_with_ours(codec: Compression, magic: int) -> None:
     builder = LegacyRecordBatchBuilder(magic=magic, compression_type=int(codec), batch_size=1 << 20)
     for i, (key, value) in enumerate(VALUES):
@@ -190,7 +176,7 @@ def test_kafka_python_message_sets_decode_with_ours(codec: Compression, magic: i
     assert [(m.key, m.value) for m in iter_records(buf)] == VALUES
 
 
-@pytest.mark.parametrize(("codec", "magic"), INTEROP)
+@pytest.mark.parametrize(("codec", "magic"), LEGACY_CASES)
 def test_our_message_sets_decode_with_kafka_python(codec: Compression, magic: int) -> None:
     records: list[LegacyRecordInput] = [
         (100 + i, 1_600_000_000_000 + i, key, value) for i, (key, value) in enumerate(VALUES)

@@ -5,9 +5,10 @@ from collections.abc import Callable
 
 import kafka.codec as kp_codec
 import pytest
+from helpers.batches import batch_builder
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from odradek.records import (
     BatchBuilder,
@@ -53,20 +54,6 @@ record_st = st.tuples(
     nullable,
     headers_st,
 )
-
-
-def kp_builder(codec: int = 0, **kw: object) -> DefaultRecordBatchBuilder:
-    args: dict[str, object] = dict(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 30,
-    )
-    args.update(kw)
-    return DefaultRecordBatchBuilder(**args)
 
 
 # -- seed goldens (seed 004, section 5) ---------------------------------------------------
@@ -214,8 +201,8 @@ def test_uncompressed_batch_is_byte_identical_to_kafka_python(
     transactional: bool,
 ) -> None:
     pid, epoch, seq = (42, 1, 10) if transactional else (-1, -1, -1)
-    theirs = kp_builder(
-        is_transactional=transactional, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    theirs = batch_builder(
+        transactional=transactional, producer_id=pid, producer_epoch=epoch, base_sequence=seq
     )
     ours = BatchBuilder(
         partition_leader_epoch=0,  # kafka-python leaves the broker's field at 0
@@ -241,7 +228,7 @@ def _compressible_records() -> list[tuple[int, bytes | None, bytes | None, list]
 
 @pytest.mark.parametrize("codec", ALL_CODECS)
 def test_kafka_python_batches_decode_with_ours(codec: Compression) -> None:
-    builder = kp_builder(int(codec), producer_id=99, producer_epoch=2, base_sequence=7)
+    builder = batch_builder(int(codec), producer_id=99, producer_epoch=2, base_sequence=7)
     expected = _compressible_records()
     for i, (ts, key, value, headers) in enumerate(expected):
         builder.append(i, timestamp=ts, key=key, value=value, headers=headers)

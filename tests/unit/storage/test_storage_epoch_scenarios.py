@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from helpers.batches import producer_batch
 from helpers.waiting import wait_until_async
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from odradek.controller_client import ControllerClient
@@ -37,17 +37,7 @@ A, B = 1, 2
 
 
 def batch(value: bytes) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, 1_000, None, value, [])
-    return bytes(builder.build())
+    return bytes(producer_batch([(1_000, None, value)]))
 
 
 def values(records: bytes) -> list[bytes]:

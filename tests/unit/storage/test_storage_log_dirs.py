@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from helpers.batches import producer_batch
 
 from odradek.log.manager import LogManager
 from odradek.metadata_cache import Snapshot
@@ -32,18 +32,7 @@ BROKER = {"log.segment.bytes": "4096", "log.segment.delete.delay.ms": "0"}
 
 
 def batch(n: int = 5, size: int = 100, epoch_ts: int = 1000) -> bytearray:
-    b = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i in range(n):
-        b.append(i, epoch_ts + i, None, bytes(size), [])
-    return bytearray(b.build())
+    return producer_batch((epoch_ts + i, None, bytes(size)) for i in range(n))
 
 
 def snapshot(version: int, partitions: int = 4, *, leader: int = ME) -> Snapshot:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from helpers.batches import producer_batch
 
 from odradek.log.log import PartitionLog
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -34,18 +34,12 @@ class Clock:
 def batch(
     n: int = 2, *, pid: int = -1, epoch: int = -1, seq: int = -1, ts: int = 1000
 ) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
+    return producer_batch(
+        ((ts + i, b"k%d" % i, b"v%d" % i) for i in range(n)),
         producer_id=pid,
         producer_epoch=epoch,
         base_sequence=seq,
-        batch_size=1 << 20,
     )
-    for i in range(n):
-        builder.append(i, ts + i, b"k%d" % i, b"v%d" % i, [])
-    return bytearray(builder.build())
 
 
 def state(

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from helpers.batches import producer_batch
 
 from odradek.log.manager import LogManager
 from odradek.metadata_cache import Snapshot
@@ -28,17 +28,7 @@ UNFOLLOWED: list[str] = []
 
 
 def batch() -> bytearray:
-    b = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    b.append(0, 1000, None, b"v", [])
-    return bytearray(b.build())
+    return producer_batch([(1000, None, b"v")])
 
 
 def snapshot(

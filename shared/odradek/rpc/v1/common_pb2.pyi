@@ -36,7 +36,7 @@ OFFLINE: NodeState
 SHUTTING_DOWN: NodeState
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports")
+    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports", "data_port")
     class BrokerPortsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class Node(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     ADVERTISED_HOST_FIELD_NUMBER: _ClassVar[int]
     BROKER_PORTS_FIELD_NUMBER: _ClassVar[int]
+    DATA_PORT_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     kind: NodeKind
     host: str
@@ -66,7 +67,8 @@ class Node(_message.Message):
     incarnation: int
     advertised_host: str
     broker_ports: _containers.ScalarMap[int, int]
-    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ...) -> None: ...
+    data_port: int
+    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ..., data_port: _Optional[int] = ...) -> None: ...
 
 class Partition(_message.Message):
     __slots__ = ("partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "offline_replicas", "adding_replicas", "removing_replicas")

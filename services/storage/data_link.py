@@ -1,0 +1,138 @@
+"""The storage node's side of the data link (docs/data-link.md): Produce and Fetch for
+gateways over plain TCP, the record batches beside a small protobuf head
+(:mod:`odradek.datalink.frame`).
+
+The handlers are the gRPC servicer's (:class:`~odradek.storage.produce.ProduceHandler`,
+:class:`~odradek.storage.fetch.FetchHandler`), so acks, the high watermark, long polls
+and ordering are exactly those of the gRPC path; only the transport differs. Fetched
+batches go from ``os.pread`` to the socket without another copy (``writelines``).
+Every call runs as its own task and answers in any order; until the node is up a call
+gets an ERROR answer (the gateway answers the client as for an unreachable node). A
+malformed frame closes the connection, never the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from odradek.datalink.frame import (
+    ERROR,
+    FETCH,
+    OK,
+    PRODUCE,
+    Buffer,
+    Frame,
+    FrameError,
+    FrameReader,
+    encode,
+)
+from odradek.rpc.server import MAX_MESSAGE_BYTES
+from odradek.rpc.v1 import storage_pb2
+
+if TYPE_CHECKING:
+    from odradek.storage.servicer import Handlers
+
+log = logging.getLogger(__name__)
+
+
+class _Connection(asyncio.BufferedProtocol):
+    def __init__(self, server: DataLinkServer) -> None:
+        self.server = server
+        self.reader = FrameReader(server.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        for task in self.tasks:
+            task.cancel()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.reader.buffer_updated(nbytes)
+        except FrameError as exc:
+            log.warning("data link: closing a connection after a bad frame: %s", exc)
+            if self.transport is not None:
+                self.transport.close()
+            return
+        for frame in frames:
+            task = asyncio.ensure_future(self._serve(frame))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _serve(self, frame: Frame) -> None:
+        try:
+            kind, meta, blobs = await self._answer(frame)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("data link call of kind %d failed", frame.kind)
+            kind, meta, blobs = ERROR, f"{type(exc).__name__}: {exc}".encode(), []
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.writelines(encode(frame.correlation_id, kind, meta, blobs))
+
+    async def _answer(self, frame: Frame) -> tuple[int, bytes, list[Buffer]]:
+        handlers = self.server.handlers()
+        if handlers is None:
+            return ERROR, b"storage node is starting", []
+        if frame.kind == FETCH:
+            fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
+            response, records = await handlers.fetch.fetch_split(fetch)
+            return OK, response.SerializeToString(), list(records)
+        if frame.kind == PRODUCE:
+            produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
+            answer = await handlers.produce.produce(produce, frame.blobs)
+            return OK, answer.SerializeToString(), []
+        return ERROR, f"unknown call kind {frame.kind}".encode(), []
+
+
+class DataLinkServer:
+    """The listener; ``handlers()`` gives the node's handlers, None while starting."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        handlers: Callable[[], Handlers | None],
+        max_frame_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.handlers = handlers
+        self.max_frame_bytes = max_frame_bytes
+        self.connections: set[_Connection] = set()
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self.port, backlog=256
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Stop accepting, let calls in flight answer (bounded), then close."""
+        if self._server is not None:
+            self._server.close()
+        busy = [t for conn in self.connections for t in conn.tasks]
+        if busy:
+            await asyncio.wait(busy, timeout=grace)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)

@@ -1,0 +1,146 @@
+"""The calling side of the data link: one connection per storage node, many calls on it.
+
+Calls are pipelined on one TCP connection and matched by correlation id, so a
+long-poll Fetch never holds up a Produce behind it. A connection that fails fails
+every call in flight on it with :class:`DataLinkError` and is opened again by the
+next call; a call whose deadline passes raises ``TimeoutError`` and its late answer is
+dropped. Callers treat both as they treat a failed gRPC call (the node is gone or
+moved: the client refreshes its metadata and retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from odradek.datalink.frame import ERROR, Buffer, Frame, FrameError, FrameReader, encode
+from odradek.metadata_cache import MetadataCache
+from odradek.rpc.server import MAX_MESSAGE_BYTES
+
+log = logging.getLogger(__name__)
+
+
+class DataLinkError(Exception):
+    """The call did not get an answer: connection refused or lost, or the node failed it."""
+
+    kafka_error = "NOT_LEADER_OR_FOLLOWER"
+
+
+class _Connection(asyncio.BufferedProtocol):
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.reader = FrameReader(max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.pending: dict[int, asyncio.Future[Frame]] = {}
+        self.next_id = 0
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.reader.buffer_updated(nbytes)
+        except FrameError as exc:
+            log.warning("data link: bad frame from the storage node: %s", exc)
+            self._fail(DataLinkError(f"bad frame: {exc}"))
+            return
+        for frame in frames:
+            fut = self.pending.pop(frame.correlation_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(DataLinkError(f"connection lost: {exc or 'closed by the storage node'}"))
+
+    def _fail(self, exc: Exception) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+
+    async def call(self, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float) -> Frame:
+        if self.closed or self.transport is None:
+            raise DataLinkError("connection closed")
+        self.next_id = (self.next_id + 1) & 0x7FFFFFFF
+        cid = self.next_id
+        fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self.pending[cid] = fut
+        self.transport.writelines(encode(cid, kind, meta, blobs))
+        try:
+            async with asyncio.timeout(timeout):
+                frame = await fut
+        finally:
+            self.pending.pop(cid, None)
+        if frame.kind == ERROR:
+            raise DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
+        return frame
+
+
+class DataLinkPool:
+    """Data link connections by storage node id, to the address in the metadata.
+
+    ``available(node)`` says whether the node has a data link at all (nodes that
+    register no ``data_port`` are called over gRPC).
+    """
+
+    def __init__(self, metadata: MetadataCache, max_frame_bytes: int = MAX_MESSAGE_BYTES) -> None:
+        self.metadata = metadata
+        self.max_frame_bytes = max_frame_bytes
+        self._conns: dict[int, tuple[tuple[str, int], _Connection]] = {}
+        self._opening: dict[int, asyncio.Task[_Connection]] = {}
+
+    def available(self, node_id: int) -> bool:
+        return self.metadata.current.data_address(node_id) is not None
+
+    async def call(
+        self, node_id: int, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float
+    ) -> Frame:
+        """One call to ``node_id``; raises DataLinkError, TimeoutError."""
+        conn = await asyncio.wait_for(self._connection(node_id), timeout)
+        return await conn.call(kind, meta, blobs, timeout)
+
+    async def _connection(self, node_id: int) -> _Connection:
+        address = self.metadata.current.data_address(node_id)
+        if address is None:
+            raise DataLinkError(f"storage node {node_id} has no data link")
+        entry = self._conns.get(node_id)
+        if entry is not None and entry[0] == address and not entry[1].closed:
+            return entry[1]
+        opening = self._opening.get(node_id)
+        if opening is None:
+            opening = asyncio.ensure_future(self._open(node_id, address))
+            self._opening[node_id] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(node_id, None))
+        return await asyncio.shield(opening)
+
+    async def _open(self, node_id: int, address: tuple[str, int]) -> _Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await loop.create_connection(
+                lambda: _Connection(self.max_frame_bytes), address[0], address[1]
+            )
+        except OSError as exc:
+            raise DataLinkError(f"storage node {node_id} at {address}: {exc}") from exc
+        old = self._conns.get(node_id)
+        if old is not None and old[1].transport is not None:
+            old[1].transport.close()  # the node moved: its calls in flight fail over
+        self._conns[node_id] = (address, conn)
+        return conn
+
+    async def close(self) -> None:
+        for _, conn in self._conns.values():
+            if conn.transport is not None:
+                conn.transport.close()
+        self._conns.clear()
+        for task in list(self._opening.values()):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task

@@ -1,0 +1,151 @@
+"""Data link frames: the byte layout and an incremental reader (sans-io).
+
+Produce and Fetch move record batches that the broker never decodes. Over gRPC every
+record byte is copied into and out of a protobuf message and through HTTP/2 framing on
+both sides; a data link frame carries the small protobuf part (the ``storage_pb2``
+request or answer with its ``records`` fields left empty) and the record batches
+beside it as raw blobs, which the sender hands to the socket without copying them
+(``transport.writelines``) and the receiver gets as views of one buffer the kernel
+wrote into.
+
+Layout (big-endian, like Kafka's own framing)::
+
+    INT32  size           bytes after this field
+    INT32  correlation_id chosen by the client; the answer carries it back
+    INT8   kind           request: 1 PRODUCE, 2 FETCH; answer: 0 OK, 1 ERROR
+    INT32  meta_size
+    BYTES  meta           a serialized storage_pb2 message (ERROR: UTF-8 text)
+    INT32  blob_count
+    INT32  blob_size      blob_count times
+    BYTES  blobs          concatenated; blob i is the records of partition i of meta
+
+Answers may come in any order (a long-poll Fetch must not hold up a Produce); the
+correlation id matches them. A frame that is larger than the reader's limit, or whose
+parts do not add up to its size, is a protocol error: the connection is closed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+Buffer = bytes | bytearray | memoryview
+
+PRODUCE = 1
+FETCH = 2
+OK = 0
+ERROR = 1
+
+_HEAD = struct.Struct(">iiBi")  # size, correlation id, kind, meta size
+_INT32 = struct.Struct(">i")
+# Frames whose first bytes arrive complete are copied out of this staging buffer;
+# a frame that is still incomplete gets a buffer of its own that the socket fills.
+STAGING_BYTES = 256 * 1024
+
+
+class FrameError(Exception):
+    """Bytes that are not a data link frame: the connection must be closed."""
+
+
+@dataclass(slots=True)
+class Frame:
+    correlation_id: int
+    kind: int
+    meta: memoryview
+    blobs: list[memoryview]
+
+
+def encode(
+    correlation_id: int, kind: int, meta: bytes, blobs: Sequence[Buffer] = ()
+) -> list[Buffer]:
+    """The frame as buffers for ``writelines``: one small head, then the blobs as given."""
+    count = len(blobs)
+    sizes = [len(b) for b in blobs]
+    tail = struct.pack(f">i{count}i", count, *sizes)
+    size = _HEAD.size - 4 + len(meta) + len(tail) + sum(sizes)
+    head = b"".join((_HEAD.pack(size, correlation_id, kind, len(meta)), meta, tail))
+    out: list[Buffer] = [head]
+    out.extend(b for b in blobs if len(b))
+    return out
+
+
+def parse(body: bytearray | bytes) -> Frame:
+    """One frame from its bytes after the size field; blobs are views of ``body``."""
+    view = memoryview(body)
+    end = len(view)
+    try:
+        correlation_id, kind, meta_size = struct.unpack_from(">iBi", view, 0)
+        pos = 9
+        if meta_size < 0 or pos + meta_size + 4 > end:
+            raise FrameError(f"meta of {meta_size} bytes does not fit a {end}-byte frame")
+        meta = view[pos : pos + meta_size]
+        pos += meta_size
+        (count,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if count < 0 or pos + 4 * count > end:
+            raise FrameError(f"{count} blobs do not fit a {end}-byte frame")
+        sizes = struct.unpack_from(f">{count}i", view, pos)
+        pos += 4 * count
+    except struct.error as exc:
+        raise FrameError(f"truncated frame: {exc}") from None
+    blobs = []
+    for size in sizes:
+        if size < 0 or pos + size > end:
+            raise FrameError(f"a blob of {size} bytes does not fit a {end}-byte frame")
+        blobs.append(view[pos : pos + size])
+        pos += size
+    if pos != end:
+        raise FrameError(f"{end - pos} bytes after the last blob")
+    return Frame(correlation_id, kind, meta, blobs)
+
+
+class FrameReader:
+    """Frames out of a byte stream, for an ``asyncio.BufferedProtocol``:
+    ``get_buffer()`` says where the socket should write, ``buffer_updated(n)`` returns
+    the frames completed by those ``n`` bytes."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._staging = bytearray(STAGING_BYTES)
+        self._end = 0  # staging bytes filled, all belonging to unparsed frames
+        self._body: bytearray | None = None  # an incomplete frame's own buffer
+        self._filled = 0
+
+    def get_buffer(self) -> memoryview:
+        if self._body is not None:
+            return memoryview(self._body)[self._filled :]
+        return memoryview(self._staging)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> list[Frame]:
+        if self._body is not None:
+            self._filled += nbytes
+            if self._filled < len(self._body):
+                return []
+            body, self._body = self._body, None
+            return [parse(body)]
+        self._end += nbytes
+        frames: list[Frame] = []
+        staging = self._staging
+        pos, end = 0, self._end
+        while end - pos >= 4:
+            (size,) = _INT32.unpack_from(staging, pos)
+            if size < _HEAD.size - 4 + 4 or size > self.max_frame_bytes:
+                raise FrameError(f"frame size {size} outside [13, {self.max_frame_bytes}]")
+            start = pos + 4
+            if end - start >= size:
+                frames.append(parse(staging[start : start + size]))
+                pos = start + size
+                continue
+            # Incomplete: give it a buffer of its own that the socket writes into.
+            body = bytearray(size)
+            have = end - start
+            body[:have] = staging[start:end]
+            self._body, self._filled = body, have
+            pos = end
+            break
+        rest = end - pos
+        if rest:
+            staging[:rest] = staging[pos:end]
+        self._end = rest
+        return frames

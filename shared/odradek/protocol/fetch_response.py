@@ -1,0 +1,143 @@
+"""A Fetch response as a list of buffers whose record payloads are not copied (sans-io).
+
+The generic encoder (:func:`odradek.protocol.messages.encode_response`) writes every
+field, record bytes included, into one new buffer and copies that into a bytes object:
+two copies of every fetched byte, a quarter of the gateway's CPU on a consume run
+(issue 18). Here the Kafka fields around each partition's ``records`` go into small
+byte strings and the records stay the buffers the storage node's data link delivered,
+so ``transport.writelines`` sends them as they are. The bytes are exactly the generic
+encoder's (tests/unit/protocol/test_fetch_response_parts.py compares them at every
+version); responses with fields this layout does not cover (the v12+ tagged fields
+``diverging_epoch``, ``current_leader``, ``snapshot_id``, ``node_endpoints``, which the
+gateway never sets) get ``None`` and take the generic path.
+
+Field layout: Kafka's ``FetchResponse.json`` (clients/src/main/resources/common/message).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import Any, cast
+
+from odradek.protocol.headers import encode_response_header
+from odradek.protocol.messages import FetchResponse
+
+Buffer = bytes | bytearray | memoryview
+
+# v12 is Fetch's first flexible version (compact arrays/strings, tagged fields).
+FIRST_FLEXIBLE = 12
+# Records smaller than this are joined into the surrounding bytes: a separate buffer
+# per tiny payload costs more in writev bookkeeping than the copy.
+INLINE_RECORDS_BELOW = 4096
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_TOPIC_HEAD = struct.Struct(">i")
+_PART_V0 = struct.Struct(">ihq")  # partition_index, error_code, high_watermark
+_PART_V4 = struct.Struct(">ihqq")  # + last_stable_offset
+_PART_V5 = struct.Struct(">ihqqq")  # + log_start_offset
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _has_tagged(response: Any) -> bool:
+    if getattr(response, "node_endpoints", None):
+        return True
+    for topic in response.responses:
+        for p in topic.partitions:
+            if (
+                getattr(p, "diverging_epoch", None) is not None
+                or getattr(p, "current_leader", None) is not None
+                or getattr(p, "snapshot_id", None) is not None
+            ):
+                return True
+    return False
+
+
+def encode_fetch_response(
+    correlation_id: int, version: int, response: FetchResponse
+) -> list[Buffer] | None:
+    """The whole response frame (size prefix, header, body) as buffers, or None when
+    the response needs the generic encoder."""
+    if _has_tagged(response):
+        return None
+    flexible = version >= FIRST_FLEXIBLE
+    out: list[Buffer] = []
+    cur = bytearray(encode_response_header(correlation_id, 1 if flexible else 0))
+
+    def array_len(n: int) -> bytes:
+        return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+    if version >= 1:
+        cur += _I32.pack(response.throttle_time_ms)
+    if version >= 7:
+        cur += _I16.pack(response.error_code)
+        cur += _I32.pack(response.session_id)
+    cur += array_len(len(response.responses))
+    for topic in response.responses:
+        if version >= 13:
+            topic_id = topic.topic_id
+            cur += (topic_id or uuid.UUID(int=0)).bytes
+        else:
+            name = topic.topic.encode()
+            cur += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            cur += name
+        cur += array_len(len(topic.partitions))
+        for p in topic.partitions:
+            if version >= 5:
+                cur += _PART_V5.pack(
+                    p.partition_index,
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                )
+            elif version >= 4:
+                cur += _PART_V4.pack(
+                    p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
+                )
+            else:
+                cur += _PART_V0.pack(p.partition_index, p.error_code, p.high_watermark)
+            if version >= 4:
+                aborted = p.aborted_transactions
+                if aborted is None:
+                    cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                else:
+                    cur += array_len(len(aborted))
+                    for a in aborted:
+                        cur += _ABORTED.pack(a.producer_id, a.first_offset)
+                        if flexible:
+                            cur += b"\x00"
+            if version >= 11:
+                cur += _I32.pack(p.preferred_read_replica)
+            records = p.records
+            if records is None:
+                cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            else:
+                size = len(records)
+                cur += _uvarint(size + 1) if flexible else _I32.pack(size)
+                if size < INLINE_RECORDS_BELOW:
+                    cur += records
+                else:
+                    out.append(cur)
+                    out.append(cast("Buffer", records))
+                    cur = bytearray()
+            if flexible:
+                cur += b"\x00"  # the partition's tagged fields
+        if flexible:
+            cur += b"\x00"  # the topic's tagged fields
+    if flexible:
+        cur += b"\x00"  # the response's tagged fields
+    out.append(cur)
+    total = sum(len(b) for b in out)
+    out.insert(0, _I32.pack(total))
+    return out

@@ -1,0 +1,94 @@
+"""Data link frames (odradek.datalink.frame): what is encoded is read back exactly, in
+any chunking of the stream, with blobs as views; malformed frames are FrameError."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.datalink.frame import (
+    FETCH,
+    STAGING_BYTES,
+    Frame,
+    FrameError,
+    FrameReader,
+    encode,
+    parse,
+)
+
+
+def _feed(reader: FrameReader, data: bytes, cuts: list[int]) -> list[Frame]:
+    """Write ``data`` into the reader's buffers in pieces no larger than each cut."""
+    frames: list[Frame] = []
+    pos = 0
+    i = 0
+    while pos < len(data):
+        buf = reader.get_buffer()
+        assert len(buf) > 0
+        n = min(len(buf), len(data) - pos, cuts[i % len(cuts)] if cuts else len(data))
+        buf[:n] = data[pos : pos + n]
+        pos += n
+        i += 1
+        frames += reader.buffer_updated(n)
+    return frames
+
+
+frame_st = st.tuples(
+    st.integers(0, 0x7FFFFFFF),
+    st.integers(0, 255),
+    st.binary(max_size=64),
+    st.lists(st.binary(max_size=300), max_size=5),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frames=st.lists(frame_st, min_size=1, max_size=6),
+    cuts=st.lists(st.integers(1, 700), max_size=8),
+)
+def test_round_trip_in_any_chunking(
+    frames: list[tuple[int, int, bytes, list[bytes]]], cuts: list[int]
+) -> None:
+    stream = b"".join(b"".join(bytes(x) for x in encode(*f)) for f in frames)
+    got = _feed(FrameReader(1 << 20), stream, cuts)
+    assert [
+        (g.correlation_id, g.kind, bytes(g.meta), [bytes(b) for b in g.blobs]) for g in got
+    ] == [(cid, kind, meta, blobs) for cid, kind, meta, blobs in frames]
+
+
+def test_large_frame_is_received_into_its_own_buffer() -> None:
+    blob = bytes(range(256)) * (3 * STAGING_BYTES // 256)
+    parts = encode(7, FETCH, b"meta", [blob, b"", b"x"])
+    assert parts[1] is blob  # handed to the socket as is, not copied into the head
+    stream = b"".join(bytes(p) for p in parts) * 2
+    (a, b) = _feed(FrameReader(1 << 24), stream, [65536])
+    assert bytes(a.blobs[0]) == blob and bytes(b.blobs[2]) == b"x"
+    assert a.blobs[1].nbytes == 0
+
+
+@pytest.mark.parametrize("size", [-1, 5, (1 << 20) + 1])
+def test_frame_size_out_of_bounds(size: int) -> None:
+    reader = FrameReader(1 << 20)
+    buf = reader.get_buffer()
+    buf[:4] = struct.pack(">i", size)
+    with pytest.raises(FrameError):
+        reader.buffer_updated(4)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        struct.pack(">iBi", 1, 0, 100) + b"\0" * 4,  # meta past the end
+        struct.pack(">iBii", 1, 0, 0, 3) + b"\0" * 4,  # blob sizes past the end
+        struct.pack(">iBiii", 1, 0, 0, 1, 10) + b"\0" * 4,  # a blob past the end
+        struct.pack(">iBiii", 1, 0, 0, 1, -2),  # negative blob
+        struct.pack(">iBii", 1, 0, 0, 0) + b"junk",  # bytes after the last blob
+        b"\0\0",
+    ],
+)
+def test_malformed_bodies(body: bytes) -> None:
+    with pytest.raises(FrameError):
+        parse(body)

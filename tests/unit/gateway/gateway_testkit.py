@@ -1,0 +1,57 @@
+"""A gateway that is never started, for handler tests: requests go through
+``Gateway.dispatch`` as encoded frames and come back decoded, against metadata the
+test supplies (no listener bound; the controller address is one nobody serves)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from odradek.config import Config
+from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.gateway import DEFAULTS, Gateway
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.headers import parse_request_header, parse_response_header
+from odradek.protocol.messages import decode_response, encode_request
+from odradek.protocol.versions import response_header_version
+from odradek.rpc.v1 import common_pb2
+
+CORRELATION_ID = 41
+
+
+@contextlib.asynccontextmanager
+async def offline_gateway(metadata: common_pb2.ClusterMetadata) -> AsyncIterator[Gateway]:
+    """Gateway node 0 believing ``metadata``; its clients are closed on exit."""
+    gateway = Gateway(
+        Config(
+            DEFAULTS,
+            overrides={
+                "node.id": "0",
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "controller.address": "127.0.0.1:1",
+            },
+        )
+    )
+    await gateway.metadata.update(metadata)
+    try:
+        yield gateway
+    finally:
+        await gateway.transactions.close()
+        await gateway.controller.close()
+
+
+async def call(
+    gw: Gateway, api_key: ApiKey, version: int, request: Any, *, broker: int | None = None
+) -> Any:
+    """One request on the bootstrap listener, or on ``broker``'s port; the decoded answer."""
+    frame = encode_request(api_key, version, CORRELATION_ID, "unit", request)
+    header, offset = parse_request_header(memoryview(frame)[4:])
+    body = memoryview(frame)[4 + offset :]
+    answer = await gw.dispatch(ConnectionContext(1, "test", broker), header, body)
+    assert answer is not None
+    cid, start = parse_response_header(
+        memoryview(answer)[4:], response_header_version(api_key, version)
+    )
+    assert cid == CORRELATION_ID
+    return decode_response(api_key, version, memoryview(answer)[4 + start :])
