@@ -128,6 +128,11 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": INT_MAX,
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.max.size": INT_MAX,
+    "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
     # TransactionLogConfig, TransactionStateManagerConfig
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",
@@ -136,23 +141,19 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "transaction.state.log.load.buffer.size": "5242880",
     "transaction.max.timeout.ms": "900000",
     "transaction.partition.verification.enable": "true",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
-    "transactional.id.expiration.ms": "604800000",
-    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
-    # SocketServerConfigs, ServerConfigs
-    "listeners": "PLAINTEXT://:9092",
-    "advertised.listeners": None,
-    "broker.rack": None,
-    "socket.request.max.bytes": "104857600",
-    "queued.max.requests": "500",
-    "queued.max.request.bytes": "-1",
-    "connections.max.idle.ms": "600000",
-    # security (SocketServerConfigs, BrokerSecurityConfigs, StandardAuthorizer)
+    # KIP-848 consumer groups (GroupCoordinatorConfig)
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.assignors": "uniform,range",
+    # connection limits (SocketServerConfigs)
     "max.connections": "2147483647",
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",
-    "listener.security.protocol.map": "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,"
-    "SASL_PLAINTEXT:SASL_PLAINTEXT",
+    # security (SocketServerConfigs, BrokerSecurityConfigs, SslConfigs, StandardAuthorizer)
+    "listener.security.protocol.map": (
+        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+    ),
     "sasl.enabled.mechanisms": "GSSAPI",
     "ssl.keystore.type": "JKS",
     "ssl.keystore.location": None,
@@ -168,6 +169,17 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "authorizer.class.name": "",
     "super.users": None,
     "allow.everyone.if.no.acl.found": "false",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    # SocketServerConfigs, ServerConfigs
+    "listeners": "PLAINTEXT://:9092",
+    "advertised.listeners": None,
+    "broker.rack": None,
+    "socket.request.max.bytes": "104857600",
+    "queued.max.requests": "500",
+    "queued.max.request.bytes": "-1",
+    "connections.max.idle.ms": "600000",
     "request.timeout.ms": "30000",
     # KRaftConfigs (node.id's -1 means "not set")
     "node.id": None,
@@ -177,15 +189,16 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
 
 # Kafka-named settings whose Odradek default differs on purpose (see each note).
 DEVIATIONS = {
-    "sasl.enabled.mechanisms",
-    "ssl.keystore.type",
-    "ssl.truststore.type",
+    "group.consumer.assignors",
     "log.dirs",
     "listeners",
     "queued.max.request.bytes",
     "node.id",
     "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",
+    "sasl.enabled.mechanisms",  # GSSAPI (Kerberos) is not served
+    "ssl.keystore.type",  # PEM files only
+    "ssl.truststore.type",
 }
 
 
