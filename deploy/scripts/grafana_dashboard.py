@@ -9,8 +9,8 @@ test fails when the committed file and this generator disagree.
 Rows: cluster health (nodes by state, offline/under-replicated partitions, elections,
 ISR changes), throughput (bytes in/out per topic, produce/fetch rates, connections,
 throttling), latency (request quantiles per Kafka API, internal gRPC), storage
-(log size, segments, offsets) and consumer groups (``kafka_consumergroup_lag`` in
-kafka-exporter's names, groups by state, rebalances).
+(log size, segments, offsets), consumer groups (``kafka_consumergroup_lag`` in
+kafka-exporter's names, groups by state, rebalances), transactions and the mirror.
 """
 
 from __future__ import annotations
@@ -424,6 +424,46 @@ def build() -> dict[str, Any]:
             "Transaction markers sent",
             "reqps",
             (f"sum(rate(odradek_transactions_marker_requests_total[{RATE}]))", "WriteTxnMarkers"),
+        ),
+        8,
+        8,
+    )
+
+    lay.row("Mirror")
+    lay.add(
+        timeseries(
+            "Mirror lag by topic",
+            "short",
+            ("sum by (source, topic) (odradek_mirror_lag_records)", "{{source}} {{topic}}"),
+            desc="Source records not yet on the target (odradek mirror, docs/mirror.md).",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Mirror replication latency",
+            "s",
+            (
+                "histogram_quantile(0.99, sum by (source, le) "
+                f"(rate(odradek_mirror_replication_latency_seconds_bucket[{RATE}])))",
+                "p99 {{source}}",
+            ),
+            (
+                "histogram_quantile(0.5, sum by (source, le) "
+                f"(rate(odradek_mirror_replication_latency_seconds_bucket[{RATE}])))",
+                "p50 {{source}}",
+            ),
+            desc="Source record timestamp to target acknowledgement.",
+        ),
+        8,
+        8,
+    )
+    lay.add(
+        timeseries(
+            "Mirrored bytes",
+            "Bps",
+            (f"sum by (source) (rate(odradek_mirror_bytes_total[{RATE}]))", "{{source}}"),
         ),
         8,
         8,

@@ -17,7 +17,9 @@ and answer with the member epoch and, when it changed, the assignment.
 Deviations: regular expressions are Python's ``re`` (Kafka uses RE2/J; the syntax of
 common patterns is the same) and are resolved on each heartbeat instead of in the
 background; a member whose epoch is behind because a response was lost is accepted
-when its previous epoch matches, whether or not it reported its partitions.
+when its previous epoch matches, whether or not it reported its partitions; a member
+waiting for partitions to be released is told to heartbeat every 100 ms until it has
+them (faster settling; Kafka answers the configured interval).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ log = logging.getLogger(__name__)
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+# Heartbeat interval answered to a member waiting for partitions to be released.
+UNRELEASED_HEARTBEAT_INTERVAL_MS = 100
 
 # Current topics: name -> (topic id, partition count); internal topics left out.
 TopicView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
@@ -266,9 +270,19 @@ class ConsumerGroups:
             ErrorCode.NONE,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._interval(member),
             assignment=dict(member.assigned) if send else None,
         )
+
+    def _interval(self, member: ConsumerGroupMember) -> int:
+        """The heartbeat interval to answer. A member waiting for partitions others are
+        releasing (UNRELEASED_PARTITIONS) is asked back sooner, so it picks them up soon
+        after they are freed instead of a whole interval later (Odradek's deviation:
+        Kafka always answers ``group.consumer.heartbeat.interval.ms``)."""
+        interval = self.config.consumer_heartbeat_interval_ms
+        if member.state is MemberState.UNRELEASED_PARTITIONS:
+            return min(interval, UNRELEASED_HEARTBEAT_INTERVAL_MS)
+        return interval
 
     def _join(
         self, group: ConsumerGroup, req: ConsumerHeartbeat, records: list[Record]

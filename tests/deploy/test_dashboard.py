@@ -72,6 +72,7 @@ def test_dashboard_covers_health_throughput_latency_and_lag() -> None:
         "Storage",
         "Consumer groups",
         "Transactions",
+        "Mirror",
     ]
     names = used_names()
     for needed in (
@@ -84,6 +85,8 @@ def test_dashboard_covers_health_throughput_latency_and_lag() -> None:
         "odradek_gateway_request_seconds_bucket",
         "odradek_grpc_server_handling_seconds_bucket",
         "kafka_consumergroup_lag",
+        "odradek_mirror_lag_records",
+        "odradek_mirror_replication_latency_seconds_bucket",
     ):
         assert needed in names, needed
     ids = [p["id"] for p in doc["panels"]]

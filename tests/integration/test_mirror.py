@@ -197,10 +197,14 @@ def test_mutual_mirroring_with_the_alias_policy_makes_no_loops(
     )
     with east_to_west, west_to_east:
         wait_until(
-            lambda: mirrored(a, b, "events", "east.events"), "east.events on west", timeout=60
+            lambda: mirrored(a, b, "events", "east.events", "odradek-mirror-west"),
+            "east.events on west",
+            timeout=120,
         )
         wait_until(
-            lambda: mirrored(b, a, "events", "west.events"), "west.events on east", timeout=60
+            lambda: mirrored(b, a, "events", "west.events", "odradek-mirror-east"),
+            "west.events on east",
+            timeout=120,
         )
         # Several refreshes later, the copies have not been copied back.
         wait_until(

@@ -141,11 +141,6 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "transaction.state.log.load.buffer.size": "5242880",
     "transaction.max.timeout.ms": "900000",
     "transaction.partition.verification.enable": "true",
-    # KIP-848 consumer groups (GroupCoordinatorConfig)
-    "group.consumer.session.timeout.ms": "45000",
-    "group.consumer.heartbeat.interval.ms": "5000",
-    "group.consumer.max.size": "2147483647",
-    "group.consumer.assignors": "uniform,range",
     # connection limits (SocketServerConfigs)
     "max.connections": "2147483647",
     "max.connections.per.ip": "2147483647",

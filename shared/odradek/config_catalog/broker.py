@@ -296,9 +296,11 @@ BROKER_CONFIGS = Catalog(
         _c(
             "group.consumer.assignors",
             _LIST,
-            "uniform,range",
+            ["uniform", "range"],
             "Server-side assignors consumer-protocol members may name; the first is the default.",
             _GROUPS,
+            note="Assignor names, not classes: Kafka lists its UniformAssignor and "
+            "RangeAssignor classes, whose names are uniform and range.",
         ),
         # transactions (Kafka's TransactionLogConfig, TransactionStateManagerConfig)
         _c(

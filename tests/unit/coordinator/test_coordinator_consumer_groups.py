@@ -77,8 +77,10 @@ def test_first_member_gets_everything_then_second_member_incrementally() -> None
     assert a.error == 0 and a.member_epoch == 1 and parts(a) == {T1: [0, 1, 2, 3, 4, 5]}
     assert a.heartbeat_interval_ms == 5000
     b = h.hb("b", 0)
-    # b joins at epoch 2 but its partitions are still a's: nothing yet.
+    # b joins at epoch 2 but its partitions are still a's: nothing yet, and it is
+    # asked back sooner than the configured interval.
     assert b.member_epoch == 2 and parts(b) == {}
+    assert b.heartbeat_interval_ms == 100
     # a is told to revoke three partitions and keeps its epoch until it has.
     a2 = h.hb("a", 1, {T1: [0, 1, 2, 3, 4, 5]})
     assert a2.member_epoch == 1 and sum(len(p) for p in parts(a2).values()) == 3
@@ -89,6 +91,7 @@ def test_first_member_gets_everything_then_second_member_incrementally() -> None
     assert a3.member_epoch == 2
     b2 = h.hb("b", 2, {})
     assert sorted(parts(b2)[T1]) == sorted(set(range(6)) - set(kept))
+    assert b2.heartbeat_interval_ms == 5000
     described = h.shard.consumer.describe("g")
     assert described.state == "Stable" and described.group_epoch == 2
 
