@@ -20,7 +20,7 @@ transactions (producer id, first offset) overlapping the returned batches, from 
 empty list. ``last_stable_offset`` is filled in for every consumer fetch.
 
 A follower's fetch is also how the leader learns the follower's log end offset
-(seed 3.2): before reading, the leader records it, which may advance the high
+(Kafka's ``Partition.updateFollowerFetchState``): before reading, the leader records it, which may advance the high
 watermark and may add the follower back to the ISR. If the follower's last fetched
 epoch does not end where the follower thinks it does in the leader's log, the answer
 is ``diverging_epoch`` instead of data (KIP-320).

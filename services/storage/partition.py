@@ -6,7 +6,8 @@ above it (request handlers, the replica fetcher, ISR maintenance) goes through
 partition's state changes atomically with respect to every other coroutine; the owner
 of role changes is the metadata path (:mod:`odradek.storage.replica_manager`).
 
-Leader side (seed section 3.2): the leader records each follower's log end offset from
+Leader side (Kafka's ``Partition.updateFollowerFetchState`` and
+``maybeIncrementLeaderHW``): the leader records each follower's log end offset from
 the offset it fetches at, and moves the high watermark to the minimum log end offset
 over the "maximal" ISR (the committed ISR plus a member whose addition is in flight)
 and over replicas that are caught up and eligible to join (Kafka's

@@ -1,8 +1,8 @@
 """The leader's view of one follower replica (Kafka's ``Replica``/``ReplicaState``).
 
 The leader learns a follower's log end offset from the offset the follower fetches at
-(seed section 3.2.1: a fetch at offset N proves the follower holds everything below
-N). ``last_caught_up_time_ms`` drives ISR shrinking: it is the last time the follower
+(a fetch at offset N proves the follower holds everything below N, as in Kafka's
+``Partition.updateFollowerFetchState``). ``last_caught_up_time_ms`` drives ISR shrinking: it is the last time the follower
 was known to have reached the leader's log end offset, computed as Kafka does so a
 follower that keeps pace with a busy leader is never considered lagging:
 

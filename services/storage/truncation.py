@@ -2,8 +2,9 @@
 
 Never by high watermark: a follower's high watermark lags the leader's by a round
 trip, so truncating to it after a restart throws away records the leader had already
-acknowledged (seed 3.3), and keeping everything below a stale HW lets two replicas
-hold different records at one offset (seed 3.4). Instead the follower asks the leader
+acknowledged (KIP-101, scenario 1), and keeping everything below a stale HW lets two
+replicas hold different records at one offset (KIP-101, scenario 2; both are told in
+docs/architecture.md, Replication). Instead the follower asks the leader
 where the follower's latest epoch ends in the leader's log (OffsetForLeaderEpoch, or
 the ``diverging_epoch`` a Fetch answers with) and compares with its own epoch cache,
 as Kafka's ``AbstractFetcherThread.getOffsetTruncationState`` does:

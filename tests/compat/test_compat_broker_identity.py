@@ -1,5 +1,5 @@
 """Real admin clients take the broker ids Metadata lists and use them everywhere
-(KAFKA-COMPAT item 24, docs/brokers.md), with 1 storage node behind 1 gateway and 3
+(docs/compatibility.md C24, docs/brokers.md), with 1 storage node behind 1 gateway and 3
 storage nodes behind 2 gateways:
 
 - librdkafka creates a topic with a manual replica assignment built from the listed

@@ -1,5 +1,5 @@
 """The anomalies Jepsen found in Kafka-compatible systems, as named tests (issue 13;
-KAFKA-COMPAT item 20), with real clients against a real cluster.
+docs/compatibility.md C20), with real clients against a real cluster.
 
 - aborted reads: a read_committed consumer must never see a record of an aborted
   transaction, however transactions of several producers interleave;

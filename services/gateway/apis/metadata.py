@@ -2,12 +2,12 @@
 
 Brokers are the live storage nodes, each at the gateway endpoint that fronts it
 (:mod:`odradek.gateway.brokers`, docs/brokers.md), so Kafka's invariants hold and the
-ids are usable everywhere (KAFKA-COMPAT item 24): a partition's leader is one of its
+ids are usable everywhere (docs/compatibility.md C24): a partition's leader is one of its
 replicas and a listed broker; replicas and ISR members are listed brokers unless
 offline, and then they are in ``offline_replicas``; ``controller_id`` is a listed
 broker (the lowest id, as KRaft answers a broker there), -1 with no broker.
-``leader_epoch`` is the storage leader epoch (KAFKA-COMPAT item 13); topic ids are the
-controller's stable UUIDs (item 12).
+``leader_epoch`` is the storage leader epoch (docs/compatibility.md C13); topic ids are the
+controller's stable UUIDs (docs/compatibility.md C12).
 
 Auto-creation: a requested unknown topic is created when ``auto.create.topics.enable``
 is on and the request allows it (v4+ flag, always for older versions), with

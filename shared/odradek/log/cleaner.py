@@ -18,7 +18,8 @@ younger than ``min.compaction.lag.ms``). A pass:
    its baseOffset, lastOffsetDelta, producer fields, epoch and codec (recompressed);
    a batch whose records all go is dropped, unless it is its producer's last batch,
    whose header stays as an empty batch so the producer's sequence and epoch survive
-   (seed 001 §5.3.1). Transactions (:mod:`odradek.log.cleaned_transactions`): batches
+   (Kafka's ``LogCleaner``: the last batch of each producer is kept, KIP-98).
+   Transactions (:mod:`odradek.log.cleaned_transactions`): batches
    of aborted transactions lose all their records; COMMIT/ABORT markers stay while data
    of their transaction remains, then get a delete horizon (``delete.retention.ms``)
    and go in a pass after it, as in Kafka; the new segment's ``.txnindex`` keeps the

@@ -15,7 +15,8 @@ One entry of a message set (big-endian)::
     value       bytes
 
 So a message takes 12 (log overhead) + 14 (magic 0) or 22 (magic 1) bytes plus key and
-value: the seed's key "key", value "value" is 34 bytes in magic 0 and 42 in magic 1.
+value: key "key" and value "value" take 34 bytes in magic 0 and 42 in magic 1
+(Kafka's ``LegacyRecord``; magic 1 adds the timestamp, KIP-32).
 
 A compressed *wrapper* message has a null key and, as value, a whole inner message set
 compressed with the codec of its attributes. Inner messages are never compressed and
@@ -24,7 +25,8 @@ share the wrapper's magic. Offsets:
 - magic 0: inner messages carry absolute offsets (the broker rewrote them);
 - magic 1: inner offsets are relative (0..n-1, or with gaps after compaction) and the
   wrapper carries the absolute offset of the LAST inner message, so
-  ``absolute = wrapper_offset + (inner_offset - last_inner_offset)`` (seed 004, sec. 4);
+  ``absolute = wrapper_offset + (inner_offset - last_inner_offset)`` (Java's
+  ``AbstractLegacyRecordBatch``, KIP-31);
   when that base would be negative (a producer's wrapper, offset 0) the inner offsets
   are taken as they are, as Java's reader does.
 

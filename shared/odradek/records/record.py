@@ -576,7 +576,8 @@ def build_empty_batch(
     """A batch header with no records (Java's ``writeEmptyHeader``).
 
     Compaction keeps such a header when it removed every record of a producer's last
-    batch, so the producer's sequence and epoch survive (seed 001, section 5.3.1).
+    batch, so the producer's sequence and epoch survive (the "Record Batch" section of
+    Kafka's documentation).
     """
     attributes = 0
     if timestamp_type == TimestampType.LOG_APPEND_TIME:

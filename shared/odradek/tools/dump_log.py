@@ -3,8 +3,8 @@
 Reads files only, never a running service, so it works on a copy of a log directory
 or on the data of a dead node. Every file kind of a partition directory is handled:
 
-- ``.log``: ``Starting offset: <base>``, one line per batch (v2, seed 004's field order)
-  or per legacy message (magic 0/1, seed 004's 0.8 style), and with
+- ``.log``: ``Starting offset: <base>``, one line per batch (v2, kafka-dump-log.sh's field order)
+  or per legacy message (magic 0/1, as kafka-dump-log.sh prints them), and with
   ``--deep-iteration``/``--print-data-log`` one ``| offset: ...`` line per record;
   ``--transaction-log-decoder`` prints ``__transaction_state`` records as transaction
   metadata (Kafka's ``TransactionLog.formatRecordKeyAndValue``), ``--offsets-decoder``

@@ -25,7 +25,7 @@ from odradek.records.compression import UnsupportedCodecError
 from odradek.records.legacy import LegacyRecordInput
 
 
-# -- seed goldens (seed 004, sections 2 and 3) ---------------------------------------------
+# -- goldens of the legacy message formats (magic 0 and 1) ---------------------------------------------
 def test_seed_v0_message_is_34_bytes_with_seed_crc() -> None:
     out = encode_message(0, 0, -1, b"key", b"value")
     assert len(out) == 34

@@ -56,7 +56,7 @@ record_st = st.tuples(
 )
 
 
-# -- seed goldens (seed 004, section 5) ---------------------------------------------------
+# -- goldens of record batch v2 (KIP-98's format) ---------------------------------------------------
 def test_seed_single_record_batch_is_76_bytes() -> None:
     b = BatchBuilder(partition_leader_epoch=0)
     b.append(SEED_TS, b"key", b"value")

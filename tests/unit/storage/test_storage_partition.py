@@ -1,7 +1,8 @@
 """Leader/follower state of one partition over a real on-disk log (no network).
 
 Covers the replication rules the storage node applies per partition: the high
-watermark is the minimum log end offset over the ISR (seed 3.2) and never moves back,
+watermark is the minimum log end offset over the ISR (Kafka's
+``Partition.maybeIncrementLeaderHW``) and never moves back,
 acks=-1 bookkeeping, ISR shrink/expand conditions, epoch fencing, and the follower's
 high watermark and truncation.
 """
