@@ -35,6 +35,9 @@ from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, NewTo
 
 from odradek.protocol.errors import ErrorCode
 
+# Slow suite (make test-slow, run by CI): four admin clients move data between storage nodes.
+pytestmark = pytest.mark.slow
+
 BROKERS = [100, 101, 102, 103]
 RECORDS = 300
 

@@ -264,6 +264,7 @@ def test_up_serves_clients_and_stops_every_service_on_ctrl_c(tmp_path: Path) -> 
             "storage",
             "offsets",
             "coordinator",
+            "transactions",
             "gateway",
             "console",
         }

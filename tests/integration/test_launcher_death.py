@@ -29,6 +29,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # tens of seconds: in make test-slow, which CI runs
 @pytest.mark.timeout(180)
 def test_sigkill_of_odradek_up_stops_every_service(tmp_path: Path) -> None:
     data = tmp_path / "cluster"

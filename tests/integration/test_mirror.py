@@ -39,6 +39,9 @@ from tests.integration.mirror_process import (
     topic_names,
 )
 
+# Slow suite (make test-slow, run by CI): every test starts two clusters and a mirror.
+pytestmark = pytest.mark.slow
+
 FAST = ["--set", "refresh.topics.interval.seconds=1", "--set", "progress.interval.seconds=1"]
 
 

@@ -25,6 +25,9 @@ from tests.integration.mirror_process import (
     read_count,
 )
 
+# Slow suite (make test-slow, run by CI): a Tansu broker, a cluster and a mirror.
+pytestmark = pytest.mark.slow
+
 
 def tansu_binary() -> Path:
     import confluent_kafka

@@ -246,6 +246,7 @@ def test_log_dirs_in_the_reassignment_file_move_a_replica_between_directories(
     assert "Clearing broker-level throttles" in out.stdout
 
 
+@pytest.mark.slow  # tens of seconds: in make test-slow, which CI runs
 def test_scale_out_rebalance_then_decommission(cluster: Cluster) -> None:
     """The Helm chart's scaling flow by hand: the pre-upgrade guard, the post-upgrade
     filler waiting for the new node, then a drain of the highest id before a scale-down."""

@@ -40,6 +40,9 @@ from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
 from odradek.tools.launcher import Cluster
 
+# Slow suite (make test-slow, run by CI): data moves between storage nodes under load.
+pytestmark = pytest.mark.slow
+
 SETTINGS = {
     "min.insync.replicas": "2",
     "replica.lag.time.max.ms": "3000",

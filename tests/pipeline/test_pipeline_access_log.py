@@ -165,6 +165,7 @@ def test_generator_writes_combined_log_lines(cluster: Cluster, unique_topic: str
     assert 1.5 <= time.monotonic() - began < 20
 
 
+@pytest.mark.slow  # tens of seconds: in make test-slow, which CI runs
 def test_access_log_job_end_to_end(
     spark: SparkSession, cluster: Cluster, unique_topic: str, tmp_path: Path
 ) -> None:
