@@ -49,7 +49,8 @@ from odradek.pipeline.record_producer import Delivery, flush, produce_rows
 from odradek.pipeline.sink_columns import SinkColumns
 from odradek.pipeline.topics import ensure_topic
 
-MARKER_TOPIC = "__odradek_spark_sink_batches"
+# One leading underscore: names starting with "__" are reserved (odradek.controller.names).
+MARKER_TOPIC = "_odradek_spark_sink_batches"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
 TRANSACTION_TIMEOUT_MS = 600_000
 CALL_TIMEOUT_S = 60.0
