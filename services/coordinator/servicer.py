@@ -212,6 +212,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
                         state=d.state,
                         protocol_type=d.protocol_type,
                         protocol_data=d.protocol_data,
+                        error_message=d.message,
                     )
                     for m in d.members:
                         dm = out.members.add(

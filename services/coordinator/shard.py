@@ -144,6 +144,7 @@ class GroupDescription:
     protocol_type: str
     protocol_data: str
     members: list[DescribedMember]
+    message: str = ""
 
 
 @dataclass(slots=True)
@@ -869,13 +870,19 @@ class GroupShard:
 
     # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------
     def describe(self, group_id: str) -> GroupDescription:
+        """Kafka's ``describeGroups``: a group that is not a classic one (unknown, or a
+        consumer group) is GROUP_ID_NOT_FOUND, which DescribeGroups below v6 answers as
+        a Dead group without error (KIP-1043)."""
         group = self.groups.get(group_id)
-        if group is None and group_id in self.consumer.groups:
-            # Not a classic group: DescribeGroups below v6 says Dead, as Kafka's
-            # describeGroups does (v6 would answer GROUP_ID_NOT_FOUND).
-            return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "", [])
         if group is None:
-            return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "", [])
+            message = (
+                f"Group {group_id} is not a classic group."
+                if group_id in self.consumer.groups
+                else f"Group {group_id} not found."
+            )
+            return GroupDescription(
+                group_id, ErrorCode.GROUP_ID_NOT_FOUND, "Dead", "", "", [], message
+            )
         stable = group.is_(GroupState.STABLE)
         members = [
             DescribedMember(

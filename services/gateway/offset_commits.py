@@ -9,7 +9,8 @@ partition sent.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import uuid
+from collections.abc import Collection, Iterable, Sequence
 
 from odradek.gateway.group_routing import GroupRouter
 from odradek.metadata_cache import Snapshot
@@ -27,6 +28,18 @@ CommittedTopic = (
 )
 
 
+def name_topics_by_id(topics: Sequence[CommittedTopic], snapshot: Snapshot) -> None:
+    """OffsetCommit v10 names topics by id (KIP-848): fill each topic's name from the
+    cluster's metadata; an id nobody knows keeps the empty name, and
+    :func:`add_partitions` answers its partitions UNKNOWN_TOPIC_ID."""
+    for topic in topics:
+        topic_id = getattr(topic, "topic_id", None)
+        known = (
+            snapshot.topics_by_id.get(topic_id.bytes) if isinstance(topic_id, uuid.UUID) else None
+        )
+        topic.name = known.name if known is not None else ""
+
+
 def add_partitions(
     call: offsets_pb2.CommitOffsetsRequest,
     topics: Iterable[CommittedTopic],
@@ -34,13 +47,20 @@ def add_partitions(
     with_leader_epoch: bool,
     denied: Collection[str] = frozenset(),
     denied_code: int = ErrorCode.NONE,
+    *,
+    by_id: bool = False,
 ) -> PartitionErrors:
     """Add every requested partition the cluster knows to ``call``; the errors of the
     others. ``with_leader_epoch``: the request version carries committed leader epochs;
-    topics in ``denied`` (the authorizer's refusals) answer ``denied_code``."""
+    topics in ``denied`` (the authorizer's refusals) answer ``denied_code``; ``by_id``:
+    the topics were named by id (:func:`name_topics_by_id`)."""
     errors: PartitionErrors = {}
     for topic in topics:
         for p in topic.partitions:
+            if by_id and not topic.name:
+                # v10: a topic id the cluster does not know (Kafka's UNKNOWN_TOPIC_ID).
+                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
             if topic.name in denied:
                 errors[(topic.name, p.partition_index)] = denied_code
                 continue

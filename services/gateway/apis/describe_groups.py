@@ -1,9 +1,11 @@
-"""DescribeGroups (key 15), versions 0-5: each group asked of its coordinator, one call
+"""DescribeGroups (key 15), versions 0-6: each group asked of its coordinator, one call
 per coordinator, in parallel.
 
-As in Kafka, a group nobody knows is described as ``Dead`` with no error (v6 would
-answer GROUP_ID_NOT_FOUND; not advertised); members carry metadata and assignment only
-while the group is Stable. Deviation: no authorizer, so ``authorized_operations``
+As in Kafka, a group that is not a classic group (nobody knows it, or it is a KIP-848
+consumer group) is described as ``Dead`` with no error below v6, and from v6 (KIP-1043)
+as ``Dead`` with GROUP_ID_NOT_FOUND and the coordinator's error message ("Group g not
+found." / "Group g is not a classic group."); members carry metadata and assignment
+only while the group is Stable. Deviation: no authorizer, so ``authorized_operations``
 (v3+) is Kafka's "not requested" value unless asked for, and then every group
 operation.
 """
@@ -83,9 +85,14 @@ async def handle(
     out = []
     for group_id in request.groups:
         d = found[group_id]
+        error = d.error_code
+        message = d.error_message or None
+        if error == ErrorCode.GROUP_ID_NOT_FOUND and version < 6:
+            error, message = ErrorCode.NONE, None
         out.append(
             Described(
-                error_code=d.error_code,
+                error_code=error,
+                error_message=message if error else None,
                 group_id=group_id,
                 group_state=d.state or ("Dead" if not d.error_code else ""),
                 protocol_type=d.protocol_type,

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), versions 0-9: checked by the group's coordinator, written by
+"""OffsetCommit (key 8), versions 0-10: checked by the group's coordinator, written by
 the offset store with acks=all, answered once durable.
 
 Partitions of topics or partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
@@ -10,7 +10,10 @@ generation -1 are for groups not using group management (allowed while the group
 Empty). v1's per-partition commit timestamp is ignored (Kafka ignores it too since
 v2); v2-v4's ``retention_time_ms`` is stored as an expire timestamp. The metadata
 string and the committed leader epoch (v6+) round-trip to OffsetFetch
-(docs/compatibility.md C18).
+(docs/compatibility.md C18). v10 names topics by id (KIP-848): an id the cluster does
+not know answers UNKNOWN_TOPIC_ID for its partitions, as Kafka's
+``KafkaApis.handleOffsetCommitRequest`` does; offsets are stored by topic name as for
+every version.
 
 Ordering: Kafka handles one request per connection at a time, and clients pipeline
 asynchronous commits (librdkafka's auto-commit), so commits of one connection are
@@ -24,7 +27,7 @@ from __future__ import annotations
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.offset_commits import add_partitions, commit
+from odradek.gateway.offset_commits import add_partitions, commit, name_topics_by_id
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -40,13 +43,15 @@ PartResp = TopicResp.OffsetCommitResponsePartition
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
+    if header.api_version >= 10:
+        name_topics_by_id(request.topics, gw.metadata.current)
     # KafkaApis.handleOffsetCommitRequest: READ on the group, then on each topic.
     if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
-        denied = {t.name for t in request.topics}
+        denied = {t.name for t in request.topics if t.name}
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
         denied = gw.authorizer.denied(
-            ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+            ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics if t.name)
         )
         code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     async with ctx.lanes.lane(API_KEY):
@@ -70,7 +75,13 @@ async def _commit(
     if version >= 7 and request.group_instance_id is not None:
         call.group_instance_id = request.group_instance_id
     errors = add_partitions(
-        call, request.topics, gw.metadata.current, version >= 6, denied, denied_code
+        call,
+        request.topics,
+        gw.metadata.current,
+        version >= 6,
+        denied,
+        denied_code,
+        by_id=version >= 10,
     )
     await commit(gw.groups, call, errors)
     return OffsetCommitResponse(
@@ -78,6 +89,7 @@ async def _commit(
         topics=[
             TopicResp(
                 name=topic.name,
+                topic_id=topic.topic_id,
                 partitions=[
                     PartResp(
                         partition_index=p.partition_index,

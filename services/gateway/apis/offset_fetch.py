@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), versions 0-9: served by the offset store from its cache.
+"""OffsetFetch (key 9), versions 0-10: served by the offset store from its cache.
 
 v0-7 ask about one group, v8+ about several, each with its own error (docs/compatibility.md
 C18). ``topics`` null (v2+) means every partition the group committed. A partition
@@ -10,12 +10,15 @@ UNSTABLE_OFFSET_COMMIT (the consumer retries until the transaction ends); withou
 the last stable commit is returned. v9's member id and epoch are for KIP-848 groups:
 when a request names a member, its coordinator checks it is current
 (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as the group error); classic groups ignore
-them, as Kafka does.
+them, as Kafka does. v10 names topics by id (KIP-848): an id the cluster does not know
+answers UNKNOWN_TOPIC_ID on its partitions; asked for every topic, committed offsets of
+topics that no longer exist are left out (they have no id to name them by).
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TypedDict
 
 import grpc
@@ -154,11 +157,46 @@ def _fields(o: offsets_pb2.CommittedOffset | None, error: int) -> _Committed:
     }
 
 
+def _name_topics_by_id(gw: GatewayApi, topics: Wanted) -> None:
+    """v10 asks by topic id: each topic takes its name from the cluster's metadata (an
+    id nobody knows keeps an empty name, answered UNKNOWN_TOPIC_ID)."""
+    snapshot = gw.metadata.current
+    for t in topics or []:
+        topic_id = getattr(t, "topic_id", None)
+        known = (
+            snapshot.topics_by_id.get(topic_id.bytes) if isinstance(topic_id, uuid.UUID) else None
+        )
+        t.name = known.name if known is not None else ""
+
+
+def _with_topic_ids(gw: GatewayApi, rows: list[NewTopic], asked: Wanted) -> list[NewTopic]:
+    """v10 answers by topic id: the ids asked for, in request order, or (every topic
+    asked for) the ids of the committed topics that still exist."""
+    snapshot = gw.metadata.current
+    if asked is not None:
+        for row, t in zip(rows, asked, strict=True):
+            row.topic_id = t.topic_id
+            if not t.name:
+                for part in row.partitions:
+                    part.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+        return rows
+    kept = []
+    for row in rows:
+        known = snapshot.topics.get(row.name)
+        if known is not None:
+            row.topic_id = uuid.UUID(bytes=bytes(known.topic_id))
+            kept.append(row)
+    return kept
+
+
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetFetchRequest
 ) -> OffsetFetchResponse:
     version = header.api_version
     stable = bool(request.require_stable) if version >= 7 else False
+    if version >= 10:
+        for g in request.groups:
+            _name_topics_by_id(gw, g.topics)
     if version >= 8:
         results = await asyncio.gather(
             *(
@@ -177,22 +215,19 @@ async def handle(
         for g, result in zip(request.groups, results, strict=True):
             error = result.error_code
             topics = [] if error and g.topics is None else _by_topic(result, g.topics)
-            out.append(
-                Group(
-                    group_id=g.group_id,
-                    error_code=error,
-                    topics=[
-                        NewTopic(
-                            name=name,
-                            partitions=[
-                                NewPartition(partition_index=i, **_fields(o, ErrorCode.NONE))
-                                for i, o in parts
-                            ],
-                        )
-                        for name, parts in topics
+            rows = [
+                NewTopic(
+                    name=name,
+                    partitions=[
+                        NewPartition(partition_index=i, **_fields(o, ErrorCode.NONE))
+                        for i, o in parts
                     ],
                 )
-            )
+                for name, parts in topics
+            ]
+            if version >= 10:
+                rows = _with_topic_ids(gw, rows, g.topics)
+            out.append(Group(group_id=g.group_id, error_code=error, topics=rows))
         return OffsetFetchResponse(throttle_time_ms=0, groups=out)
     topics_req = request.topics if version >= 2 else (request.topics or [])
     result = await _fetch(gw, ctx, request.group_id, topics_req, stable)

@@ -30,14 +30,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
         8,
     ),  # codec 0-11; v9-v11 are tiered-storage lookups (KIP-1005/1075/1023)
     ApiKey.METADATA: (0, 12),  # codec 0-13; v13 adds a top-level error code (rebootstrap)
-    ApiKey.OFFSET_COMMIT: (0, 9),  # codec 0-10; v10 names topics by id (KIP-848)
-    ApiKey.OFFSET_FETCH: (0, 9),  # codec 0-10; v10 names topics by id (KIP-848)
+    ApiKey.OFFSET_COMMIT: (0, 10),  # codec 0-10; v10 names topics by id (KIP-848)
+    ApiKey.OFFSET_FETCH: (0, 10),  # codec 0-10; v10 names topics by id (KIP-848)
     ApiKey.FIND_COORDINATOR: (0, 6),  # codec 0-6 (v6 adds share-group keys, KIP-932)
     ApiKey.JOIN_GROUP: (0, 9),  # codec 0-9
     ApiKey.HEARTBEAT: (0, 4),  # codec 0-4
     ApiKey.LEAVE_GROUP: (0, 5),  # codec 0-5
     ApiKey.SYNC_GROUP: (0, 5),  # codec 0-5
-    ApiKey.DESCRIBE_GROUPS: (0, 5),  # codec 0-6; v6 answers GROUP_ID_NOT_FOUND (KIP-1043)
+    ApiKey.DESCRIBE_GROUPS: (0, 6),  # codec 0-6; v6 answers GROUP_ID_NOT_FOUND (KIP-1043)
     ApiKey.LIST_GROUPS: (0, 5),  # codec 0-5
     ApiKey.API_VERSIONS: (0, 4),  # codec 0-4
     ApiKey.CREATE_TOPICS: (0, 7),  # codec 0-7

@@ -191,7 +191,8 @@ def test_classic_and_consumer_groups_keep_their_ids() -> None:
     h.hb("a", 0)
     assert ("g", "consumer", "Stable", "consumer") in h.shard.list_groups()
     described = h.shard.describe("g")
-    assert (described.error, described.state) == (E.NONE, "Dead")
+    assert (described.error, described.state) == (E.GROUP_ID_NOT_FOUND, "Dead")
+    assert described.message == "Group g is not a classic group."
 
 
 @pytest.mark.parametrize("assignor", [uniform, range_])

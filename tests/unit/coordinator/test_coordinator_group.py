@@ -514,7 +514,7 @@ def test_describe_list_and_delete() -> None:
     assert d.members[0].member_id == a and d.members[0].assignment == a.encode()
     assert d.members[0].metadata == b"sub-range" and d.members[0].client_id == "c0"
     missing = h.shard.describe("nope")
-    assert (missing.error, missing.state, missing.members) == (E.NONE, "Dead", [])
+    assert (missing.error, missing.state, missing.members) == (E.GROUP_ID_NOT_FOUND, "Dead", [])
     h.shard.validate_offset_commit("simple", "", None, -1)
     assert sorted(h.shard.list_groups()) == [
         ("g", "consumer", "Stable", "classic"),

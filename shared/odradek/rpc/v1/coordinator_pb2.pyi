@@ -320,20 +320,22 @@ class DescribedMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ...) -> None: ...
 
 class DescribedGroup(_message.Message):
-    __slots__ = ("error_code", "group_id", "state", "protocol_type", "protocol_data", "members")
+    __slots__ = ("error_code", "group_id", "state", "protocol_type", "protocol_data", "members", "error_message")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_DATA_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     group_id: str
     state: str
     protocol_type: str
     protocol_data: str
     members: _containers.RepeatedCompositeFieldContainer[DescribedMember]
-    def __init__(self, error_code: _Optional[int] = ..., group_id: _Optional[str] = ..., state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_data: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedMember, _Mapping]]] = ...) -> None: ...
+    error_message: str
+    def __init__(self, error_code: _Optional[int] = ..., group_id: _Optional[str] = ..., state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_data: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedMember, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class DescribeGroupsResponse(_message.Message):
     __slots__ = ("groups",)
