@@ -11,6 +11,11 @@ stamped with the *assignment epoch*; each member's *member epoch* reaches the
 assignment epoch once it owns nothing another member's target needs. Group states,
 Kafka's names: Empty (no members), Assigning (target behind the group epoch),
 Reconciling (some member not at the target yet), Stable.
+
+A member may use the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+consumer group while the group migrates online (KIP-848; Kafka's
+``ConsumerGroupMember.classicMemberMetadata``): ``classic`` then holds its session
+timeout and the protocols it joined with.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
+
+from odradek.consumer_offsets.consumer_group_records import ClassicMemberMetadata
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 
@@ -76,6 +83,12 @@ class ConsumerGroupMember:
     # A static member that left with epoch -2: kept (with its assignment) until its
     # instance rejoins or its session times out.
     departed: bool = False
+    # Set for a member using the classic protocol (online migration).
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def compiled_regex(self) -> re.Pattern[str] | None:
         if self.subscribed_topic_regex is None:
@@ -132,6 +145,22 @@ class ConsumerGroup:
                 del self.static_members[member.instance_id]
         self.target.pop(member_id, None)
         return member
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Kafka's ``allMembersUseClassicProtocolExcept``."""
+        return all(
+            m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id
+        )
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's ``ConsumerGroup.supportsClassicProtocols``: type ``consumer`` and one
+        protocol every classic member supports (any, when there is none yet)."""
+        if protocol_type != self.protocol_type:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        if not classic:
+            return bool(names)
+        return any(all(n in {p for p, _ in c.supported_protocols} for c in classic) for n in names)
 
     def owner_map(self, excluding: str | None = None) -> dict[tuple[uuid.UUID, int], str]:
         """Partition -> the member that still owns it (assigned or revoking)."""

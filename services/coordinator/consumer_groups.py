@@ -14,6 +14,18 @@ the member towards its target (:mod:`odradek.coordinator.reconciliation`), persi
 changed with Kafka's record types (:mod:`odradek.consumer_offsets.consumer_group_records`)
 and answer with the member epoch and, when it changed, the assignment.
 
+Classic members (KIP-848's online migration, Kafka's ``classicGroupJoinToConsumerGroup``
+and neighbours): a member of a consumer group may use JoinGroup/SyncGroup/Heartbeat/
+LeaveGroup. JoinGroup is its heartbeat with a subscription and owned partitions: it
+updates the member, moves the epochs and the target like a heartbeat and answers at
+once with the member epoch as generation (no leader, no long-poll); SyncGroup hands out
+its current assignment in the embedded consumer protocol; Heartbeat answers
+REBALANCE_IN_PROGRESS while the member has to rejoin (group epoch moved on, partitions
+to revoke, or partitions it waits for released). A member that does not rejoin or sync
+within its rebalance timeout is fenced. When the last consumer-protocol member of a
+group leaves or is fenced and only classic members remain, the group goes back to being
+a classic group (``downgrade``, :mod:`odradek.coordinator.migration`).
+
 Deviations: regular expressions are Python's ``re`` (Kafka uses RE2/J; the syntax of
 common patterns is the same) and are resolved on each heartbeat instead of in the
 background; a member whose epoch is behind because a response was lost is accepted
@@ -33,19 +45,36 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.consumer_offsets import consumer_group_records as rec
+from odradek.consumer_offsets.consumer_group_records import ClassicMemberMetadata
 from odradek.coordinator.assignors import ASSIGNORS, AssignmentSpec
 from odradek.coordinator.consumer_group import (
     Assignment,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
+    intersect,
+    minus,
     normalized,
 )
+from odradek.coordinator.group import JoinCallback, JoinResult, SyncCallback, SyncResult
+from odradek.coordinator.migration import MigrationPolicy, subscription_of
 from odradek.coordinator.reconciliation import MemberAssignment, reconcile
+from odradek.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    HIGHEST_VERSION,
+    decode_subscription,
+    encode_assignment,
+)
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.coordinator.shard import GroupConfig, Scheduler, StoreWrite
+    from odradek.coordinator.shard import (
+        GroupConfig,
+        JoinRequest,
+        Scheduler,
+        StoreWrite,
+        SyncRequest,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +86,13 @@ UNRELEASED_HEARTBEAT_INTERVAL_MS = 100
 # Current topics: name -> (topic id, partition count); internal topics left out.
 TopicView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 Record = tuple[bytes, bytes | None]
+# The shard's classic side, asked when a heartbeat names a group id this side does not
+# hold: (group id, may create, records) -> the classic group converted (upgrade), an
+# error answer, or None when no classic group holds the id.
+Adopt = Callable[[str, bool, list[Record]], "ConsumerGroup | HeartbeatResult | None"]
+# Called to turn a consumer group back into a classic one (downgrade): (group, the
+# member leaving, records to append the classic group's record to).
+Downgrade = Callable[[ConsumerGroup, str, list[Record]], None]
 
 
 @dataclass(slots=True)
@@ -97,6 +133,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    classic: bool = False
 
 
 @dataclass(slots=True)
@@ -129,13 +166,16 @@ class ConsumerGroups:
         self.topics = topics
         self.groups: dict[str, ConsumerGroup] = {}
         self.heartbeats = 0
+        self.policy = MigrationPolicy.parse(config.consumer_migration_policy)
+        self.downgrade: Downgrade | None = None
+        self._join_timers: set[tuple[str, str]] = set()
 
     # -- heartbeat --------------------------------------------------------------------------
     def heartbeat(
         self,
         req: ConsumerHeartbeat,
         respond: Callable[[HeartbeatResult], None],
-        classic_busy: Callable[[str], bool],
+        adopt: Adopt,
     ) -> None:
         self.heartbeats += 1
         error = self._validate(req)
@@ -143,8 +183,8 @@ class ConsumerGroups:
             respond(error)
             return
         records: list[Record] = []
-        result = self._heartbeat(req, records, classic_busy)
-        if result.error or not records:
+        result = self._heartbeat(req, records, adopt)
+        if not records:
             respond(result)
             return
         from odradek.coordinator.shard import StoreWrite
@@ -204,20 +244,25 @@ class ConsumerGroups:
         return [a for a in self.config.consumer_assignors if a in ASSIGNORS] or ["uniform"]
 
     def _heartbeat(
-        self, req: ConsumerHeartbeat, records: list[Record], classic_busy: Callable[[str], bool]
+        self, req: ConsumerHeartbeat, records: list[Record], adopt: Adopt
     ) -> HeartbeatResult:
         group = self.groups.get(req.group_id)
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(group, req, records)
         if group is None:
-            if req.member_epoch != 0:
+            adopted = adopt(req.group_id, req.member_epoch == 0, records)
+            if isinstance(adopted, HeartbeatResult):
+                return adopted
+            if adopted is not None:
+                # Upgrade: the classic group's members carry on inside the new group.
+                group = self.groups[req.group_id] = adopted
+                records.extend(self.group_records(adopted))
+                for m in adopted.members.values():
+                    self._schedule_session(adopted, m)
+            elif req.member_epoch != 0:
                 return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
-            if classic_busy(req.group_id):
-                return _fail(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
-                )
-            group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
-        topics = self.topics()
+            else:
+                group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
         bump = False
         if req.member_epoch == 0:
             joined = self._join(group, req, records)
@@ -248,20 +293,8 @@ class ConsumerGroups:
             bump = self._update_member(member, req)
             if bump:
                 records.append(self._member_record(group, member))
-        # Subscribed topics' metadata: a topic created, deleted or grown bumps the epoch.
-        # Recomputed only when the subscriptions or the topic view changed (the view
-        # is one object per metadata snapshot).
-        if bump or group.topics_seen is not topics:
-            metadata = self._subscription_metadata(group, topics)
-            group.topics_seen = topics
-            if bump or metadata != group.subscription_metadata:
-                group.subscription_metadata = metadata
-                group.group_epoch += 1
-                records.append(self._epoch_record(group))
-        if group.assignment_epoch < group.group_epoch:
-            self._compute_target(group, records)
         before = (member.member_epoch, member.assigned)
-        self._reconcile(group, member, req.topic_partitions, records)
+        self._advance(group, member, bump, req.topic_partitions, records)
         self._schedule_session(group, member)
         send = req.member_epoch == 0 or (member.member_epoch, member.assigned) != before
         if req.topic_partitions is not None and normalized(req.topic_partitions) != member.assigned:
@@ -273,6 +306,31 @@ class ConsumerGroups:
             heartbeat_interval_ms=self._interval(member),
             assignment=dict(member.assigned) if send else None,
         )
+
+    def _advance(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        bump: bool,
+        reported: Assignment | None,
+        records: list[Record],
+    ) -> None:
+        """Steps 2-3 of a heartbeat (either protocol): a new group epoch when the
+        subscriptions or the subscribed topics' partitions changed, a new target when the
+        assignment epoch is behind, and the member moved towards its target."""
+        # Recomputed only when the subscriptions or the topic view changed (the view
+        # is one object per metadata snapshot).
+        topics = self.topics()
+        if bump or group.topics_seen is not topics:
+            metadata = self._subscription_metadata(group, topics)
+            group.topics_seen = topics
+            if bump or metadata != group.subscription_metadata:
+                group.subscription_metadata = metadata
+                group.group_epoch += 1
+                records.append(self._epoch_record(group))
+        if group.assignment_epoch < group.group_epoch:
+            self._compute_target(group, records)
+        self._reconcile(group, member, reported, records)
 
     def _interval(self, member: ConsumerGroupMember) -> int:
         """The heartbeat interval to answer. A member waiting for partitions others are
@@ -298,22 +356,11 @@ class ConsumerGroups:
                     "still in use.",
                 )
             if old is not None and old.member_id != member_id:
-                # A static member back under a new id takes over its predecessor's
-                # epoch and assignment: no rebalance (KIP-345 for KIP-848).
-                target = group.target.get(old.member_id, {})
-                group.remove(old.member_id)
-                self.scheduler.cancel(self._session_key(group, old.member_id))
-                self.scheduler.cancel(self._revoke_key(group, old.member_id))
-                records.extend(self._member_tombstones(group, old.member_id))
-                old.member_id = member_id
-                old.departed = False
-                group.add(old)
-                group.target[member_id] = target
-                changed = self._update_member(old, req)
-                records.append(self._member_record(group, old))
-                records.append(self._target_record(group, member_id, target))
-                records.append(self._current_record(group, old))
-                return old, changed
+                member = self._replace_static(group, old, member_id, records)
+                member.classic = None  # back with the consumer protocol
+                changed = self._update_member(member, req)
+                records.append(self._member_record(group, member))
+                return member, changed
         existing = group.members.get(member_id)
         if existing is None and len(group.members) >= self.config.consumer_max_size:
             return _fail(
@@ -347,6 +394,23 @@ class ConsumerGroups:
         group.add(member)
         records.append(self._member_record(group, member))
         return member, True
+
+    def _replace_static(
+        self, group: ConsumerGroup, old: ConsumerGroupMember, member_id: str, records: list[Record]
+    ) -> ConsumerGroupMember:
+        """A static member back under a new id takes over its predecessor's epoch and
+        assignment: no rebalance (KIP-345 for KIP-848)."""
+        target = group.target.get(old.member_id, {})
+        group.remove(old.member_id)
+        self._cancel_timers(group, old.member_id)
+        records.extend(self._member_tombstones(group, old.member_id))
+        old.member_id = member_id
+        old.departed = False
+        group.add(old)
+        group.target[member_id] = target
+        records.append(self._target_record(group, member_id, target))
+        records.append(self._current_record(group, old))
+        return old
 
     @staticmethod
     def _update_member(member: ConsumerGroupMember, req: ConsumerHeartbeat) -> bool:
@@ -406,9 +470,19 @@ class ConsumerGroups:
     def _remove_member(
         self, group: ConsumerGroup, member: ConsumerGroupMember, records: list[Record]
     ) -> None:
+        if self._can_downgrade(group, member):
+            assert self.downgrade is not None
+            log.info(
+                "consumer group %s: its last consumer-protocol member %s left, converting it "
+                "to a classic group",
+                group.group_id,
+                member.member_id,
+            )
+            self._drop(group, records)
+            self.downgrade(group, member.member_id, records)
+            return
         group.remove(member.member_id)
-        self.scheduler.cancel(self._session_key(group, member.member_id))
-        self.scheduler.cancel(self._revoke_key(group, member.member_id))
+        self._cancel_timers(group, member.member_id)
         records.extend(self._member_tombstones(group, member.member_id))
         topics = self.topics()
         group.subscription_metadata = self._subscription_metadata(group, topics)
@@ -417,6 +491,258 @@ class ConsumerGroups:
         records.append(self._epoch_record(group))
         if group.members:
             self._compute_target(group, records)
+
+    def _can_downgrade(self, group: ConsumerGroup, leaving: ConsumerGroupMember) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithFencedMember``."""
+        return (
+            self.downgrade is not None
+            and not leaving.uses_classic_protocol
+            and len(group.members) > 1
+            and group.all_classic_except(leaving.member_id)
+            and self.policy.downgrade_enabled
+            and len(group.members) - 1 <= self.config.max_size
+        )
+
+    def _drop(self, group: ConsumerGroup, records: list[Record]) -> None:
+        """The group ends here (converted): its timers stop and all its records go."""
+        for member_id in group.members:
+            self._cancel_timers(group, member_id)
+            records.extend(self._member_tombstones(group, member_id))
+        records.extend(self.group_tombstones(group.group_id))
+        group.deleted = True
+        group_id = group.group_id
+        if self.groups.get(group_id) is group:
+            del self.groups[group_id]
+
+    def _cancel_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        self.scheduler.cancel(self._session_key(group, member_id))
+        self.scheduler.cancel(self._revoke_key(group, member_id))
+        self.scheduler.cancel(("consumer-sync", group.group_id, member_id))
+        self.scheduler.cancel(("consumer-join", group.group_id, member_id))
+        self._join_timers.discard((group.group_id, member_id))
+
+    # -- classic members (online migration) --------------------------------------------------
+    def classic_join(self, req: JoinRequest, respond: JoinCallback) -> None:
+        """JoinGroup to a non-empty consumer group (Kafka's
+        ``classicGroupJoinToConsumerGroup``)."""
+        group = self.groups[req.group_id]
+        unknown = not req.member_id
+        member_id = req.member_id or str(uuid.uuid4())
+        instance = req.group_instance_id
+        static_id = group.static_members.get(instance) if instance is not None else None
+        known = member_id in group.members or static_id is not None
+        if not known and len(group.members) >= self.config.consumer_max_size:
+            respond(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=member_id))
+            return
+        names = {name for name, _ in req.protocols}
+        if not group.supports_classic_protocols(req.protocol_type, names):
+            respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            return
+        if unknown and instance is None and req.require_known_member_id:
+            # KIP-394, as for classic groups: hand out the id first.
+            respond(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
+            return
+        try:
+            subscription = decode_subscription(subscription_of(list(req.protocols), None))
+        except Exception:
+            respond(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            return
+        records: list[Record] = []
+        member = group.members.get(member_id)
+        if instance is not None and static_id is not None and static_id != member_id:
+            old = group.members[static_id]
+            if not unknown:
+                respond(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=member_id))
+                return
+            member = self._replace_static(group, old, member_id, records)
+        bump = member is None
+        if member is None:
+            member = ConsumerGroupMember(member_id=member_id, instance_id=instance)
+            group.add(member)
+        topics = self.topics()
+        wanted = sorted(set(subscription.topics))
+        bump |= wanted != member.subscribed_topic_names
+        member.subscribed_topic_names = wanted
+        member.rack_id = getattr(subscription, "rack_id", None) or member.rack_id
+        if req.rebalance_timeout_ms > 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.client_id = req.client_id or member.client_id
+        member.client_host = req.client_host or member.client_host
+        member.classic = ClassicMemberMetadata(req.session_timeout_ms, list(req.protocols))
+        member.departed = False
+        records.append(self._member_record(group, member))
+        owned = {
+            topics[tp.topic][0]: frozenset(tp.partitions)
+            for tp in getattr(subscription, "owned_partitions", None) or []
+            if tp.topic in topics
+        }
+        self._advance(group, member, bump, normalized(owned), records)
+        if member.state is MemberState.UNREVOKED_PARTITIONS and not intersect(
+            owned, member.pending_revocation
+        ):
+            # It says it no longer owns what it had to give up (an eager member owns
+            # nothing when it rejoins): move on in the same request.
+            self._reconcile(group, member, normalized(owned), records)
+        result = JoinResult(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            generation_id=member.member_epoch,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=req.protocols[0][0],
+        )
+        member_key = member.member_id
+        group_id = group.group_id
+        session_ms = req.session_timeout_ms
+        rebalance_ms = member.rebalance_timeout_ms
+
+        def done(code: int) -> None:
+            if code:
+                respond(JoinResult(code, member_id=member_key))
+                return
+            joined = group.members.get(member_key)
+            if self.groups.get(group_id) is group and joined is not None:
+                self._cancel_join_timer(group, member_key)
+                self._schedule_session(group, joined, session_ms)
+                self.scheduler.schedule(
+                    ("consumer-sync", group_id, member_key),
+                    rebalance_ms,
+                    lambda: self._expire(group, member_key, "no SyncGroup within the timeout"),
+                )
+            respond(result)
+
+        from odradek.coordinator.shard import StoreWrite
+
+        self.on_write(StoreWrite(group.group_id, None, done, records=records))
+
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    ) -> ConsumerGroupMember | int:
+        """Kafka's ``validateConsumerGroupMember`` plus the classic-protocol check."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+        else:
+            static_id = group.static_members.get(instance_id)
+            if static_id is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            member = group.members[static_id]
+            if member_id and member.member_id != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not member.uses_classic_protocol or member.departed:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return member
+
+    def classic_sync(self, req: SyncRequest, respond: SyncCallback) -> None:
+        """SyncGroup of a classic member (Kafka's ``classicGroupSyncToConsumerGroup``):
+        its current assignment, encoded in the version of its subscription."""
+        group = self.groups[req.group_id]
+        found = self._classic_member(group, req.member_id, req.group_instance_id)
+        if isinstance(found, int):
+            respond(SyncResult(found))
+            return
+        member = found
+        assert member.classic is not None
+        if req.generation_id != member.member_epoch:
+            respond(SyncResult(ErrorCode.ILLEGAL_GENERATION))
+            return
+        protocol = member.classic.supported_protocols[0]
+        if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+            req.protocol_name is not None and req.protocol_name != protocol[0]
+        ):
+            respond(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if (
+            group.group_epoch > member.member_epoch
+            and member.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            self._schedule_join_timer(group, member)
+            respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            return
+        self.scheduler.cancel(("consumer-sync", group.group_id, member.member_id))
+        self._schedule_session(group, member)
+        respond(
+            SyncResult(
+                ErrorCode.NONE,
+                self._encoded_assignment(member, protocol[1]),
+                protocol_type=req.protocol_type,
+                protocol_name=req.protocol_name,
+            )
+        )
+
+    def _encoded_assignment(self, member: ConsumerGroupMember, metadata: bytes) -> bytes:
+        names = {tid: name for name, (tid, _n) in self.topics().items()}
+        version = int.from_bytes(metadata[:2], "big", signed=True) if len(metadata) >= 2 else 0
+        return encode_assignment(
+            {names[t]: sorted(ps) for t, ps in member.assigned.items() if t in names},
+            version=max(0, min(version, HIGHEST_VERSION)),
+        )
+
+    def classic_heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> int:
+        """Heartbeat of a classic member (Kafka's ``classicGroupHeartbeatToConsumerGroup``):
+        REBALANCE_IN_PROGRESS tells it to rejoin."""
+        group = self.groups[group_id]
+        found = self._classic_member(group, member_id, instance_id)
+        if isinstance(found, int):
+            return found
+        member = found
+        if generation_id != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_session(group, member)
+        if (
+            member.member_epoch < group.group_epoch
+            or member.state is MemberState.UNREVOKED_PARTITIONS
+            or (
+                member.state is MemberState.UNRELEASED_PARTITIONS
+                and not self._waiting_on_unreleased(group, member)
+            )
+        ):
+            self._schedule_join_timer(group, member)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+        """Some partition of its target it does not have yet is still owned by another."""
+        owners = group.owner_map(excluding=member.member_id)
+        missing = minus(group.target.get(member.member_id, {}), member.assigned)
+        return any((t, p) in owners for t, ps in missing.items() for p in ps)
+
+    def classic_leave(
+        self, group_id: str, leaving: Iterable[tuple[str, str | None]]
+    ) -> tuple[int, list[int]]:
+        """LeaveGroup of classic members (Kafka's ``classicGroupLeaveToConsumerGroup``)."""
+        group = self.groups[group_id]
+        errors: list[int] = []
+        records: list[Record] = []
+        for member_id, instance_id in leaving:
+            found = self._classic_member(group, member_id, instance_id)
+            if isinstance(found, int):
+                errors.append(found)
+                continue
+            self._remove_member(group, found, records)
+            errors.append(ErrorCode.NONE)
+        self._write(group, records)
+        return ErrorCode.NONE, errors
+
+    def _schedule_join_timer(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A classic member told to rejoin must within its rebalance timeout (armed once)."""
+        key = (group.group_id, member.member_id)
+        if key in self._join_timers:
+            return
+        self._join_timers.add(key)
+        member_id = member.member_id
+        self.scheduler.schedule(
+            ("consumer-join", group.group_id, member_id),
+            member.rebalance_timeout_ms,
+            lambda: self._expire(group, member_id, "no JoinGroup within the rebalance timeout"),
+        )
+
+    def _cancel_join_timer(self, group: ConsumerGroup, member_id: str) -> None:
+        self._join_timers.discard((group.group_id, member_id))
+        self.scheduler.cancel(("consumer-join", group.group_id, member_id))
 
     # -- subscriptions and the target assignment -------------------------------------------
     def _subscribed_topics(
@@ -530,11 +856,19 @@ class ConsumerGroups:
     def _revoke_key(group: ConsumerGroup, member_id: str) -> Hashable:
         return ("consumer-revoke", group.group_id, member_id)
 
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def _schedule_session(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, timeout_ms: int | None = None
+    ) -> None:
         member_id = member.member_id
+        if timeout_ms is None:
+            timeout_ms = (
+                member.classic.session_timeout_ms
+                if member.classic is not None
+                else self.config.consumer_session_timeout_ms
+            )
         self.scheduler.schedule(
             self._session_key(group, member_id),
-            self.config.consumer_session_timeout_ms,
+            timeout_ms,
             lambda: self._expire(group, member_id, "session timeout"),
         )
 
@@ -601,6 +935,7 @@ class ConsumerGroups:
             subscribed_topic_regex=m.subscribed_topic_regex,
             rebalance_timeout_ms=m.rebalance_timeout_ms,
             server_assignor=m.server_assignor,
+            classic=m.classic,
         )
         return rec.encode_key(key), rec.encode_value(rec.CONSUMER_GROUP_MEMBER_METADATA, value)
 
@@ -641,6 +976,27 @@ class ConsumerGroups:
             )
         ]
 
+    def group_records(self, group: ConsumerGroup) -> list[Record]:
+        """Every record of a group created whole (an upgrade), in Kafka's order
+        (``createConsumerGroupRecords``)."""
+        records = [self._member_record(group, m) for m in group.members.values()]
+        records.append(self._epoch_record(group))
+        records.extend(
+            self._target_record(group, member_id, target)
+            for member_id, target in group.target.items()
+        )
+        key = rec.ConsumerGroupKey(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.group_id)
+        records.append(
+            (
+                rec.encode_key(key),
+                rec.encode_value(
+                    rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.assignment_epoch
+                ),
+            )
+        )
+        records.extend(self._current_record(group, m) for m in group.members.values())
+        return records
+
     def group_tombstones(self, group_id: str) -> list[Record]:
         return [
             (rec.encode_key(rec.ConsumerGroupKey(t, group_id)), None)
@@ -673,6 +1029,7 @@ class ConsumerGroups:
                 member.subscribed_topic_regex = value.subscribed_topic_regex
                 member.rebalance_timeout_ms = value.rebalance_timeout_ms
                 member.server_assignor = value.server_assignor
+                member.classic = value.classic
                 group.add(member)
             elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and isinstance(value, dict):
                 group.target[key.member_id] = normalized(value)
@@ -701,8 +1058,7 @@ class ConsumerGroups:
     def unload(self) -> None:
         for group in self.groups.values():
             for member_id in group.members:
-                self.scheduler.cancel(self._session_key(group, member_id))
-                self.scheduler.cancel(self._revoke_key(group, member_id))
+                self._cancel_timers(group, member_id)
         self.groups.clear()
 
     # -- describe, list, delete, offsets ---------------------------------------------------
@@ -731,6 +1087,7 @@ class ConsumerGroups:
                     m.subscribed_topic_regex,
                     dict(m.assigned),
                     dict(group.target.get(m.member_id, {})),
+                    classic=m.uses_classic_protocol,
                 )
                 for m in group.members.values()
             ],
@@ -746,6 +1103,9 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol and member_epoch != member.member_epoch:
+            # A classic member commits with its generation (Kafka's validateMemberEpoch).
+            return ErrorCode.ILLEGAL_GENERATION
         if member_epoch > member.member_epoch:
             return ErrorCode.FENCED_MEMBER_EPOCH
         if member_epoch < member.member_epoch:
@@ -763,6 +1123,8 @@ class ConsumerGroups:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
+            if member.uses_classic_protocol:
+                return ErrorCode.ILLEGAL_GENERATION
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 

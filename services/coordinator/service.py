@@ -31,6 +31,7 @@ from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.coordinator import COORDINATOR_CONFIGS
 from odradek.consumer_offsets.group_proto import group_from_proto, group_to_proto
 from odradek.coordinator import metrics
+from odradek.coordinator.migration import MigrationPolicy
 from odradek.coordinator.runtime import ShardRuntime, ShardStatus
 from odradek.coordinator.servicer import CoordinatorServicer
 from odradek.coordinator.shard import GroupConfig, GroupShard, StoreWrite
@@ -95,7 +96,21 @@ class CoordinatorService(ClusterMember):
             "group.consumer.assignors"
         )
         assignors = [a.strip() for a in str(raw_assignors or "uniform,range").split(",")]
-        return GroupConfig(**values, consumer_assignors=[a for a in assignors if a])
+        policy = str(
+            self.config.get("group.consumer.migration.policy")
+            or cluster.get("group.consumer.migration.policy")
+            or BROKER_CONFIGS.str("group.consumer.migration.policy")
+        )
+        try:
+            MigrationPolicy.parse(policy)
+        except ValueError:
+            log.warning("ignoring invalid group.consumer.migration.policy=%r", policy)
+            policy = BROKER_CONFIGS.str("group.consumer.migration.policy")
+        return GroupConfig(
+            **values,
+            consumer_assignors=[a for a in assignors if a],
+            consumer_migration_policy=policy,
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> dict[str, int]:

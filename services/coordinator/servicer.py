@@ -448,6 +448,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.GroupCoordinatorServicer):
                             subscribed_topic_names=m.subscribed_topic_names,
                             assignment=_assignment_to_proto(m.assignment, name),
                             target_assignment=_assignment_to_proto(m.target_assignment, name),
+                            classic=m.classic,
                         )
                         if m.instance_id is not None:
                             dm.instance_id = m.instance_id

@@ -28,11 +28,18 @@ from typing import Protocol
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.coordinator import COORDINATOR_CONFIGS
-from odradek.consumer_offsets.records import GroupValue, MemberValue
+from odradek.consumer_offsets.records import (
+    GroupValue,
+    MemberValue,
+    encode_group_key,
+    encode_group_value,
+)
+from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.consumer_groups import (
     ConsumerGroups,
     ConsumerHeartbeat,
     HeartbeatResult,
+    Record,
     TopicView,
 )
 from odradek.coordinator.group import (
@@ -45,6 +52,12 @@ from odradek.coordinator.group import (
     SyncCallback,
     SyncResult,
 )
+from odradek.coordinator.migration import (
+    MalformedProtocol,
+    classic_from_consumer,
+    consumer_from_classic,
+)
+from odradek.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -85,6 +98,9 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = BROKER_CONFIGS.int("group.consumer.heartbeat.interval.ms")
     consumer_max_size: int = BROKER_CONFIGS.int("group.consumer.max.size")
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
+    # Online conversion between classic and consumer groups (bidirectional, upgrade,
+    # downgrade, disabled; odradek.coordinator.migration).
+    consumer_migration_policy: str = BROKER_CONFIGS.str("group.consumer.migration.policy")
 
 
 @dataclass(slots=True)
@@ -176,8 +192,10 @@ class GroupShard:
         self.on_write = on_write
         self.groups: dict[str, ClassicGroup] = {}
         self.stats = ShardStats()
-        # The KIP-848 groups of the shard; a group id is one kind or the other.
+        # The KIP-848 groups of the shard; a group id is one kind or the other, and
+        # may change kind online (odradek.coordinator.migration).
         self.consumer = ConsumerGroups(config, scheduler, on_write, topics)
+        self.consumer.downgrade = self._downgrade
 
     # -- helpers ----------------------------------------------------------------------------
     def now(self) -> int:
@@ -279,9 +297,8 @@ class GroupShard:
         consumer_group = self.consumer.groups.get(req.group_id)
         if consumer_group is not None:
             if consumer_group.members:
-                # A consumer-protocol group: classic members may not join it (no
-                # online migration yet).
-                respond(_join_error(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                # A classic member joining a consumer group (online migration).
+                self.consumer.classic_join(req, respond)
                 return
             # An empty consumer group becomes a classic one (Kafka does the same).
             del self.consumer.groups[req.group_id]
@@ -669,6 +686,9 @@ class GroupShard:
 
     # -- SyncGroup --------------------------------------------------------------------------
     def sync_group(self, req: SyncRequest, respond: SyncCallback) -> None:
+        if req.group_id in self.consumer.groups:
+            self.consumer.classic_sync(req, respond)
+            return
         group = self.groups.get(req.group_id)
         if group is None:
             respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -737,6 +757,8 @@ class GroupShard:
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
     ) -> int:
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_heartbeat(group_id, generation_id, member_id, instance_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -761,6 +783,8 @@ class GroupShard:
     ) -> tuple[int, list[int]]:
         """(top-level error, one error per leaving member)."""
         leaving = list(leaving)
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_leave(group_id, leaving)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -856,17 +880,88 @@ class GroupShard:
     def consumer_group_heartbeat(
         self, req: ConsumerHeartbeat, respond: Callable[[HeartbeatResult], None]
     ) -> None:
-        self.consumer.heartbeat(req, respond, self._classic_busy)
+        self.consumer.heartbeat(req, respond, self._adopt)
 
-    def _classic_busy(self, group_id: str) -> bool:
-        """A classic group with members holds the id; an empty one gives it up."""
+    def _adopt(
+        self, group_id: str, create: bool, records: list[Record]
+    ) -> ConsumerGroup | HeartbeatResult | None:
+        """A ConsumerGroupHeartbeat names a group id the consumer side does not hold
+        (Kafka's ``getOrMaybeCreateConsumerGroup``): an empty classic group gives the id
+        up; a non-empty one is upgraded when the migration policy allows (Kafka's
+        ``validateOnlineUpgrade``), else the heartbeat is GROUP_ID_NOT_FOUND."""
         group = self.groups.get(group_id)
         if group is None:
-            return False
-        if group.members or group.pending_members:
-            return True
-        del self.groups[group_id]
-        return False
+            return None
+        if not group.members:
+            if create:
+                self._end_classic(group)
+                records.append((encode_group_key(group_id), None))
+            return None
+        not_consumer = HeartbeatResult(
+            ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+        )
+        if (
+            not create
+            or not self.consumer.policy.upgrade_enabled
+            or group.protocol_type != CONSUMER_PROTOCOL_TYPE
+            or len(group.members) > self.config.consumer_max_size
+        ):
+            return not_consumer
+        try:
+            converted = consumer_from_classic(group, self.consumer.topics())
+        except MalformedProtocol:
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade the classic group {group_id} to consumer group because the "
+                "embedded consumer protocol is malformed.",
+            )
+        log.info(
+            "classic group %s (generation %d, %d members) upgraded to a consumer group",
+            group_id,
+            group.generation_id,
+            len(group.members),
+        )
+        # Whoever waits in JoinGroup/SyncGroup rejoins, now into the consumer group.
+        for member in list(group.members.values()):
+            group.invoke_join(
+                member, _join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS)
+            )
+            group.invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        self._end_classic(group)
+        records.append((encode_group_key(group_id), None))
+        return converted
+
+    def _end_classic(self, group: ClassicGroup) -> None:
+        """The classic group gives its id up (converted or replaced): its timers stop."""
+        for member_id in group.members:
+            self._cancel_heartbeat(group, member_id)
+        for member_id in group.pending_members:
+            self.scheduler.cancel(("pending", group.group_id, member_id))
+        self.scheduler.cancel(("join", group.group_id))
+        self.scheduler.cancel(("sync", group.group_id))
+        group.state = GroupState.DEAD
+        if self._live(group):
+            del self.groups[group.group_id]
+
+    def _downgrade(self, group: ConsumerGroup, leaving_id: str, records: list[Record]) -> None:
+        """The consumer side dropped ``group`` (its last consumer-protocol member left):
+        it lives on as a classic group that rebalances (Kafka's ``convertToClassicGroup``)."""
+        names = {tid: name for name, (tid, _n) in self.consumer.topics().items()}
+        classic = classic_from_consumer(group, leaving_id, names, self.now())
+        self.groups[group.group_id] = classic
+        records.append(
+            (
+                encode_group_key(group.group_id),
+                encode_group_value(
+                    self.group_value(
+                        classic, {m.member_id: m.assignment for m in classic.members.values()}
+                    )
+                ),
+            )
+        )
+        for member in classic.members.values():
+            self._schedule_heartbeat(group=classic, member=member)
+        self._prepare_rebalance(classic, f"downgrade of group {group.group_id} to classic")
 
     # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------
     def describe(self, group_id: str) -> GroupDescription:

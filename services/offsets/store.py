@@ -424,7 +424,9 @@ class OffsetStore:
             for group_id, value in updates:
                 cache.put_group(group_id, value)
             for key, record_value in raw:
-                cache.put_record(key, record_value)
+                # Consumer group records, and classic group metadata written raw when a
+                # group changes type (KIP-848 online migration).
+                cache.apply_record(key, record_value)
             for group_id, keys in deleted:
                 for k in keys:
                     cache.remove_offset(k.group, k.topic, k.partition)

@@ -133,6 +133,7 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "group.consumer.max.size": INT_MAX,
     "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+    "group.consumer.migration.policy": "bidirectional",
     # TransactionLogConfig, TransactionStateManagerConfig
     "transaction.state.log.num.partitions": "50",
     "transaction.state.log.replication.factor": "3",

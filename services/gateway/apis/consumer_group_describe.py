@@ -1,8 +1,8 @@
 """ConsumerGroupDescribe (key 69), versions 0-1: KIP-848 groups as their coordinators
 see them (group and assignment epochs, the assignor, each member's epoch, current and
-target assignment with topic ids and names). v1 adds ``MemberType`` (KIP-1099): always
-1 (consumer) here, since classic members never join a consumer group (no online
-migration yet).
+target assignment with topic ids and names). v1 adds ``MemberType`` (KIP-1099): 0 for
+a member using the classic protocol inside a consumer group (online migration), 1 for
+a consumer-protocol member.
 
 Groups are looked up on their coordinators in parallel. A group that is not a
 consumer group, or does not exist, answers GROUP_ID_NOT_FOUND; an empty id
@@ -31,6 +31,8 @@ API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 
 Group: Any = ConsumerGroupDescribeResponse.DescribedGroup
 Member: Any = Group.Member
+# KIP-1099 MemberType values.
+MEMBER_TYPE_CLASSIC = 0
 MEMBER_TYPE_CONSUMER = 1
 
 
@@ -70,7 +72,7 @@ def _group(g: coordinator_pb2.DescribedConsumerGroup) -> Any:
                 else None,
                 assignment=_assignment(list(m.assignment)),
                 target_assignment=_assignment(list(m.target_assignment)),
-                member_type=MEMBER_TYPE_CONSUMER,
+                member_type=MEMBER_TYPE_CLASSIC if m.classic else MEMBER_TYPE_CONSUMER,
             )
             for m in g.members
         ],

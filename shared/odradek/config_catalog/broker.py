@@ -302,6 +302,15 @@ BROKER_CONFIGS = Catalog(
             note="Assignor names, not classes: Kafka lists its UniformAssignor and "
             "RangeAssignor classes, whose names are uniform and range.",
         ),
+        _c(
+            "group.consumer.migration.policy",
+            _STRING,
+            "bidirectional",
+            "Online conversion of non-empty groups between the classic and the consumer "
+            "protocol: bidirectional, upgrade (classic to consumer only), downgrade "
+            "(consumer to classic only) or disabled.",
+            _GROUPS,
+        ),
         # transactions (Kafka's TransactionLogConfig, TransactionStateManagerConfig)
         _c(
             "transaction.state.log.num.partitions",

@@ -14,7 +14,10 @@ UNSIGNED_VARINT length + 1, a tagged-field section after every struct), ``UUID``
             ConsumerGroupMemberMetadataValue v0       instance_id NULLABLE | rack_id
               NULLABLE | client_id | client_host | subscribed_topic_names [STRING]
               | subscribed_topic_regex NULLABLE | rebalance_timeout_ms INT32
-              | server_assignor NULLABLE | tag 0: ClassicMemberMetadata (not written)
+              | server_assignor NULLABLE | tag 0: ClassicMemberMetadata NULLABLE
+              (a member using the classic protocol inside a consumer group: INT8 1
+              | session_timeout_ms INT32 | supported_protocols [name STRING
+              | metadata BYTES]; absent for consumer-protocol members)
     type 6  ConsumerGroupTargetAssignmentMetadataKey  group STRING
             ...MetadataValue v0                       assignment_epoch INT32
     type 7  ConsumerGroupTargetAssignmentMemberKey    group STRING | member_id STRING
@@ -76,6 +79,15 @@ class ConsumerGroupKey:
 
 
 @dataclass(slots=True)
+class ClassicMemberMetadata:
+    """What a classic-protocol member of a consumer group joined with (KIP-848's
+    online migration)."""
+
+    session_timeout_ms: int
+    supported_protocols: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class MemberMetadataValue:
     instance_id: str | None = None
     rack_id: str | None = None
@@ -85,6 +97,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(slots=True)
@@ -154,6 +167,34 @@ def _read_assignment(r: _Reader) -> Assignment:
     return out
 
 
+def _encode_classic(classic: ClassicMemberMetadata) -> bytes:
+    w = _Writer(0, flexible=True)
+    w.out = bytearray(b"\x01")  # a nullable struct: 1 = present
+    w.int32(classic.session_timeout_ms)
+    w.array_len(len(classic.supported_protocols))
+    for name, metadata in classic.supported_protocols:
+        w.string(name)
+        w.bytes_(metadata)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def _decode_classic(raw: bytes) -> ClassicMemberMetadata | None:
+    r = _Reader(raw, flexible=True)
+    if r.int8() < 0:
+        return None
+    session = r.int32()
+    protocols = []
+    for _ in range(r.array_len()):
+        name = r.string()
+        protocols.append((name, r.bytes_()))
+        r.skip_tags()
+    r.skip_tags()
+    r.done(strict=True)
+    return ClassicMemberMetadata(session, protocols)
+
+
 def encode_value(record_type: int, value: Value) -> bytes | None:
     """The value bytes of a record of ``record_type``; None stays a tombstone."""
     if value is None:
@@ -174,6 +215,9 @@ def encode_value(record_type: int, value: Value) -> bytes | None:
         w.string(value.subscribed_topic_regex)
         w.int32(value.rebalance_timeout_ms)
         w.string(value.server_assignor)
+        if value.classic is not None:
+            w.tags({0: _encode_classic(value.classic)})
+            return bytes(w.out)
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
         assert isinstance(value, dict)
         _write_assignment(w, value)
@@ -212,6 +256,11 @@ def decode_value(record_type: int, buf: bytes | bytearray | memoryview) -> Value
             rebalance_timeout_ms=r.int32(),
             server_assignor=r.nullable_string(),
         )
+        tagged = r.tags()
+        if 0 in tagged:
+            value.classic = _decode_classic(tagged[0])
+        r.done(strict=version == 0)
+        return value
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
         value = _read_assignment(r)
     elif record_type == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
@@ -244,6 +293,11 @@ def describe(key: ConsumerGroupKey, value: Value) -> str:
             f"topics={value.subscribed_topic_names} regex={value.subscribed_topic_regex} "
             f"rebalance_timeout_ms={value.rebalance_timeout_ms} assignor={value.server_assignor}"
         )
+        if value.classic is not None:
+            body += (
+                f" classic(session_timeout_ms={value.classic.session_timeout_ms} "
+                f"protocols={[n for n, _ in value.classic.supported_protocols]})"
+            )
     elif isinstance(value, CurrentAssignmentValue):
         body = (
             f"epoch={value.member_epoch} previous_epoch={value.previous_member_epoch} "

@@ -90,7 +90,7 @@ class ConsumerGroupDescribeRequest(_message.Message):
     def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribedConsumerMember(_message.Message):
-    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")
+    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment", "classic")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,7 @@ class DescribedConsumerMember(_message.Message):
     SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     TARGET_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    CLASSIC_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     instance_id: str
     rack_id: str
@@ -111,7 +112,8 @@ class DescribedConsumerMember(_message.Message):
     subscribed_topic_regex: str
     assignment: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
     target_assignment: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
-    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., target_assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+    classic: bool
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., target_assignment: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., classic: _Optional[bool] = ...) -> None: ...
 
 class DescribedConsumerGroup(_message.Message):
     __slots__ = ("error_code", "error_message", "group_id", "state", "group_epoch", "assignment_epoch", "assignor_name", "members")
