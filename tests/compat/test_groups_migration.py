@@ -1,0 +1,270 @@
+"""Online migration of a running group between the classic and the consumer protocol
+(KIP-848, ``group.consumer.migration.policy``) with librdkafka 2.16 (confluent-kafka):
+the members of a classic group are rolled one by one to ``group.protocol=consumer``
+and back while a producer runs. At every step no partition is owned by two members,
+no produced record is left unconsumed, and the group's committed offsets carry over
+(members of the other protocol start where the group left off, not from the
+beginning). With the policy ``disabled`` a consumer-protocol member cannot join a
+running classic group: its heartbeat answers GROUP_ID_NOT_FOUND, as Kafka's."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from compat_wire import WireClient
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.protocol.errors import ErrorCode as E
+from odradek.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+)
+from odradek.tools.launcher import Cluster
+
+pytestmark = pytest.mark.compat
+
+PARTITIONS = 6
+SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": "300",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
+    return module_cluster_factory(settings=SETTINGS).bootstrap_servers
+
+
+def make_topic(bootstrap: str) -> str:
+    name = f"mig-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(90)
+    return name
+
+
+def member(bootstrap: str, group: str, protocol: str, topic: str) -> Any:
+    extra: dict[str, Any] = (
+        {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300} if protocol == "classic" else {}
+    )
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200,
+            "topic.metadata.refresh.interval.ms": 1000,
+            **extra,
+        }
+    )
+    c.subscribe([topic])
+    return c
+
+
+class RunningProducer:
+    """Produces numbered records until stopped; remembers what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.topic = topic
+        self.acked: set[bytes] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked.add(msg.value())
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            self.producer.produce(self.topic, f"r{i}".encode(), on_delivery=self._delivered)
+            self.producer.poll(0)
+            i += 1
+            time.sleep(0.01)
+        self.producer.flush(30)
+
+    def finish(self) -> set[bytes]:
+        self.stop.set()
+        self.thread.join(60)
+        return self.acked
+
+
+class Group:
+    """Polls every member in turn, checking that no partition is ever owned twice, and
+    keeps what each protocol consumed (with the lowest offset seen per partition)."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.members: list[tuple[str, Any]] = []
+        self.seen: set[bytes] = set()
+        self.first_offset: dict[str, dict[int, int]] = {"classic": {}, "consumer": {}}
+
+    def step(self) -> list[set[int]]:
+        for protocol, c in self.members:
+            msg = c.poll(0.02)
+            if msg is not None and msg.error() is None:
+                self.seen.add(msg.value())
+                first = self.first_offset[protocol]
+                first[msg.partition()] = min(first.get(msg.partition(), msg.offset()), msg.offset())
+        owned = [{tp.partition for tp in c.assignment()} for _, c in self.members]
+        flat = [p for ps in owned for p in ps]
+        assert len(flat) == len(set(flat)), f"a partition owned twice: {owned}"
+        return owned
+
+    def until_covered(self, timeout: float = 60.0) -> None:
+        """Every member owns something and together they own every partition."""
+        deadline = time.monotonic() + timeout
+        while True:
+            owned = self.step()
+            if all(owned) and sorted(p for ps in owned for p in ps) == list(range(PARTITIONS)):
+                return
+            assert time.monotonic() < deadline, f"assignments never settled: {owned}"
+
+    def drain(self, wanted: set[bytes], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not wanted <= self.seen:
+            self.step()
+            assert time.monotonic() < deadline, f"{len(wanted - self.seen)} records never consumed"
+
+    def roll(self, bootstrap: str, group: str, index: int, protocol: str) -> None:
+        """Replace member ``index`` with one using ``protocol`` (close, then start)."""
+        _old_protocol, old = self.members.pop(index)
+        old.close()
+        self.members.insert(index, (protocol, member(bootstrap, group, protocol, self.topic)))
+        self.until_covered()
+
+    def close(self) -> None:
+        for _, c in self.members:
+            c.close()
+
+
+def group_type(bootstrap: str, group: str) -> ConsumerGroupType:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups().result(30)
+    [found] = [g for g in listed.valid if g.group_id == group]
+    return found.type
+
+
+def member_types(bootstrap: str, group: str) -> list[int]:
+    """ConsumerGroupDescribe v1's MemberType of each member, sorted."""
+    with WireClient(bootstrap) as wire:
+        r = wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group]))
+    assert r.groups[0].error_code == 0
+    return sorted(m.member_type for m in r.groups[0].members)
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        parts = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        return {tp.partition: tp.offset for tp in parts}
+    finally:
+        c.close()
+
+
+def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str) -> None:
+    topic = make_topic(bootstrap)
+    group = f"mig-{uuid.uuid4().hex[:6]}"
+    producer = RunningProducer(bootstrap, topic)
+    g = Group(topic)
+    try:
+        g.members = [("classic", member(bootstrap, group, "classic", topic)) for _ in range(3)]
+        g.until_covered()
+        deadline = time.monotonic() + 30
+        while min(committed(bootstrap, group, topic).values()) <= 0:
+            for _ in range(20):
+                g.step()
+            assert time.monotonic() < deadline, "the classic group never committed"
+        before_upgrade = committed(bootstrap, group, topic)
+        assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        # Upgrade, one member at a time: the first consumer-protocol member converts
+        # the group; the classic ones keep working inside it until they are rolled.
+        g.roll(bootstrap, group, 0, "consumer")
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        assert member_types(bootstrap, group) == [0, 0, 1]  # KIP-1099: classic, consumer
+        g.roll(bootstrap, group, 1, "consumer")
+        g.roll(bootstrap, group, 2, "consumer")
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        # Offsets carried over: consumer-protocol members started where the group was.
+        for p, offset in g.first_offset["consumer"].items():
+            assert offset >= before_upgrade[p], (p, offset, before_upgrade)
+        g.drain(set(producer.acked))
+        before_downgrade = committed(bootstrap, group, topic)
+        # Downgrade: classic members join the consumer group; when the last
+        # consumer-protocol member leaves, the group is classic again.
+        g.first_offset["classic"].clear()
+        g.roll(bootstrap, group, 0, "classic")
+        g.roll(bootstrap, group, 1, "classic")
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        g.roll(bootstrap, group, 2, "classic")
+        assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        for p, offset in g.first_offset["classic"].items():
+            assert offset >= before_downgrade[p], (p, offset, before_downgrade)
+        acked = producer.finish()
+        assert len(acked) > 100
+        g.drain(acked)
+    finally:
+        producer.finish()
+        g.close()
+
+
+@pytest.fixture(scope="module")
+def disabled_bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
+    settings = {**SETTINGS, "group.consumer.migration.policy": "disabled"}
+    return module_cluster_factory(settings=settings).bootstrap_servers
+
+
+def test_disabled_policy_refuses_a_consumer_member_in_a_classic_group(
+    disabled_bootstrap: str,
+) -> None:
+    bootstrap = disabled_bootstrap
+    topic = make_topic(bootstrap)
+    group = f"mig-{uuid.uuid4().hex[:6]}"
+    g = Group(topic)
+    try:
+        g.members = [("classic", member(bootstrap, group, "classic", topic)) for _ in range(2)]
+        g.until_covered()
+        # On the wire: Kafka's answer to a heartbeat joining a classic group.
+        with WireClient(bootstrap) as wire:
+            r = wire.request(
+                68,
+                0,
+                ConsumerGroupHeartbeatRequest(
+                    group_id=group,
+                    member_id=str(uuid.uuid4()),
+                    member_epoch=0,
+                    rebalance_timeout_ms=30_000,
+                    subscribed_topic_names=[topic],
+                    topic_partitions=[],
+                ),
+            )
+        assert r.error_code == E.GROUP_ID_NOT_FOUND
+        assert r.error_message == f"Group {group} is not a consumer group."
+        # With librdkafka: the consumer-protocol member never gets a partition and
+        # the classic members keep theirs.
+        newcomer = member(bootstrap, group, "consumer", topic)
+        errors: list[Any] = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                msg = newcomer.poll(0.1)
+                if msg is not None and msg.error() is not None:
+                    errors.append(msg.error())
+            except KafkaException as exc:
+                errors.append(exc.args[0])
+            assert not newcomer.assignment()
+            g.until_covered(timeout=5)
+        newcomer.close()
+        assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+    finally:
+        g.close()
