@@ -34,6 +34,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from odradek.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
+    DescribeGroupsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
@@ -315,8 +316,134 @@ def test_bad_heartbeats_get_kafkas_errors(bootstrap: str) -> None:
         assert fetch("m1", 0).error_code == 113  # STALE_MEMBER_EPOCH
         assert fetch("ghost", 1).error_code == 25  # UNKNOWN_MEMBER_ID
         assert fetch("", -1).error_code == 0  # an admin read
+        # v10 names topics by id (KIP-848); an unknown id is UNKNOWN_TOPIC_ID (100).
+        topic_id = joined.assignment.topic_partitions[0].topic_id
+        ghost = uuid.uuid4()
+        r10 = wire.request(
+            8,
+            10,
+            OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=1,
+                member_id="m1",
+                topics=[
+                    T(topic_id=topic_id, partitions=[P(partition_index=1, committed_offset=5)]),
+                    T(topic_id=ghost, partitions=[P(partition_index=0, committed_offset=1)]),
+                ],
+            ),
+        )
+        assert [t.topic_id for t in r10.topics] == [topic_id, ghost]
+        assert [t.partitions[0].error_code for t in r10.topics] == [0, 100]
+        F = G.OffsetFetchRequestTopics
+        by_id = wire.request(
+            9,
+            10,
+            OffsetFetchRequest(
+                groups=[
+                    G(
+                        group_id=group,
+                        member_id="m1",
+                        member_epoch=1,
+                        topics=[
+                            F(topic_id=topic_id, partition_indexes=[0, 1]),
+                            F(topic_id=ghost, partition_indexes=[0]),
+                        ],
+                    )
+                ],
+                require_stable=False,
+            ),
+        ).groups[0]
+        assert [t.topic_id for t in by_id.topics] == [topic_id, ghost]
+        assert [p.committed_offset for p in by_id.topics[0].partitions] == [3, 5]
+        assert by_id.topics[1].partitions[0].error_code == 100
+        every = wire.request(
+            9, 10, OffsetFetchRequest(groups=[G(group_id=group, topics=None)], require_stable=False)
+        ).groups[0]
+        assert [t.topic_id for t in every.topics] == [topic_id]
+        # DescribeGroups v6 (KIP-1043): a consumer group is not a classic group.
+        names = [group, "no-such-group"]
+        d6 = wire.request(15, 6, DescribeGroupsRequest(groups=names))
+        assert [(d.error_code, d.group_state) for d in d6.groups] == [(69, "Dead")] * 2
+        assert [d.error_message for d in d6.groups] == [
+            f"Group {group} is not a classic group.",
+            "Group no-such-group not found.",
+        ]
+        d5 = wire.request(15, 5, DescribeGroupsRequest(groups=names))
+        assert [(d.error_code, d.group_state) for d in d5.groups] == [(0, "Dead")] * 2
     left = heartbeat(member_epoch=-1, subscribed_topic_names=None)
     assert left.error_code == 0 and left.member_epoch == -1
+
+
+def test_a_revoked_partition_is_owned_again_within_a_few_heartbeats(bootstrap: str) -> None:
+    """A member joins: each partition it takes over is unowned (revoked by its old
+    owner, not yet assigned to it) for at most three heartbeat intervals, measured
+    from the two clients' rebalance callbacks."""
+    topic = make_topic(bootstrap, records=0)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    events: list[tuple[float, str, str, int]] = []  # (time, member, what, partition)
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def start(name: str) -> tuple[Any, threading.Thread]:
+        def record(what: str) -> Callable[[Any, list[TopicPartition]], None]:
+            def callback(_c: Any, partitions: list[TopicPartition]) -> None:
+                now = time.monotonic()
+                with lock:
+                    events.extend((now, name, what, tp.partition) for tp in partitions)
+
+            return callback
+
+        c = consumer(bootstrap, group)
+        c.subscribe([topic], on_assign=record("assign"), on_revoke=record("revoke"))
+
+        def run() -> None:
+            while not stop.is_set():
+                c.poll(0.02)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return c, thread
+
+    def owned_by(name: str) -> set[int]:
+        out: set[int] = set()
+        with lock:
+            for _t, who, what, p in events:
+                if who == name:
+                    (out.add if what == "assign" else out.discard)(p)
+        return out
+
+    def wait_for(check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not check():
+            assert time.monotonic() < deadline, f"{what}: {events}"
+            time.sleep(0.05)
+
+    a, a_thread = start("a")
+    b: Any = None
+    b_thread: threading.Thread | None = None
+    try:
+        wait_for(lambda: owned_by("a") == set(range(PARTITIONS)), "a never got every partition")
+        b, b_thread = start("b")
+        wait_for(lambda: len(owned_by("b")) == PARTITIONS // 2, "b never got its share")
+        moved = owned_by("b")
+        with lock:
+            settled = list(events)  # before closing (which revokes everything)
+    finally:
+        stop.set()
+        for thread in (a_thread, b_thread):
+            if thread is not None:
+                thread.join(10)
+        a.close()
+        if b is not None:
+            b.close()
+    revoked = {p: t for t, who, what, p in settled if who == "a" and what == "revoke"}
+    assigned = {p: t for t, who, what, p in settled if who == "b" and what == "assign"}
+    assert set(assigned) == moved and moved <= set(revoked)
+    gaps = {p: assigned[p] - revoked[p] for p in assigned}
+    assert all(gap >= 0 for gap in gaps.values()), gaps  # never owned twice
+    bound = 3 * HEARTBEAT_MS / 1000
+    assert max(gaps.values()) <= bound, f"unowned for {gaps} s (bound {bound} s)"
+    print(f"unowned time per moved partition (s): {sorted(round(g, 3) for g in gaps.values())}")
 
 
 def test_regex_subscription_picks_up_a_new_topic(bootstrap: str) -> None:
