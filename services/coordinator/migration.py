@@ -7,7 +7,8 @@ members keep their partitions and go on with JoinGroup/SyncGroup/Heartbeat insid
 *downgrade* (a consumer group whose last consumer-protocol member leaves while classic
 members remain becomes a classic group again, which then rebalances), both
 (``bidirectional``, Kafka 4's default) or neither (``disabled``: the heartbeat to a
-classic group answers GROUP_ID_NOT_FOUND). The conversions are Kafka's
+classic group answers GROUP_ID_NOT_FOUND; as in Kafka, the policy does not stop a
+classic member from joining a consumer group that already has members). The conversions are Kafka's
 ``ConsumerGroup.fromClassicGroup`` and ``ClassicGroup.fromConsumerGroup``: the classic
 generation becomes the group epoch and every member's epoch, each member's last
 classic assignment becomes both its current and its target assignment; back the other
