@@ -57,14 +57,13 @@ from odradek.coordinator.consumer_group import (
     normalized,
 )
 from odradek.coordinator.group import JoinCallback, JoinResult, SyncCallback, SyncResult
-from odradek.coordinator.migration import MigrationPolicy, subscription_of
-from odradek.coordinator.reconciliation import MemberAssignment, reconcile
-from odradek.protocol.consumer_protocol import (
-    CONSUMER_PROTOCOL_TYPE,
-    HIGHEST_VERSION,
-    decode_subscription,
-    encode_assignment,
+from odradek.coordinator.migration import (
+    MigrationPolicy,
+    classic_assignment,
+    subscription_of,
 )
+from odradek.coordinator.reconciliation import MemberAssignment, reconcile
+from odradek.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -664,18 +663,14 @@ class ConsumerGroups:
         respond(
             SyncResult(
                 ErrorCode.NONE,
-                self._encoded_assignment(member, protocol[1]),
+                classic_assignment(
+                    member.assigned,
+                    protocol[1],
+                    {tid: name for name, (tid, _n) in self.topics().items()},
+                ),
                 protocol_type=req.protocol_type,
                 protocol_name=req.protocol_name,
             )
-        )
-
-    def _encoded_assignment(self, member: ConsumerGroupMember, metadata: bytes) -> bytes:
-        names = {tid: name for name, (tid, _n) in self.topics().items()}
-        version = int.from_bytes(metadata[:2], "big", signed=True) if len(metadata) >= 2 else 0
-        return encode_assignment(
-            {names[t]: sorted(ps) for t, ps in member.assigned.items() if t in names},
-            version=max(0, min(version, HIGHEST_VERSION)),
         )
 
     def classic_heartbeat(

@@ -141,11 +141,21 @@ def classic_from_consumer(
     classic.protocol_type = CONSUMER_PROTOCOL_TYPE
     classic.protocol_name = classic.select_protocol()
     for member in classic.members.values():
-        target = group.target.get(member.member_id, {})
-        metadata = member.metadata(classic.protocol_name)
-        version = _VERSION.unpack_from(metadata)[0] if len(metadata) >= 2 else 0
-        member.assignment = encode_assignment(
-            {names[t]: sorted(ps) for t, ps in target.items() if t in names},
-            version=max(0, min(version, HIGHEST_VERSION)),
+        member.assignment = classic_assignment(
+            group.target.get(member.member_id, {}), member.metadata(classic.protocol_name), names
         )
     return classic
+
+
+def classic_assignment(
+    assigned: Mapping[uuid.UUID, frozenset[int]],
+    subscription: bytes,
+    names: Mapping[uuid.UUID, str],
+) -> bytes:
+    """Partitions as a classic member's SyncGroup assignment, in the version of the
+    subscription it joined with (Kafka's ``prepareAssignment``)."""
+    version = _VERSION.unpack_from(subscription)[0] if len(subscription) >= 2 else 0
+    return encode_assignment(
+        {names[t]: sorted(ps) for t, ps in assigned.items() if t in names},
+        version=max(0, min(version, HIGHEST_VERSION)),
+    )
