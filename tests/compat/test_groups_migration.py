@@ -49,9 +49,15 @@ def make_topic(bootstrap: str) -> str:
     return name
 
 
-def member(bootstrap: str, group: str, protocol: str, topic: str) -> Any:
+def member(bootstrap: str, group: str, protocol: str, topic: str, strategy: str = "range") -> Any:
     extra: dict[str, Any] = (
-        {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300} if protocol == "classic" else {}
+        {
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+            "partition.assignment.strategy": strategy,
+        }
+        if protocol == "classic"
+        else {}
     )
     c = Consumer(
         {
@@ -103,8 +109,9 @@ class Group:
     """Polls every member in turn, checking that no partition is ever owned twice, and
     keeps what each protocol consumed (with the lowest offset seen per partition)."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, strategy: str = "range") -> None:
         self.topic = topic
+        self.strategy = strategy
         self.members: list[tuple[str, Any]] = []
         self.seen: set[bytes] = set()
         self.first_offset: dict[str, dict[int, int]] = {"classic": {}, "consumer": {}}
@@ -140,7 +147,9 @@ class Group:
         """Replace member ``index`` with one using ``protocol`` (close, then start)."""
         _old_protocol, old = self.members.pop(index)
         old.close()
-        self.members.insert(index, (protocol, member(bootstrap, group, protocol, self.topic)))
+        self.members.insert(
+            index, (protocol, member(bootstrap, group, protocol, self.topic, self.strategy))
+        )
         self.until_covered()
 
     def close(self) -> None:
@@ -172,13 +181,18 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         c.close()
 
 
-def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str) -> None:
+# Classic members with an eager assignor (they give everything up before rejoining)
+# and with a cooperative one (they report what they own and revoke incrementally).
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str, strategy: str) -> None:
     topic = make_topic(bootstrap)
     group = f"mig-{uuid.uuid4().hex[:6]}"
     producer = RunningProducer(bootstrap, topic)
-    g = Group(topic)
+    g = Group(topic, strategy)
     try:
-        g.members = [("classic", member(bootstrap, group, "classic", topic)) for _ in range(3)]
+        g.members = [
+            ("classic", member(bootstrap, group, "classic", topic, strategy)) for _ in range(3)
+        ]
         g.until_covered()
         deadline = time.monotonic() + 30
         while min(committed(bootstrap, group, topic).values()) <= 0:
