@@ -16,14 +16,23 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from compat_clients import JavaClient
 from compat_wire import WireClient
-from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
+    DescribeGroupsRequest,
 )
 from odradek.tools.launcher import Cluster
 
@@ -45,7 +54,18 @@ def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
 def make_topic(bootstrap: str) -> str:
     name = f"mig-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(90)
+    for attempt in range(3):
+        # librdkafka gives up waiting for the controller of a cluster that has just
+        # started on a busy machine ("Failed while waiting for controller"): ask again.
+        try:
+            admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(90)
+            return name
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return name
+            if code != KafkaError._TIMED_OUT or attempt == 2:
+                raise
     return name
 
 
@@ -282,3 +302,86 @@ def test_disabled_policy_refuses_a_consumer_member_in_a_classic_group(
         assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
     finally:
         g.close()
+
+
+def test_java_classic_member_shares_with_a_consumer_member_and_back(
+    bootstrap: str, java_classpath: str
+) -> None:
+    """kafka-clients 4.3.0: a classic member alone in its group; a member with
+    group.protocol=consumer joins (the group is upgraded) and the two share the
+    partitions (disjoint, 3 and 3); when it leaves, the group is classic again and the
+    classic member owns everything."""
+    topic = make_topic(bootstrap)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(60):
+        producer.produce(topic, f"v{i}".encode(), partition=i % PARTITIONS)
+    producer.flush(30)
+    group = f"mig-java-{uuid.uuid4().hex[:6]}"
+    java = JavaClient(bootstrap, java_classpath)
+    rows: dict[str, list[list[str]]] = {}
+
+    def run(name: str, protocol: str, **stop: int) -> None:
+        rows[name] = java.run(
+            "group-consume",
+            {
+                "topic": topic,
+                "duration.ms": 150_000,
+                **{k.replace("_", "."): v for k, v in stop.items()},
+                "consumer.group.id": group,
+                "consumer.group.protocol": protocol,
+                "consumer.auto.offset.reset": "earliest",
+                **({"consumer.session.timeout.ms": 6000} if protocol == "classic" else {}),
+            },
+            timeout=200,
+        )
+
+    first = threading.Thread(target=run, args=("a", "classic"), kwargs={"regain_size": PARTITIONS})
+    first.start()
+    deadline = time.monotonic() + 60
+    while True:  # its JVM starts and the classic group forms
+        with WireClient(bootstrap) as wire:
+            d = wire.request(15, 5, DescribeGroupsRequest(groups=[group])).groups[0]
+        if d.group_state == "Stable" and d.members:
+            break
+        assert time.monotonic() < deadline, "the classic Java member never joined"
+        time.sleep(0.5)
+    types: list[ConsumerGroupType] = []
+    watching = threading.Event()
+
+    def watch_type() -> None:
+        while not watching.is_set():
+            types.append(group_type(bootstrap, group))
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch_type, daemon=True)
+    watcher.start()
+    run("b", "consumer", stable_ms=3000)
+    first.join()
+    watching.set()
+    watcher.join(10)
+
+    def timeline(name: str) -> list[tuple[int, set[int]]]:
+        return [
+            (int(r[1]), {int(p) for p in r[2].split(",")} if len(r) > 2 and r[2] else set())
+            for r in rows[name]
+            if r[0] == "ASSIGNMENT"
+        ]
+
+    def state_at(line: list[tuple[int, set[int]]], when: int) -> set[int]:
+        before = [owned for t, owned in line if t <= when]
+        return before[-1] if before else set()
+
+    a, b = timeline("a"), timeline("b")
+    # b holds its final share from its last change for at least stable.ms (then it
+    # leaves); meanwhile a (eager: it gives everything up while rejoining) never
+    # owns any of it, and then owns the rest.
+    b_end_time, b_final = b[-1]
+    window_end = b_end_time + 3000
+    a_during = [state_at(a, b_end_time)] + [s for t, s in a if b_end_time < t <= window_end]
+    assert b_final and not any(s & b_final for s in a_during), (a, b)
+    a_then = state_at(a, window_end)
+    assert a_then | b_final == set(range(PARTITIONS)), (a, b)
+    assert sorted([len(a_then), len(b_final)]) == [3, 3]
+    assert a[-1][1] == set(range(PARTITIONS)), (a, b)  # b left: a owns everything again
+    assert ConsumerGroupType.CONSUMER in types, types  # upgraded while b was a member
+    assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC  # and back
