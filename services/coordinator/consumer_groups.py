@@ -295,7 +295,14 @@ class ConsumerGroups:
         before = (member.member_epoch, member.assigned)
         self._advance(group, member, bump, req.topic_partitions, records)
         self._schedule_session(group, member)
-        send = req.member_epoch == 0 or (member.member_epoch, member.assigned) != before
+        # Kafka's rule: the assignment goes out when it changed or the request is a full
+        # one (a client resending everything after an error, which may have missed it).
+        full = (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.topic_partitions is not None
+        )
+        send = req.member_epoch == 0 or full or (member.member_epoch, member.assigned) != before
         if req.topic_partitions is not None and normalized(req.topic_partitions) != member.assigned:
             send = True
         return HeartbeatResult(
