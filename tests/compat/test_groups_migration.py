@@ -130,6 +130,8 @@ class Group:
     keeps what each protocol consumed (with the lowest offset seen per partition)."""
 
     def __init__(self, topic: str, strategy: str = "range") -> None:
+        self.bootstrap = ""
+        self.group_id = ""
         self.topic = topic
         self.strategy = strategy
         self.members: list[tuple[str, Any]] = []
@@ -155,7 +157,26 @@ class Group:
             owned = self.step()
             if all(owned) and sorted(p for ps in owned for p in ps) == list(range(PARTITIONS)):
                 return
-            assert time.monotonic() < deadline, f"assignments never settled: {owned}"
+            assert time.monotonic() < deadline, (
+                f"assignments never settled: {owned}; coordinator: {self.described()}"
+            )
+
+    def described(self) -> list[tuple[int, int, list[int], list[int]]]:
+        """What the coordinator says, for a failure message: (member type, epoch,
+        assigned, target) of each consumer group member."""
+        if not self.bootstrap:
+            return []
+        with WireClient(self.bootstrap) as wire:
+            r = wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[self.group_id]))
+        return [
+            (
+                m.member_type,
+                m.member_epoch,
+                sorted(p for t in m.assignment.topic_partitions for p in t.partitions),
+                sorted(p for t in m.target_assignment.topic_partitions for p in t.partitions),
+            )
+            for m in r.groups[0].members
+        ]
 
     def drain(self, wanted: set[bytes], timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -165,6 +186,7 @@ class Group:
 
     def roll(self, bootstrap: str, group: str, index: int, protocol: str) -> None:
         """Replace member ``index`` with one using ``protocol`` (close, then start)."""
+        self.bootstrap, self.group_id = bootstrap, group
         _old_protocol, old = self.members.pop(index)
         old.close()
         self.members.insert(
