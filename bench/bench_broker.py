@@ -438,7 +438,7 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
         deadline = time.monotonic() + seconds + 30
         while len(got) < total and time.monotonic() < deadline:
             for m in c.consume(1000, 0.5):
-                if m.error() is None:
+                if m.error() is None and m.value() != b"warm-up":
                     got.append((time.time_ns() - int(m.value())) / 1e6)
         c.close()
         done.set()
@@ -447,6 +447,9 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
     thread.start()
     ready.wait(30)
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(partitions):  # connected to every leader before the clock starts
+        p.produce(topic, b"warm-up", partition=i)
+    p.flush(30)
     start = time.monotonic()
     for i in range(total):
         target = start + i / rate

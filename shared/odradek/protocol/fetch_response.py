@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from odradek.protocol.headers import encode_response_header
 from odradek.protocol.messages import FetchResponse
@@ -129,7 +129,7 @@ def encode_fetch_response(
                     cur += records
                 else:
                     out.append(cur)
-                    out.append(records)
+                    out.append(cast("Buffer", records))
                     cur = bytearray()
             if flexible:
                 cur += b"\x00"  # the partition's tagged fields
