@@ -319,8 +319,9 @@ def test_disabled_policy_refuses_a_consumer_member_in_a_classic_group(
             except KafkaException as exc:
                 errors.append(exc.args[0])
             assert not newcomer.assignment()
-            g.until_covered(timeout=5)
+            g.step()
         newcomer.close()
+        g.until_covered()
         assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
     finally:
         g.close()
