@@ -273,9 +273,12 @@ def test_coordinators_come_and_go_under_load(cluster: Cluster) -> None:
     # Load.unexplained_backwards): the cluster never serves an offset nobody committed.
     assert not load.unexplained_backwards(), (load.unexplained_backwards(), load.backwards)
     assert all(n > 0 for n in load.consumed.values())
-    # Offsets committed before the moves are all still there.
+    # Offsets committed before the moves are all still there: the last commit of each
+    # partition is the highest seen, or one a consumer itself committed later (a re-sent
+    # commit, as above).
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     final = admin.list_group_offsets({g: None for g in groups})
     admin.close()
     for (g, p), high in load.high.items():
-        assert final[g][TopicPartition(topic, p)].offset >= high
+        last = final[g][TopicPartition(topic, p)].offset
+        assert last >= high or (g, p, last) in load.acked, (g, p, last, high)
