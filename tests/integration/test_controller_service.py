@@ -389,7 +389,7 @@ async def test_a_busy_event_loop_does_not_fence_the_node(controller: ControllerP
         await storage.register()
         storage.start()
         incarnation = storage.incarnation
-        time.sleep(2 * SESSION_MS / 1000)  # blocks the loop, as a long synchronous apply does
+        time.sleep(2 * SESSION_MS / 1000)  # noqa: ASYNC251 -- blocks the loop on purpose, as a long synchronous apply does
         md = await client.get_metadata()
         assert node_state(md, 100) == NodeState.ONLINE
         assert next(n.incarnation for n in md.nodes if n.node_id == 100) == incarnation
