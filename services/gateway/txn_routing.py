@@ -26,6 +26,8 @@ from typing import TypeVar
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, Authorizer, ResourceType
+from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.coordinator_routing import CoordinatorRouting
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import NodeChannels
@@ -107,3 +109,16 @@ def for_version(error: int, version: int, fenced_since: int, abortable_since: in
     if error == ErrorCode.TRANSACTION_ABORTABLE and version < abortable_since:
         return ErrorCode.INVALID_TXN_STATE
     return error
+
+
+def refusal(authorizer: Authorizer, ctx: ConnectionContext, transactional_id: str) -> int | None:
+    """The checks a request naming a transactional id starts with (KafkaApis): an empty
+    id is INVALID_REQUEST, and the id needs WRITE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+    None when the request may go on."""
+    if not transactional_id:
+        return ErrorCode.INVALID_REQUEST
+    if not authorizer.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None

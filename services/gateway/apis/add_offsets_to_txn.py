@@ -14,7 +14,7 @@ from __future__ import annotations
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.txn_routing import for_version
+from odradek.gateway.txn_routing import for_version, refusal
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -27,16 +27,10 @@ API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
-    if not request.transactional_id:
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
-    authz = gw.authorizer
-    if not authz.allowed(
-        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
-    ):
-        return AddOffsetsToTxnResponse(
-            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        )
-    if not authz.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+    refused = refusal(gw.authorizer, ctx, request.transactional_id)
+    if refused is not None:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=refused)
+    if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return AddOffsetsToTxnResponse(
             throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
         )
