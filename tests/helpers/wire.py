@@ -11,12 +11,14 @@ from odradek.protocol.versions import response_header_version
 from odradek.tools.launcher import Cluster
 
 
-def address(cluster: Cluster) -> tuple[str, int]:
-    host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+def address(cluster: Cluster | str) -> tuple[str, int]:
+    """The first bootstrap server of ``cluster`` (or of a bootstrap list)."""
+    bootstrap = cluster if isinstance(cluster, str) else cluster.bootstrap_servers
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
     return host, int(port)
 
 
-def connect(cluster: Cluster, timeout: float = 10) -> socket.socket:
+def connect(cluster: Cluster | str, timeout: float = 10) -> socket.socket:
     s = socket.create_connection(address(cluster), timeout=timeout)
     s.settimeout(timeout)
     return s
