@@ -110,6 +110,19 @@ class TopicResult:
     def failed(cls, name: str, error: ControllerError) -> TopicResult:
         return cls(name, int(error.code), error.message)
 
+    @classmethod
+    def duplicate(cls, name: str, message: str) -> TopicResult:
+        """A topic named twice in one request (Kafka answers INVALID_REQUEST for each)."""
+        return cls(name, int(ErrorCode.INVALID_REQUEST), message)
+
+    @classmethod
+    def outcome(cls, name: str, change: Callable[[], TopicResult]) -> TopicResult:
+        """What ``change()`` returns, or the ControllerError it raises as ``name``'s."""
+        try:
+            return change()
+        except ControllerError as exc:
+            return cls.failed(name, exc)
+
 
 @dataclass
 class ConfigChange:
