@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -199,16 +196,10 @@ def main(argv: list[str]) -> None:
     if args.bootstrap_server:
         run(args, args.bootstrap_server)
         return
-    from odradek.tools.launcher import Cluster, ClusterOptions
+    from bench.local_cluster import temporary_cluster
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
-    cluster = Cluster(ClusterOptions(data_dir=tmp, port=0))
-    cluster.start()
-    try:
+    with temporary_cluster("bench-pipeline-") as cluster:
         run(args, cluster.bootstrap_servers)
-    finally:
-        cluster.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,8 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -176,15 +174,10 @@ def main(argv: list[str]) -> None:
     if args.bootstrap:
         _run(args.bootstrap, args)
         return
-    from odradek.tools.launcher import Cluster, ClusterOptions
+    from bench.local_cluster import temporary_cluster
 
-    with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp:
-        cluster = Cluster(ClusterOptions(data_dir=Path(tmp), port=0))
-        cluster.start()
-        try:
-            _run(cluster.bootstrap_servers, args)
-        finally:
-            cluster.stop()
+    with temporary_cluster("bench-txn-") as cluster:
+        _run(cluster.bootstrap_servers, args)
 
 
 if __name__ == "__main__":
