@@ -29,6 +29,7 @@ import time
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from bench.producing import produce_waiting
 from odradek.pipeline.topics import ensure_topic
 
 SOURCE_GOAL = 2.0
@@ -60,12 +61,7 @@ def fill(bs: str, topic: str, n: int, partitions: int, size: int) -> float:
     )
     start = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, topic, payload, i % partitions)
         if i % 50_000 == 0:
             p.poll(0)
     left = p.flush(120)
@@ -130,12 +126,7 @@ def plain_producer(bs: str, topic: str, n: int, size: int) -> float:
     )
     start = time.perf_counter()
     for _ in range(n):
-        while True:
-            try:
-                p.produce(topic, payload)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, topic, payload)
     left = p.flush(300)
     elapsed = time.perf_counter() - start
     if left:

@@ -33,6 +33,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.producing import produce_waiting
+
 
 def create_topic(bootstrap: str, partitions: int) -> str:
     name = f"bench-txn-{uuid.uuid4().hex[:8]}"
@@ -69,12 +71,7 @@ def _config(bootstrap: str, **extra: Any) -> dict[str, Any]:
 
 def _produce(producer: Producer, topic: str, value: bytes, partitions: int, n: int) -> None:
     for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, topic, value, i % partitions)
     producer.poll(0)
 
 
