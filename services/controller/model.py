@@ -391,19 +391,11 @@ class ClusterModel:
             existing.state = NodeState.OFFLINE
             self._fence(existing.node_id)
         self.last_incarnation += 1
-        registered = NodeInfo(
-            node_id=node.node_id,
-            kind=node.kind,
-            host=node.host,
-            kafka_port=node.kafka_port,
-            grpc_port=node.grpc_port,
-            metrics_port=node.metrics_port,
-            rack=node.rack,
+        registered = replace(
+            node,
             state=NodeState.ONLINE,
             incarnation=self.last_incarnation,
-            advertised_host=node.advertised_host,
             broker_ports=dict(node.broker_ports),
-            data_port=node.data_port,
         )
         self.nodes[node.node_id] = registered
         self._mark_node(node.node_id)
