@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 
@@ -42,6 +42,14 @@ log = logging.getLogger(__name__)
 
 Stub = transactions_pb2_grpc.TransactionCoordinatorStub
 T = TypeVar("T")
+
+
+class _ErrorAnswer(Protocol):
+    @property
+    def error_code(self) -> int: ...
+
+
+AnswerT = TypeVar("AnswerT", bound=_ErrorAnswer)
 
 
 class TxnRouter(CoordinatorRouting):
@@ -94,6 +102,17 @@ class TxnRouter(CoordinatorRouting):
         except grpc.aio.AioRpcError as exc:
             log.debug("transaction coordinator call failed: %s", exc.code())
             return ErrorCode.NOT_COORDINATOR
+
+    async def error_of(
+        self,
+        transactional_id: str,
+        method: Callable[[Stub], Callable[..., Awaitable[AnswerT]]],
+        request: object,
+    ) -> int:
+        """:meth:`call` for requests answered by an error code alone (AddOffsetsToTxn,
+        EndTxn)."""
+        answer = await self.call(transactional_id, method, request)
+        return answer if isinstance(answer, int) else answer.error_code
 
     async def close(self) -> None:
         await self._channels.close()

@@ -34,7 +34,7 @@ async def handle(
         return AddOffsetsToTxnResponse(
             throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
         )
-    answer = await gw.transactions.call(
+    code = await gw.transactions.error_of(
         request.transactional_id,
         lambda s: s.AddOffsetsToTxn,
         transactions_pb2.AddOffsetsToTxnRequest(
@@ -44,7 +44,6 @@ async def handle(
             group_id=request.group_id,
         ),
     )
-    code = answer if isinstance(answer, int) else answer.error_code
     return AddOffsetsToTxnResponse(
         throttle_time_ms=0,
         error_code=for_version(code, header.api_version, fenced_since=2, abortable_since=4),

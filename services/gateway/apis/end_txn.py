@@ -32,7 +32,7 @@ async def handle(
     refused = refusal(gw.authorizer, ctx, request.transactional_id)
     if refused is not None:
         return EndTxnResponse(throttle_time_ms=0, error_code=refused)
-    answer = await gw.transactions.call(
+    code = await gw.transactions.error_of(
         request.transactional_id,
         lambda s: s.EndTxn,
         transactions_pb2.EndTxnRequest(
@@ -42,7 +42,6 @@ async def handle(
             committed=request.committed,
         ),
     )
-    code = answer if isinstance(answer, int) else answer.error_code
     return EndTxnResponse(
         throttle_time_ms=0,
         error_code=for_version(code, header.api_version, fenced_since=2, abortable_since=4),
