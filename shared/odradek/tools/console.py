@@ -17,6 +17,8 @@ import os
 import sys
 from pathlib import Path
 
+from odradek.tools.common import add_settings_argument
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -28,13 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--data-dir", default=Path("./data"), type=Path, help="an `odradek up` data dir")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
-    p.add_argument(
-        "--set",
-        dest="settings",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a console setting, e.g. security.protocol or request.timeout.ms (repeatable)",
+    add_settings_argument(
+        p, "a console setting, e.g. security.protocol or request.timeout.ms (repeatable)"
     )
     p.set_defaults(func=run)
 
