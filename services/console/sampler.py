@@ -10,7 +10,10 @@ offsets (one ListOffsets per leader) for per-topic message rates, every group's 
 the charts poll; nothing here is persisted.
 
 The sampler acts as the console itself (its own client config), not as a user:
-pages filter what they show by what the user's own Metadata lists.
+pages filter what they show by what the user's own Metadata lists. With SASL the
+console has no Kafka identity of its own (see :mod:`odradek.console.sessions`), so
+the Kafka samples are skipped and only the nodes' /metrics are scraped; log sizes are
+then read, and cached, per user.
 """
 
 from __future__ import annotations
@@ -47,6 +50,11 @@ WANTED = (
     "odradek_build_info",
     "odradek_controller_active",
 )
+
+# Only these series, please (odradek.metrics serves ``name[]``; others ignore it): a
+# storage node's full page has eight gauges per hosted partition, which at thousands of
+# partitions costs it most of a CPU to render every interval.
+SCRAPE_PARAMS = [("name[]", n) for n in WANTED]
 
 
 def parse_metrics(
@@ -116,7 +124,7 @@ class RateTracker:
 class Sampler:
     def __init__(
         self,
-        client: Callable[[], KafkaClient],
+        client: Callable[[], KafkaClient | None],
         snapshot: Callable[[], Snapshot | None],
         interval_s: float = 2.0,
         slow_every: int = 5,
@@ -138,8 +146,8 @@ class Sampler:
         self.topic_bytes_out: dict[str, float] = {}
         self.topic_messages: dict[str, float] = {}  # records/s from log end offsets
         self.group_lag: dict[str, Series] = defaultdict(Series)
-        self.sizes = LogSizes()
-        self.sizes_at = 0.0
+        # Log sizes as each identity may see them (one entry without security).
+        self._sizes: dict[str, tuple[float, LogSizes]] = {}
         self._rates = RateTracker()
         self._ends_at = 0.0
         self._ends: dict[str, int] = {}
@@ -251,7 +259,7 @@ class Sampler:
         try:
             async with self._http.get(f"{base}/readyz") as resp:
                 status.ready = resp.status == 200
-            async with self._http.get(f"{base}/metrics") as resp:
+            async with self._http.get(f"{base}/metrics", params=SCRAPE_PARAMS) as resp:
                 text = await resp.text()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             status.ready = False
@@ -286,6 +294,8 @@ class Sampler:
         now = time.time()
         try:
             client = self._client()
+            if client is None:
+                return
             metadata = await client.metadata()
             tps = partitions_of(metadata)
             ends = await list_offsets(client, dict.fromkeys(tps, LATEST), metadata)
@@ -312,14 +322,21 @@ class Sampler:
         except KafkaClientError as exc:
             log.debug("cluster sample failed: %s", exc)
 
+    def last_sizes(self, client: KafkaClient) -> LogSizes | None:
+        """The last sizes read for this client's identity, however old."""
+        entry = self._sizes.get(client.config.identity())
+        return entry[1] if entry else None
+
     async def refresh_sizes(self, client: KafkaClient, max_age_s: float = 0.0) -> LogSizes:
-        """Log sizes no older than ``max_age_s`` (0: read now)."""
+        """Log sizes as ``client`` may see them, no older than ``max_age_s`` (0: read now)."""
+        key = client.config.identity()
         async with self._sizes_lock:
-            if max_age_s and time.monotonic() - self.sizes_at < max_age_s:
-                return self.sizes
-            self.sizes = await self.size_reader.read(client, self._snapshot())
-            self.sizes_at = time.monotonic()
-            return self.sizes
+            entry = self._sizes.get(key)
+            if max_age_s and entry is not None and time.monotonic() - entry[0] < max_age_s:
+                return entry[1]
+            sizes = await self.size_reader.read(client, self._snapshot())
+            self._sizes[key] = (time.monotonic(), sizes)
+            return sizes
 
     def record_lag(self, group_id: str, lag: int | None) -> None:
         if lag is not None:

@@ -8,11 +8,13 @@ failure the form is shown again with the broker's error message and nothing chan
 
 URLs: ``/`` overview, ``/topics`` (``?q=`` search), ``/topics/new``,
 ``/topics/{topic}``, ``/topics/{topic}/messages`` (browse and produce), ``/groups``,
-``/groups/{group}``.
+``/groups/{group}``; with SASL also ``/login`` and ``/logout`` (every other URL but
+``/static`` then needs a session, see :mod:`odradek.console.sessions`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -27,7 +29,9 @@ from odradek.console import groups as groups_api
 from odradek.console import messages as messages_api
 from odradek.console import topics as topics_api
 from odradek.console.log_sizes import sizes_by_node
+from odradek.console.login import LoginFailed
 from odradek.console.render import FORMATS, human_bytes, human_rate, parse_headers, render
+from odradek.console.sessions import COOKIE, Session
 from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metadata_cache import NodeKind, NodeState
 
@@ -44,6 +48,10 @@ KIND_NAMES = {
     NodeKind.OFFSET_STORE: "offset store",
 }
 SIZE_MAX_AGE_S = 5.0
+SESSION_KEY = "session"
+# What is served without a session when users must log in.
+OPEN_PATHS = ("/login", "/static/")
+log = logging.getLogger(__name__)
 
 
 def _when(ms: int) -> str:
@@ -76,16 +84,23 @@ class Pages:
 
     # -- helpers ------------------------------------------------------------------------------
     def client(self, request: web.Request) -> KafkaClient:
-        # With SASL configured this is where the logged-in user's client is chosen.
+        """The Kafka client this request acts through: the user's own with SASL."""
+        session: Session | None = request.get(SESSION_KEY)
+        if session is not None:
+            return session.client
+        if self.service.security_enabled:  # the middleware lets no such request through
+            raise web.HTTPUnauthorized()
         return self.service.client_pool().anonymous()
 
     def page(
         self, request: web.Request, template: str, status: int = 200, **context: Any
     ) -> web.Response:
         started = request.get("started", time.perf_counter())
+        session: Session | None = request.get(SESSION_KEY)
         html = self.env.get_template(template).render(
             path=request.path,
-            security=bool(self.service.client_defaults.sasl_mechanism),
+            security=self.service.security_enabled,
+            user=session.username if session else "",
             **context,
         )
         response = web.Response(text=html, status=status, content_type="text/html")
@@ -98,13 +113,61 @@ class Pages:
     def error_page(self, request: web.Request, message: str, status: int) -> web.Response:
         return self.page(request, "error.html", status=status, message=message, title="Error")
 
+    # -- login ----------------------------------------------------------------------------------
+    async def login_form(self, request: web.Request) -> web.Response:
+        if not self.service.security_enabled:
+            raise web.HTTPSeeOther("/")
+        return self.page(
+            request, "login.html", title="Log in", error="", username="", next=_next(request)
+        )
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        if not self.service.security_enabled:
+            raise web.HTTPSeeOther("/")
+        form = await request.post()
+        username = str(form.get("username", "")).strip()
+        target = _next(request, str(form.get("next", "")))
+        try:
+            session = await self.service.authenticator.login(
+                self.service.client_pool(), username, str(form.get("password", ""))
+            )
+        except (LoginFailed, KafkaClientError) as exc:
+            return self.page(
+                request,
+                "login.html",
+                status=401,
+                title="Log in",
+                error=str(exc),
+                username=username,
+                next=target,
+            )
+        log.info("console login: %s (%s)", session.username, session.mechanism)
+        response = web.HTTPSeeOther(target)
+        response.set_cookie(
+            COOKIE,
+            session.session_id,
+            path="/",
+            secure=True,
+            httponly=True,
+            samesite="Strict",
+        )
+        raise response
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        session: Session | None = request.get(SESSION_KEY)
+        if session is not None:
+            await self.service.client_pool().close_session(session.session_id)
+        response = web.HTTPSeeOther("/login" if self.service.security_enabled else "/")
+        response.del_cookie(COOKIE, path="/")
+        raise response
+
     # -- overview -------------------------------------------------------------------------------
     async def overview(self, request: web.Request) -> web.Response:
         client = self.client(request)
         rows = await topics_api.list_topics(client)
         snapshot = self.service.snapshot()
         sampler = self.service.sampler
-        sizes = sampler.sizes if sampler.sizes.source else await sampler.refresh_sizes(client)
+        sizes = sampler.last_sizes(client) or await sampler.refresh_sizes(client)
         dirs = sizes_by_node(sizes)
         nodes = []
         if snapshot is not None:
@@ -447,6 +510,14 @@ class Pages:
         return web.json_response({"lag": _series_json(series)})
 
 
+def _next(request: web.Request, value: str = "") -> str:
+    """Where to go after logging in: a path on this console only (no open redirect)."""
+    target = value or request.query.get("next", "") or "/"
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
 def _message(exc: Exception) -> str:
     """What a form shows for a failure: the broker's words, or the parse error."""
     return exc.message if isinstance(exc, KafkaClientError) else str(exc)
@@ -523,10 +594,20 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Time every page; a cluster that cannot be reached is an error page, not a 500 trace."""
     request["started"] = time.perf_counter()
+    pages: Pages = request.app[SERVICE_KEY]  # type: ignore[assignment]
+    if pages.service.security_enabled and not request.path.startswith(OPEN_PATHS):
+        pool = pages.service.client_pool()
+        session = pool.session(request.cookies.get(COOKIE))
+        if session is None:
+            if request.path.startswith("/api/") or request.headers.get("X-Console-Live"):
+                raise web.HTTPUnauthorized(text="log in first")
+            if request.method != "GET":
+                raise web.HTTPSeeOther("/login")
+            raise web.HTTPSeeOther("/login?" + urlencode({"next": request.path_qs}))
+        request[SESSION_KEY] = session
     try:
         return await handler(request)
     except KafkaClientError as exc:
-        pages: Pages = request.app[SERVICE_KEY]  # type: ignore[assignment]
         return pages.error_page(request, exc.message, 502)
 
 
@@ -536,6 +617,9 @@ def build_app(service: ConsoleService) -> web.Application:
     app[SERVICE_KEY] = pages
     app.add_routes(
         [
+            web.get("/login", pages.login_form),
+            web.post("/login", pages.login),
+            web.post("/logout", pages.logout),
             web.get("/", pages.overview),
             web.get("/topics", pages.topics),
             web.get("/topics/new", pages.new_topic),
