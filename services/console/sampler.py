@@ -5,8 +5,9 @@ Every ``console.sample.interval.ms`` the console scrapes each registered node's
 rates: bytes in/out from the storage nodes' ``odradek_storage_bytes_{in,out}_total``
 (per topic and in total), requests per second from the gateways'
 ``odradek_gateway_requests_total``. Every few samples it also reads partition log end
-offsets (one ListOffsets per leader) for per-topic message rates, every group's lag
-(see :mod:`odradek.console.groups`) and the log sizes. Histories are short rings that
+offsets (one ListOffsets per leader) for per-topic message rates and every group's lag
+(see :mod:`odradek.console.groups`; a page's read of all groups counts as one), and
+once a minute the log sizes (pages refresh those they show in the background). Histories are short rings that
 the charts poll; nothing here is persisted.
 
 The sampler acts as the console itself (its own client config), not as a user:
@@ -31,7 +32,7 @@ import aiohttp
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from odradek.console.groups import describe_groups, list_group_ids
+from odradek.console.groups import GroupRow, describe_groups, list_group_ids
 from odradek.console.log_sizes import LogSizeReader, LogSizes
 from odradek.console.offsets import LATEST, list_offsets, partitions_of
 from odradek.kafka_client import KafkaClient, KafkaClientError
@@ -41,6 +42,7 @@ from odradek.rpc.v1 import controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger(__name__)
 
+SIZES_IDLE_REFRESH_S = 60.0
 HISTORY = 300  # points per series (10 minutes at the default 2 s interval)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 WANTED = (
@@ -155,6 +157,9 @@ class Sampler:
         self._task: asyncio.Task[None] | None = None
         self.size_reader = LogSizeReader()
         self._sizes_lock = asyncio.Lock()
+        self._sizes_refreshing: dict[str, asyncio.Future[LogSizes]] = {}
+        self._groups_pending: dict[str, asyncio.Future[list[GroupRow]]] = {}
+        self._groups_at: dict[str, float] = {}
 
     def start(self) -> None:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
@@ -313,19 +318,63 @@ class Sampler:
                 total = sum(self.topic_messages.values())
                 self.cluster["messages"].add(now, total)
             self._ends, self._ends_at = dict(per_topic), now
-            groups = await list_group_ids(client)
-            if groups:
-                for row in await describe_groups(client, sorted(groups)):
-                    if row.lag is not None:
-                        self.group_lag[row.group_id].add(now, float(row.lag))
-            await self.refresh_sizes(client)
+            # A Consumer groups page read within the last half period serves as this sample.
+            last = self._groups_at.get(client.config.identity(), 0.0)
+            if time.monotonic() - last > self.interval_s * self.slow_every / 2:
+                await self.all_groups(client)
+            # Pages refresh sizes in the background when they show them; this only keeps
+            # a first answer ready (a DescribeLogDirs over every partition is not cheap).
+            entry = self._sizes.get(client.config.identity())
+            if entry is None or time.monotonic() - entry[0] > SIZES_IDLE_REFRESH_S:
+                await self.refresh_sizes(client)
         except KafkaClientError as exc:
             log.debug("cluster sample failed: %s", exc)
 
-    def last_sizes(self, client: KafkaClient) -> LogSizes | None:
-        """The last sizes read for this client's identity, however old."""
-        entry = self._sizes.get(client.config.identity())
-        return entry[1] if entry else None
+    async def all_groups(self, client: KafkaClient) -> list[GroupRow]:
+        """Every group the client may see, with lag, each group's lag recorded.
+
+        One read in flight per identity: a page that asks while the sampler (or another
+        page) is reading shares that read instead of sending the same requests again."""
+        key = client.config.identity()
+        pending = self._groups_pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read_groups(client))
+            self._groups_pending[key] = pending
+            pending.add_done_callback(lambda f: self._read_done(key, f))
+        return await asyncio.shield(pending)
+
+    def _read_done(self, key: str, future: asyncio.Future[list[GroupRow]]) -> None:
+        self._groups_pending.pop(key, None)
+        if not future.cancelled():
+            future.exception()  # retrieved: whoever awaited it got it
+
+    async def _read_groups(self, client: KafkaClient) -> list[GroupRow]:
+        listed = await list_group_ids(client)
+        rows = await describe_groups(client, sorted(listed)) if listed else []
+        for row in rows:
+            self.record_lag(row.group_id, row.lag)
+        self._groups_at[client.config.identity()] = time.monotonic()
+        return rows
+
+    async def sizes_for(self, client: KafkaClient, max_age_s: float) -> LogSizes:
+        """Sizes for a page: the last read at once (refreshed in the background when
+        older than ``max_age_s``); only the very first read is waited for. Sizes drift
+        slowly, and a DescribeLogDirs over thousands of partitions costs the brokers
+        more than the rest of a page."""
+        key = client.config.identity()
+        entry = self._sizes.get(key)
+        if entry is None:
+            return await self.refresh_sizes(client)
+        if time.monotonic() - entry[0] > max_age_s and key not in self._sizes_refreshing:
+            task = asyncio.ensure_future(self.refresh_sizes(client))
+            self._sizes_refreshing[key] = task
+            task.add_done_callback(lambda f: self._refreshed(key, f))
+        return entry[1]
+
+    def _refreshed(self, key: str, future: asyncio.Future[LogSizes]) -> None:
+        self._sizes_refreshing.pop(key, None)
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("log size refresh failed: %s", future.exception())
 
     async def refresh_sizes(self, client: KafkaClient, max_age_s: float = 0.0) -> LogSizes:
         """Log sizes as ``client`` may see them, no older than ``max_age_s`` (0: read now)."""

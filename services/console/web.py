@@ -33,7 +33,8 @@ from odradek.console.login import LoginFailed
 from odradek.console.render import FORMATS, human_bytes, human_rate, parse_headers, render
 from odradek.console.sessions import COOKIE, Session
 from odradek.kafka_client import KafkaClient, KafkaClientError
-from odradek.metadata_cache import NodeKind, NodeState
+from odradek.metadata_cache import NodeKind, NodeState, Snapshot
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.console.service import ConsoleService
@@ -49,6 +50,10 @@ KIND_NAMES = {
 }
 SIZE_MAX_AGE_S = 5.0
 SESSION_KEY = "session"
+AUTHORIZATION_ERRORS = (
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+)
 # What is served without a session when users must log in.
 OPEN_PATHS = ("/login", "/static/")
 log = logging.getLogger(__name__)
@@ -81,6 +86,7 @@ class Pages:
     def __init__(self, service: ConsoleService) -> None:
         self.service = service
         self.env = _environment()
+        self._rows: tuple[Snapshot, list[topics_api.TopicRow]] | None = None
 
     # -- helpers ------------------------------------------------------------------------------
     def client(self, request: web.Request) -> KafkaClient:
@@ -109,6 +115,18 @@ class Pages:
         )
         response.headers["Cache-Control"] = "no-store"
         return response
+
+    async def topic_rows(self, client: KafkaClient) -> list[topics_api.TopicRow]:
+        """Every topic the request may see: the controller's pushed snapshot when the
+        console acts as itself, else (SASL, or no controller) the user's Metadata."""
+        snapshot = self.service.snapshot()
+        if snapshot is None or self.service.security_enabled:
+            return await topics_api.list_topics(client)
+        await client.metadata(topics=[])  # the brokers only: small, keeps them current
+        if self._rows is None or self._rows[0] is not snapshot:
+            # Built once per metadata change, shared read-only by every page until the next.
+            self._rows = (snapshot, topics_api.snapshot_rows(snapshot))
+        return self._rows[1]
 
     def error_page(self, request: web.Request, message: str, status: int) -> web.Response:
         return self.page(request, "error.html", status=status, message=message, title="Error")
@@ -164,10 +182,10 @@ class Pages:
     # -- overview -------------------------------------------------------------------------------
     async def overview(self, request: web.Request) -> web.Response:
         client = self.client(request)
-        rows = await topics_api.list_topics(client)
+        rows = await self.topic_rows(client)
         snapshot = self.service.snapshot()
         sampler = self.service.sampler
-        sizes = sampler.last_sizes(client) or await sampler.refresh_sizes(client)
+        sizes = await sampler.sizes_for(client, max_age_s=SIZE_MAX_AGE_S)
         dirs = sizes_by_node(sizes)
         nodes = []
         if snapshot is not None:
@@ -229,10 +247,10 @@ class Pages:
     # -- topics ----------------------------------------------------------------------------------
     async def topics(self, request: web.Request) -> web.Response:
         client = self.client(request)
-        rows = await topics_api.list_topics(client)
+        rows = await self.topic_rows(client)
         q = request.query.get("q", "").strip()
         sampler = self.service.sampler
-        sizes = await sampler.refresh_sizes(client, max_age_s=SIZE_MAX_AGE_S)
+        sizes = await sampler.sizes_for(client, max_age_s=SIZE_MAX_AGE_S)
         shown = [r for r in rows if q.lower() in r.name.lower()] if q else rows
         return self.page(
             request,
@@ -288,10 +306,15 @@ class Pages:
         client = self.client(request)
         try:
             row = await topics_api.describe_topic(client, name)
+        except KafkaClientError as exc:
+            status = 403 if exc.code in AUTHORIZATION_ERRORS else 404
+            return self.error_page(request, _message(exc), status)
+        configs_error = ""
+        try:  # a user may describe a topic but not its configs (DESCRIBE_CONFIGS)
             configs = await topics_api.describe_configs(client, name)
         except KafkaClientError as exc:
-            return self.error_page(request, exc.message, 404)
-        sizes = await self.service.sampler.refresh_sizes(client, max_age_s=SIZE_MAX_AGE_S)
+            configs, configs_error = [], _message(exc)
+        sizes = await self.service.sampler.sizes_for(client, max_age_s=SIZE_MAX_AGE_S)
         for p in row.partitions:
             p.size = sizes.partitions.get((name, p.partition))
         return self.page(
@@ -301,6 +324,7 @@ class Pages:
             title=f"Topic {name}",
             topic=row,
             configs=configs,
+            configs_error=configs_error,
             size=sizes.topic_size(name, len(row.partitions)),
             messages_rate=self.service.sampler.topic_messages.get(name),
             error=error,
@@ -336,7 +360,7 @@ class Pages:
         try:
             await topics_api.delete_topic(self.client(request), name)
         except KafkaClientError as exc:
-            return await self.topic(request, error=exc.message, status=400)
+            return await self.topic(request, error=_message(exc), status=400)
         raise web.HTTPSeeOther(f"/topics?deleted={quote(name, safe='')}")
 
     # -- messages --------------------------------------------------------------------------------
@@ -433,14 +457,10 @@ class Pages:
 
     # -- groups ----------------------------------------------------------------------------------
     async def groups(self, request: web.Request) -> web.Response:
-        client = self.client(request)
-        listed = await groups_api.list_group_ids(client)
-        rows = await groups_api.describe_groups(client, sorted(listed)) if listed else []
+        rows = await self.service.sampler.all_groups(self.client(request))
         q = request.query.get("q", "").strip()
         if q:
             rows = [r for r in rows if q.lower() in r.group_id.lower()]
-        for r in rows:
-            self.service.sampler.record_lag(r.group_id, r.lag)
         return self.page(request, "groups.html", title="Consumer groups", groups=rows, q=q)
 
     async def group(
@@ -456,7 +476,7 @@ class Pages:
         try:
             row = await groups_api.describe_group(client, group_id)
         except KafkaClientError as exc:
-            return self.error_page(request, exc.message, 502)
+            return self.error_page(request, _message(exc), 502)
         if row.state == "Dead" and not row.offsets:
             return self.error_page(request, f"Consumer group '{group_id}' does not exist.", 404)
         self.service.sampler.record_lag(group_id, row.lag)
@@ -519,8 +539,17 @@ def _next(request: web.Request, value: str = "") -> str:
 
 
 def _message(exc: Exception) -> str:
-    """What a form shows for a failure: the broker's words, or the parse error."""
-    return exc.message if isinstance(exc, KafkaClientError) else str(exc)
+    """What a page shows for a failure: the broker's words led by Kafka's error name
+    (``TOPIC_AUTHORIZATION_FAILED: Topic authorization failed.``), or the parse error."""
+    if not isinstance(exc, KafkaClientError):
+        return str(exc)
+    try:
+        name = ErrorCode(exc.code).name
+    except ValueError:
+        return exc.message
+    if name in exc.message or exc.code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        return exc.message
+    return f"{name}: {exc.message}"
 
 
 def _series_json(series: Any) -> dict[str, list[float]]:
@@ -608,7 +637,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except KafkaClientError as exc:
-        return pages.error_page(request, exc.message, 502)
+        return pages.error_page(request, _message(exc), 502)
 
 
 def build_app(service: ConsoleService) -> web.Application:
