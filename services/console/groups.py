@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from odradek.console.offsets import EARLIEST, LATEST, TopicPartition, list_offsets
+from odradek.console.offsets import EARLIEST, LATEST, OffsetResult, TopicPartition, list_offsets
 from odradek.kafka_client import (
     Broker,
     KafkaClient,
@@ -154,9 +154,39 @@ def _assignment(payload: bytes | None) -> list[TopicPartition]:
 
 
 async def describe_groups(
-    client: KafkaClient, group_ids: list[str], *, with_lag: bool = True
+    client: KafkaClient,
+    group_ids: list[str],
+    *,
+    with_lag: bool = True,
+    expected: set[TopicPartition] | None = None,
 ) -> list[GroupRow]:
-    """Groups with members, committed offsets and lag (a fixed number of requests)."""
+    """Groups with members, committed offsets and lag (a fixed number of requests).
+
+    ``expected``: the partitions these groups had last time. Their log end offsets are
+    then asked for at once, alongside the group requests instead of after them (one
+    round trip less); partitions the groups gained since are asked for afterwards."""
+    early = (
+        asyncio.ensure_future(list_offsets(client, dict.fromkeys(expected, LATEST)))
+        if with_lag and expected
+        else None
+    )
+    try:
+        return await _describe_groups(client, group_ids, with_lag, early, expected or set())
+    finally:
+        if early is not None:
+            if not early.done():
+                early.cancel()
+            elif not early.cancelled():
+                early.exception()  # retrieved: a failure there was raised by the await
+
+
+async def _describe_groups(
+    client: KafkaClient,
+    group_ids: list[str],
+    with_lag: bool,
+    early: asyncio.Future[dict[TopicPartition, OffsetResult]] | None,
+    expected: set[TopicPartition],
+) -> list[GroupRow]:
     coordinators = await find_coordinators(client, group_ids)
     by_coordinator: dict[int, list[str]] = defaultdict(list)
     for g, node in coordinators.items():
@@ -235,7 +265,10 @@ async def describe_groups(
         ]
         wanted.update(tps)
     if with_lag and wanted:
-        ends = await list_offsets(client, dict.fromkeys(wanted, LATEST))
+        ends = dict(await early) if early is not None else {}
+        missing = wanted - expected if early is not None else wanted
+        if missing:
+            ends.update(await list_offsets(client, dict.fromkeys(missing, LATEST)))
         for row in rows.values():
             for o in row.offsets:
                 end = ends.get((o.topic, o.partition))

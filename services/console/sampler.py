@@ -160,6 +160,9 @@ class Sampler:
         self._sizes_refreshing: dict[str, asyncio.Future[LogSizes]] = {}
         self._groups_pending: dict[str, asyncio.Future[list[GroupRow]]] = {}
         self._groups_at: dict[str, float] = {}
+        # The partitions all groups had at the last read, per identity (describe_groups'
+        # ``expected``: their log ends are asked for alongside the group requests).
+        self._group_partitions: dict[str, set[tuple[str, int]]] = {}
 
     def start(self) -> None:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
@@ -349,11 +352,17 @@ class Sampler:
             future.exception()  # retrieved: whoever awaited it got it
 
     async def _read_groups(self, client: KafkaClient) -> list[GroupRow]:
+        key = client.config.identity()
         listed = await list_group_ids(client)
-        rows = await describe_groups(client, sorted(listed)) if listed else []
+        rows = (
+            await describe_groups(client, sorted(listed), expected=self._group_partitions.get(key))
+            if listed
+            else []
+        )
         for row in rows:
             self.record_lag(row.group_id, row.lag)
-        self._groups_at[client.config.identity()] = time.monotonic()
+        self._group_partitions[key] = {(o.topic, o.partition) for r in rows for o in r.offsets}
+        self._groups_at[key] = time.monotonic()
         return rows
 
     async def sizes_for(self, client: KafkaClient, max_age_s: float) -> LogSizes:
