@@ -6,7 +6,7 @@
 
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 ROOT = Path(__file__).parent
 SERVICES = sorted(p.name for p in (ROOT / "services").iterdir() if (p / "__init__.py").exists())
@@ -22,4 +22,12 @@ package_data = {
     "": ["py.typed", "*.pyi", "*.json"],
     "odradek.console": ["templates/*.html", "static/*.css", "static/*.js"],  # the web console
 }
-setup(packages=packages, package_dir=package_dir, package_data=package_data)
+# The validator's record walk in C (odradek.log._scan); optional: without a compiler
+# the install still succeeds and odradek.log.validator runs the same walk in Python.
+ext_modules = [Extension("odradek.log._scan", ["shared/odradek/log/_scan.c"], optional=True)]
+setup(
+    packages=packages,
+    package_dir=package_dir,
+    package_data=package_data,
+    ext_modules=ext_modules,
+)

@@ -156,6 +156,7 @@ def validate_client_records(
     after = config.message_timestamp_after_max_ms
     check_ts = not config.log_append_time
     low, high = now_ms - before, now_ms + after
+    low_c, high_c = max(low, -LONG_MAX - 1), min(high, LONG_MAX)  # the C walk's int64 bounds
     compacted = config.compact
     problems: list[tuple[int, str, bool]] = []  # (batch index, message, is a timestamp error)
     summary_max, summary_max_delta = -1, -1
@@ -181,14 +182,31 @@ def validate_client_records(
                 f"Inconsistent batch offset range [0, {h.last_offset_delta}] and count of "
                 f"records {count} in topic partition {partition}"
             )
-        section: Buffer = bytes(memoryview(records)[pos + HEADER_SIZE : pos + h.size])
+        section: Buffer = records
+        start, stop = pos + HEADER_SIZE, pos + h.size
         if h.attributes & COMPRESSION_CODEC_MASK:
             section = decompress(
-                h.attributes & COMPRESSION_CODEC_MASK, section, max_decompressed_bytes
+                h.attributes & COMPRESSION_CODEC_MASK,
+                memoryview(records)[start:stop],
+                max_decompressed_bytes,
             )
-        max_ts, max_index = _scan_records(
-            section, count, h.base_timestamp, compacted, check_ts, low, high, partition, problems
+            start, stop = 0, len(section)
+        found = _fast_scan(
+            section, start, stop, count, h.base_timestamp, compacted, check_ts, low_c, high_c
         )
+        if found is None:  # something is wrong: the Python walk says what, in Kafka's words
+            found = _scan_records(
+                bytes(memoryview(section)[start:stop]),
+                count,
+                h.base_timestamp,
+                compacted,
+                check_ts,
+                low,
+                high,
+                partition,
+                problems,
+            )
+        max_ts, max_index = found
         if check_ts and max_ts != h.max_timestamp:
             _Q.pack_into(records, pos + MAX_TIMESTAMP_OFFSET, max_ts)
             _UI.pack_into(records, pos + CRC_OFFSET, compute_crc(records, pos, h.size))
@@ -214,6 +232,36 @@ def validate_client_records(
         )
     summary.max_timestamp = summary_max
     summary.offset_of_max_timestamp_delta = summary_max_delta
+
+
+def _python_scan(
+    b: Buffer,
+    start: int,
+    stop: int,
+    count: int,
+    base_timestamp: int,
+    compacted: bool,
+    check_ts: bool,
+    low: int,
+    high: int,
+) -> tuple[int, int] | None:
+    """:func:`_scan_records` as a yes/no check: the stand-in for ``odradek.log._scan``."""
+    problems: list[tuple[int, str, bool]] = []
+    try:
+        found = _scan_records(
+            bytes(memoryview(b)[start:stop]),
+            count,
+            base_timestamp,
+            compacted,
+            check_ts,
+            low,
+            high,
+            "",
+            problems,
+        )
+    except InvalidRecordError:
+        return None
+    return None if problems else found
 
 
 def _zigzag(b: Buffer, p: int) -> tuple[int, int]:
@@ -331,6 +379,12 @@ def _scan_records(
             f"(topic partition {partition})"
         )
     return max_ts, max_index
+
+
+try:  # the same walk in C, built by setup.py when a compiler is at hand
+    from odradek.log._scan import scan as _fast_scan
+except ImportError:  # pragma: no cover - installs without a C compiler
+    _fast_scan = _python_scan
 
 
 @dataclass(frozen=True, slots=True)
