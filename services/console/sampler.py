@@ -43,6 +43,7 @@ from odradek.rpc.v1 import controller_pb2, controller_pb2_grpc
 log = logging.getLogger(__name__)
 
 SIZES_IDLE_REFRESH_S = 60.0
+SLOW_SHARE = 20
 HISTORY = 300  # points per series (10 minutes at the default 2 s interval)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 WANTED = (
@@ -181,18 +182,22 @@ class Sampler:
                 await channel.close(None)
 
     async def _run(self) -> None:
-        round_ = 0
+        next_slow = 0.0
         while True:
             started = time.monotonic()
             try:
                 await self.sample_nodes()
-                if round_ % self.slow_every == 0:
+                if started >= next_slow:
                     await self.sample_cluster()
+                    # Every slow_every intervals, and never more than 1/SLOW_SHARE of the
+                    # time: on a big cluster a slow sample decodes thousands of offsets in
+                    # the event loop the pages are served from.
+                    took = time.monotonic() - started
+                    next_slow = started + max(self.interval_s * self.slow_every, SLOW_SHARE * took)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a sample that failed is a gap in a chart, never a crash
                 log.exception("sampling failed")
-            round_ += 1
             await asyncio.sleep(max(0.1, self.interval_s - (time.monotonic() - started)))
 
     async def sample_nodes(self) -> None:
@@ -304,9 +309,18 @@ class Sampler:
             client = self._client()
             if client is None:
                 return
-            metadata = await client.metadata()
-            tps = partitions_of(metadata)
-            ends = await list_offsets(client, dict.fromkeys(tps, LATEST), metadata)
+            snapshot = self._snapshot()
+            if snapshot is not None:  # leaders from the pushed metadata: no 10,000-partition
+                leaders = {  # Metadata request for the sweep
+                    (t.name, p.partition): p.leader
+                    for t in snapshot.raw.topics
+                    for p in t.partitions
+                }
+                ends = await list_offsets(client, dict.fromkeys(leaders, LATEST), leaders=leaders)
+            else:
+                metadata = await client.metadata()
+                tps = partitions_of(metadata)
+                ends = await list_offsets(client, dict.fromkeys(tps, LATEST), metadata)
             per_topic: dict[str, int] = defaultdict(int)
             for (topic, _), found in ends.items():
                 if not found.error and found.offset >= 0:
