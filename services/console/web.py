@@ -107,6 +107,7 @@ class Pages:
             path=request.path,
             security=self.service.security_enabled,
             user=session.username if session else "",
+            posted=request.method != "GET",
             **context,
         )
         response = web.Response(text=html, status=status, content_type="text/html")

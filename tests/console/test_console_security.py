@@ -143,10 +143,15 @@ def log_in(browser: Browser, user: str, password: str) -> None:
 
 def listed_topics(browser: Browser) -> set[str]:
     browser.open("/topics")
-    return {
-        str(row.get_attribute("data-name"))
-        for row in browser.all("#topics-table tbody tr[data-name]")
-    }
+    # Read again if a live refresh swaps the table while the rows are read.
+    return set(
+        browser.wait(
+            lambda: {
+                str(r.get_attribute("data-name"))
+                for r in browser.all("#topics-table tbody tr[data-name]")
+            }
+        )
+    )
 
 
 def test_console_is_https_and_asks_for_a_login(secure_cluster: Cluster, browser: Browser) -> None:
