@@ -164,6 +164,7 @@ class Gateway:
             GATEWAY_CONFIGS.read_int(config, "max.connections"),
             GATEWAY_CONFIGS.read_int(config, "max.connections.per.ip"),
             ConnectionQuota.parse_overrides(config.get("max.connections.per.ip.overrides")),
+            GATEWAY_CONFIGS.read_int(config, "max.connection.creation.rate"),
         )
         # The bootstrap listener; broker_listeners hold one per storage node (broker port).
         self.listener = KafkaListener(

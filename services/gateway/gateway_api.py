@@ -14,7 +14,7 @@ test may pass anything with these members.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from odradek.controller_client import ControllerClient
@@ -42,6 +42,7 @@ class StorageStubs(Protocol):
         request: storage_pb2.ProduceRequest,
         records: Sequence[Buffer],
         timeout: float,
+        on_sent: Callable[[], None] | None = None,
     ) -> storage_pb2.ProduceResponse: ...
 
     async def fetch(

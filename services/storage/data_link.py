@@ -6,8 +6,10 @@ The handlers are the gRPC servicer's (:class:`~odradek.storage.produce.ProduceHa
 :class:`~odradek.storage.fetch.FetchHandler`), so acks, the high watermark, long polls
 and ordering are exactly those of the gRPC path; only the transport differs. Fetched
 batches go from ``os.pread`` to the socket without another copy (``writelines``).
-Every call runs as its own task and answers in any order; until the node is up a call
-gets an ERROR answer (the gateway answers the client as for an unreachable node). A
+Every call runs as its own task and answers in any order, but Produce requests of one
+``ordering_lane`` (a gateway's client connection) append in arrival order, each after
+the previous one's append (its acks=-1 wait runs alongside the next one's); until the
+node is up a call gets an ERROR answer (the gateway answers the client as for an unreachable node). A
 malformed frame closes the connection, never the node.
 """
 
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from odradek.datalink.frame import (
@@ -45,6 +48,8 @@ class _Connection(asyncio.BufferedProtocol):
         self.reader = FrameReader(server.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
         self.tasks: set[asyncio.Task[None]] = set()
+        # ordering lane -> done when the lane's latest Produce has appended
+        self.lane_tails: dict[int, asyncio.Future[None]] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
@@ -67,23 +72,46 @@ class _Connection(asyncio.BufferedProtocol):
                 self.transport.close()
             return
         for frame in frames:
-            task = asyncio.ensure_future(self._serve(frame))
+            task = asyncio.ensure_future(self._serve(frame, self._lane_turn(frame)))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def _serve(self, frame: Frame) -> None:
+    def _lane_turn(self, frame: Frame) -> _Turn | None:
+        """A Produce on an ordering lane waits for the lane's previous append; frames are
+        handled here in arrival order, so the lane's order is the sender's."""
+        if frame.kind != PRODUCE or len(frame.meta) == 0:
+            return None
+        lane = _ordering_lane(frame.meta)
+        if not lane:
+            return None
+        ours: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        previous = self.lane_tails.get(lane)
+        self.lane_tails[lane] = ours
+        ours.add_done_callback(lambda f: self._lane_done(lane, f))
+        return _Turn(previous, ours)
+
+    def _lane_done(self, lane: int, done: asyncio.Future[None]) -> None:
+        if self.lane_tails.get(lane) is done:
+            del self.lane_tails[lane]
+
+    async def _serve(self, frame: Frame, turn: _Turn | None) -> None:
         try:
-            kind, meta, blobs = await self._answer(frame)
+            kind, meta, blobs = await self._answer(frame, turn)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("data link call of kind %d failed", frame.kind)
             kind, meta, blobs = ERROR, f"{type(exc).__name__}: {exc}".encode(), []
+        finally:
+            if turn is not None and not turn.ours.done():
+                turn.ours.set_result(None)  # never hold the lane up after a failure
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.writelines(encode(frame.correlation_id, kind, meta, blobs))
 
-    async def _answer(self, frame: Frame) -> tuple[int, bytes, list[Buffer]]:
+    async def _answer(self, frame: Frame, turn: _Turn | None) -> tuple[int, bytes, list[Buffer]]:
+        if turn is not None and turn.previous is not None:
+            await asyncio.shield(turn.previous)  # never raises: always set_result
         handlers = self.server.handlers()
         if handlers is None:
             return ERROR, b"storage node is starting", []
@@ -93,9 +121,29 @@ class _Connection(asyncio.BufferedProtocol):
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
             produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
-            answer = await handlers.produce.produce(produce, frame.blobs)
+            staged = await handlers.produce.append(produce, frame.blobs)
+            if turn is not None:
+                turn.ours.set_result(None)  # appended: the lane's next request may go
+            answer = await handlers.produce.complete(staged)
             return OK, answer.SerializeToString(), []
         return ERROR, f"unknown call kind {frame.kind}".encode(), []
+
+
+@dataclass(slots=True)
+class _Turn:
+    """A Produce's place on its ordering lane."""
+
+    previous: asyncio.Future[None] | None
+    ours: asyncio.Future[None]
+
+
+def _ordering_lane(meta: memoryview) -> int:
+    """``ProduceRequest.ordering_lane`` (0 when the head does not parse: the call then
+    fails in :meth:`_Connection._answer` with the parse error)."""
+    try:
+        return int(storage_pb2.ProduceRequest.FromString(bytes(meta)).ordering_lane)
+    except Exception:
+        return 0
 
 
 class DataLinkServer:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from odradek.log.errors import RecordValidationError
 from odradek.log.producer_state import AppendOrigin, VerificationGuard
@@ -90,6 +90,16 @@ class _Slot:
     guard: VerificationGuard | None = None
 
 
+@dataclass(slots=True)
+class Appended:
+    """A produce request after its appends, before its acks=-1 wait."""
+
+    slots: list[_Slot]
+    timeout_ms: int
+    waiting: list[tuple[Partition, int, int]] = field(default_factory=list)
+    waiting_slots: list[_Slot] = field(default_factory=list)
+
+
 class ProduceHandler:
     def __init__(
         self,
@@ -109,6 +119,15 @@ class ProduceHandler:
     ) -> storage_pb2.ProduceResponse:
         """``records[i]``, when given, are partition i's batches (the data link carries
         them beside the request); otherwise each partition's ``records`` field."""
+        return await self.complete(await self.append(request, records))
+
+    async def append(
+        self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer] | None = None
+    ) -> Appended:
+        """Everything up to and including the appends (checks, KIP-890 verification);
+        :meth:`complete` then waits for replication per ``acks`` and answers. Once this
+        returns, a later request's batches land after these (the data link's ordering
+        lanes rely on it)."""
         self.metrics.produce_request()
         if records is not None and len(records) != len(request.partitions):
             raise ValueError(
@@ -151,21 +170,24 @@ class ProduceHandler:
             live = []
         elif producers and self.verification_enabled and request.transactional_id:
             await self._verify(request, [s for s in live if s.txn is not None])
-        waiting: list[tuple[Partition, int, int]] = []
-        waiting_slots: list[_Slot] = []
+        staged = Appended(slots, request.timeout_ms)
         for slot in live:
             if slot.result.error_code != ErrorCode.NONE or slot.partition is None:
                 continue
             appended = self._append(slot, slot.partition, acks, origin)
             if appended is not None and acks == -1:
-                waiting.append((slot.partition, appended[0], appended[1]))
-                waiting_slots.append(slot)
-        if waiting:
-            codes = await await_replication(waiting, request.timeout_ms)
-            for slot, code in zip(waiting_slots, codes, strict=True):
+                staged.waiting.append((slot.partition, appended[0], appended[1]))
+                staged.waiting_slots.append(slot)
+        return staged
+
+    async def complete(self, staged: Appended) -> storage_pb2.ProduceResponse:
+        """Wait until the high watermark passes every acks=-1 append, then answer."""
+        if staged.waiting:
+            codes = await await_replication(staged.waiting, staged.timeout_ms)
+            for slot, code in zip(staged.waiting_slots, codes, strict=True):
                 if code != ErrorCode.NONE:
                     _fail_after_append(slot, code)
-        return storage_pb2.ProduceResponse(partitions=[s.result for s in slots])
+        return storage_pb2.ProduceResponse(partitions=[s.result for s in staged.slots])
 
     async def _verify(self, request: storage_pb2.ProduceRequest, slots: list[_Slot]) -> None:
         """Start KIP-890 verification where no transaction is ongoing yet and ask the

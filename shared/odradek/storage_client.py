@@ -4,7 +4,7 @@ the node's data link (docs/data-link.md) when it has one, over gRPC otherwise.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from odradek.datalink.client import DataLinkPool
 from odradek.datalink.frame import FETCH, PRODUCE, Buffer
@@ -42,13 +42,22 @@ class StoragePool:
         request: storage_pb2.ProduceRequest,
         records: Sequence[Buffer],
         timeout: float,
+        on_sent: Callable[[], None] | None = None,
     ) -> storage_pb2.ProduceResponse:
         """``request`` with empty ``records`` fields; ``records[i]`` are partition i's
-        batches. Raises what a failed gRPC call raises, DataLinkError or TimeoutError."""
+        batches. Raises what a failed gRPC call raises, DataLinkError or TimeoutError.
+
+        ``on_sent`` runs when the next request of the same ``ordering_lane`` may be sent
+        without overtaking this one: over the data link once this one is written to the
+        connection (the node appends a lane's requests in arrival order), over gRPC only
+        when this call is over (the caller runs it then)."""
         link = self._link(node_id)
         if link is not None:
-            frame = await link.call(node_id, PRODUCE, request.SerializeToString(), records, timeout)
+            frame = await link.call(
+                node_id, PRODUCE, request.SerializeToString(), records, timeout, on_sent
+            )
             return storage_pb2.ProduceResponse.FromString(bytes(frame.meta))
+        request.ordering_lane = 0
         for part, data in zip(request.partitions, records, strict=True):
             part.records = bytes(data)
         response: storage_pb2.ProduceResponse = await self.stub(node_id).Produce(

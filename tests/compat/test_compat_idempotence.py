@@ -182,16 +182,22 @@ def _stream_java(cluster: Cluster, java: JavaClient, topic: str) -> int:
         "producer.request.timeout.ms=500",
         "producer.delivery.timeout.ms=120000",
         "producer.retry.backoff.ms=100",
+        "ready-after-first=true",
     ]
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
-    assert proc.stdin is not None
-    time.sleep(1.0)  # pacing, not a wait: JVM start-up, so the stream is not queued behind it
+    assert proc.stdin is not None and proc.stdout is not None
+    # The first record is acknowledged before the trouble starts (as librdkafka's is
+    # above): a JVM slow to start would otherwise meet the blows before its first send.
+    proc.stdin.write(b"-\t%s\t.\n" % base64.b64encode(b"0"))
+    proc.stdin.flush()
+    first = proc.stdout.readline()
+    assert first == b"READY\n", f"the Java producer is not up: {first!r}"
     trouble = StorageTrouble(cluster)
     start = time.monotonic()
     trouble.start()
-    for i in range(STREAM):
+    for i in range(1, STREAM):
         proc.stdin.write(b"-\t%s\t.\n" % base64.b64encode(b"%d" % i))
         if i % 20 == 0:
             proc.stdin.flush()

@@ -9,7 +9,12 @@ Ordering: like Kafka, which handles one request per connection at a time, Produc
 requests of one connection are forwarded strictly one after another (the
 connection's Produce lane, :mod:`odradek.gateway.ordered_lanes`), so records from
 one connection land in the order they were sent even with several requests in
-flight. Other APIs on the connection are not held up.
+flight. Other APIs on the connection are not held up. Over a data link the lane
+passes on as soon as the request is written to every leader's connection, tagged
+with the client connection as its ``ordering_lane``: the storage node appends a
+lane's requests in arrival order (docs/data-link.md), so the next request's
+appends cannot overtake, while its acks=-1 wait overlaps the previous one's. Over
+gRPC the lane passes on only with the answer.
 
 Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
 batches before storage, which only keeps v2 (Kafka 4 does the same); large ones off
@@ -33,6 +38,7 @@ import asyncio
 import functools
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import cast
 
 import grpc
@@ -100,8 +106,22 @@ async def handle(
     refused = [t for t in request.topic_data if denied_txn or t.name in denied]
     if refused:
         request.topic_data = [t for t in request.topic_data if t not in refused]
+    sent = asyncio.Event()
     async with ctx.lanes.lane(API_KEY):
-        results = await _produce(gw, header.api_version, request)
+        work = asyncio.ensure_future(
+            _produce(gw, header.api_version, request, ctx.connection_id, sent)
+        )
+        sending = asyncio.ensure_future(sent.wait())
+        try:
+            # The lane passes to this connection's next Produce once ours can no longer
+            # be overtaken: written to every data link, or answered (gRPC).
+            await asyncio.wait((work, sending), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            work.cancel()
+            raise
+        finally:
+            sending.cancel()
+    results = await work
     code = (
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         if denied_txn
@@ -140,8 +160,10 @@ async def handle(
 
 
 async def _produce(
-    gw: GatewayApi, version: int, request: ProduceRequest
+    gw: GatewayApi, version: int, request: ProduceRequest, lane: int, sent: asyncio.Event
 ) -> dict[str, dict[int, _Result]]:
+    """Forward to the leaders; ``sent`` is set once every node's request is written on
+    its data link (in ``lane``'s order) or answered."""
     snap = gw.metadata.current
     results: dict[str, dict[int, _Result]] = {}
     by_node: dict[int, list[storage_pb2.ProducePartition]] = defaultdict(list)
@@ -199,16 +221,65 @@ async def _produce(
             topic_results[index] = _Result(ErrorCode.NONE)
             by_node[part.leader].append(storage_pb2.ProducePartition(topic=name, partition=index))
             blobs[part.leader].append(data)
+    unsent = len(by_node)
+
+    def one_sent() -> None:
+        nonlocal unsent
+        unsent -= 1
+        if unsent == 0:
+            sent.set()
+
     if by_node:
         await asyncio.gather(
             *(
-                _send(
-                    gw, node, parts, blobs[node], version, request, transactional_id or "", results
+                _send_then_mark(
+                    _once(one_sent),
+                    gw,
+                    node,
+                    parts,
+                    blobs[node],
+                    version,
+                    request,
+                    transactional_id or "",
+                    lane,
+                    results,
                 )
                 for node, parts in by_node.items()
             )
         )
     return results
+
+
+async def _send_then_mark(
+    sent: Callable[[], None],
+    gw: GatewayApi,
+    node_id: int,
+    parts: list[storage_pb2.ProducePartition],
+    records: list[Buffer],
+    version: int,
+    request: ProduceRequest,
+    transactional_id: str,
+    lane: int,
+    results: dict[str, dict[int, _Result]],
+) -> None:
+    try:
+        await _send(
+            gw, node_id, parts, records, version, request, transactional_id, lane, sent, results
+        )
+    finally:
+        sent()  # failed or answered (gRPC): nothing left that could be overtaken
+
+
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    done = False
+
+    def call() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            fn()
+
+    return call
 
 
 def _has_transactional_records(request: ProduceRequest) -> bool:
@@ -235,6 +306,8 @@ async def _send(
     version: int,
     request: ProduceRequest,
     transactional_id: str,
+    lane: int,
+    sent: Callable[[], None],
     results: dict[str, dict[int, _Result]],
 ) -> None:
     rpc = storage_pb2.ProduceRequest(
@@ -243,10 +316,15 @@ async def _send(
         partitions=parts,
         transactional_id=transactional_id,
         api_version=version,
+        ordering_lane=lane,
     )
     try:
         response = await gw.storage.produce(
-            node_id, rpc, records, timeout=max(1.0, request.timeout_ms / 1000.0) + 5.0
+            node_id,
+            rpc,
+            records,
+            timeout=max(1.0, request.timeout_ms / 1000.0) + 5.0,
+            on_sent=sent,
         )
     except (grpc.aio.AioRpcError, DataLinkError, TimeoutError) as exc:
         code = failure_code(exc)

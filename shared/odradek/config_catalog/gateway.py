@@ -144,6 +144,14 @@ GATEWAY_CONFIGS = Catalog(
             at_least=0,
         ),
         ConfigDef(
+            "max.connection.creation.rate",
+            _INT,
+            2147483647,
+            "New client connections per second the gateway starts reading, over all its "
+            "listeners (KIP-612); connections beyond it wait for their turn.",
+            at_least=0,
+        ),
+        ConfigDef(
             "max.connections.per.ip.overrides",
             _STRING,
             "",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from odradek.datalink.frame import ERROR, Buffer, Frame, FrameError, FrameReader, encode
 from odradek.metadata_cache import MetadataCache
@@ -66,7 +66,14 @@ class _Connection(asyncio.BufferedProtocol):
             if not fut.done():
                 fut.set_exception(exc)
 
-    async def call(self, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float) -> Frame:
+    async def call(
+        self,
+        kind: int,
+        meta: bytes,
+        blobs: Sequence[Buffer],
+        timeout: float,
+        on_sent: Callable[[], None] | None = None,
+    ) -> Frame:
         if self.closed or self.transport is None:
             raise DataLinkError("connection closed")
         self.next_id = (self.next_id + 1) & 0x7FFFFFFF
@@ -74,6 +81,8 @@ class _Connection(asyncio.BufferedProtocol):
         fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self.pending[cid] = fut
         self.transport.writelines(encode(cid, kind, meta, blobs))
+        if on_sent is not None:
+            on_sent()
         try:
             async with asyncio.timeout(timeout):
                 frame = await fut
@@ -101,11 +110,19 @@ class DataLinkPool:
         return self.metadata.current.data_address(node_id) is not None
 
     async def call(
-        self, node_id: int, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float
+        self,
+        node_id: int,
+        kind: int,
+        meta: bytes,
+        blobs: Sequence[Buffer],
+        timeout: float,
+        on_sent: Callable[[], None] | None = None,
     ) -> Frame:
-        """One call to ``node_id``; raises DataLinkError, TimeoutError."""
+        """One call to ``node_id``; raises DataLinkError, TimeoutError. ``on_sent`` runs
+        once the request is written to the connection (frames written one after another
+        reach the node in that order)."""
         conn = await asyncio.wait_for(self._connection(node_id), timeout)
-        return await conn.call(kind, meta, blobs, timeout)
+        return await conn.call(kind, meta, blobs, timeout, on_sent)
 
     async def _connection(self, node_id: int) -> _Connection:
         address = self.metadata.current.data_address(node_id)

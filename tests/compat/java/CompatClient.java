@@ -141,6 +141,11 @@ public final class CompatClient {
                 ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(
                         topic, partition, ts, bytes(f[0]), bytes(f[1]), headers(f[2]));
                 acks.add(producer.send(rec));
+                if (acks.size() == 1 && opts.containsKey("ready-after-first")) {
+                    producer.flush(); // connected and acknowledged: the caller may go on
+                    System.out.println("READY");
+                    System.out.flush();
+                }
             }
             producer.flush();
             for (Map.Entry<MetricName, ? extends Metric> m : producer.metrics().entrySet()) {

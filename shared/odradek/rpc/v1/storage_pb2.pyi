@@ -27,20 +27,22 @@ class ProducePartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "partitions", "transactional_id", "api_version", "origin")
+    __slots__ = ("acks", "timeout_ms", "partitions", "transactional_id", "api_version", "origin", "ordering_lane")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_LANE_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     partitions: _containers.RepeatedCompositeFieldContainer[ProducePartition]
     transactional_id: str
     api_version: int
     origin: AppendOrigin
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ProducePartition, _Mapping]]] = ..., transactional_id: _Optional[str] = ..., api_version: _Optional[int] = ..., origin: _Optional[_Union[AppendOrigin, str]] = ...) -> None: ...
+    ordering_lane: int
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ProducePartition, _Mapping]]] = ..., transactional_id: _Optional[str] = ..., api_version: _Optional[int] = ..., origin: _Optional[_Union[AppendOrigin, str]] = ..., ordering_lane: _Optional[int] = ...) -> None: ...
 
 class RecordError(_message.Message):
     __slots__ = ("batch_index", "message")
