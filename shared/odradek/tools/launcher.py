@@ -319,7 +319,7 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                 f"gateway-{node_id}", "gateway", "gateway", settings, data / f"gateway-{node_id}"
             )
         )
-    if opts.console and opts.gateways:
+    if opts.console and opts.gateways and opts.security != "ssl":
         specs.append(console_spec(opts, data, common))
     return specs
 
@@ -397,6 +397,8 @@ class Cluster:
                 for spec in specs:
                     if spec.kind == "gateway":
                         spec.settings.update(self.security.gateway_settings())
+                    elif spec.kind == "console":
+                        spec.settings.update(self.security.console_settings())
             controllers = [s for s in specs if s.kind == "controller"]
             started = [start_process(c, self.run_dir, self.log_dir) for c in controllers]
             self.services.extend(started)
@@ -463,7 +465,8 @@ class Cluster:
         """The web console's address ("" when not started)."""
         for s in self.services:
             if s.spec.kind == "console" and s.ports.get("http"):
-                return f"http://{self.opts.host}:{s.ports['http']}/"
+                scheme = "https" if s.spec.settings.get("console.ssl.keystore.location") else "http"
+                return f"{scheme}://{self.opts.host}:{s.ports['http']}/"
         return ""
 
     def _host_of(self, svc: RunningService) -> str:
