@@ -17,6 +17,9 @@ Limits, with Kafka's names where Kafka has one:
   counted over all listeners of the gateway (bootstrap and broker ports); a
   connection over either limit is closed as soon as it is accepted (Kafka closes
   per-IP excess the same way, but delays accepting past ``max.connections``);
+- ``max.connection.creation.rate`` (KIP-612): new connections beyond that many per
+  second, over all listeners, are accepted but not read from until their turn (Kafka's
+  acceptor delays them the same way), so a reconnect storm is spread out, not refused;
 - ``authentication.timeout.ms`` (listeners.py): a connection that has not finished
   its TLS handshake and SASL exchange by then is closed.
 
@@ -98,12 +101,31 @@ class ConnectionQuota:
         max_total: int = 2**31 - 1,
         max_per_ip: int = 2**31 - 1,
         overrides: dict[str, int] | None = None,
+        max_creation_rate: int = 2**31 - 1,
     ) -> None:
         self.max_total = max_total
         self.max_per_ip = max_per_ip
         self.overrides = dict(overrides or {})
         self.total = 0
         self.by_ip: collections.Counter[str] = collections.Counter()
+        self.max_creation_rate = max_creation_rate
+        self._tokens = float(max_creation_rate)
+        self._refilled = 0.0
+
+    def creation_delay(self, now: float) -> float:
+        """Seconds a connection accepted at ``now`` waits before it is read from:
+        turns 1/rate apart, a second's worth of connections allowed at once."""
+        rate = self.max_creation_rate
+        if rate >= 2**31 - 1:
+            return 0.0
+        if rate <= 0:
+            return float("inf")
+        # A token bucket holding a second's worth; a connection without a token takes
+        # one on credit and waits until the bucket has refilled it.
+        self._tokens = min(float(rate), self._tokens + (now - self._refilled) * rate)
+        self._refilled = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / rate
 
     @staticmethod
     def parse_overrides(value: str | None) -> dict[str, int]:
@@ -158,6 +180,10 @@ class ConnectionContext:
     # Close the connection once the response being handled is written (Kafka closes
     # after answering SASL_AUTHENTICATION_FAILED).
     close_after_response: bool = False
+    # KIP-368: when the SASL session ends (time.monotonic()); None: never. Its
+    # length (connections.max.reauth.ms) comes from the listener.
+    session_expires_at: float | None = None
+    reauth_ms: int = 0
     # Produce and OffsetCommit requests keep their order per connection (ordered_lanes.py).
     lanes: OrderedLanes = field(default_factory=OrderedLanes)
 
@@ -188,6 +214,9 @@ class KafkaConnection(asyncio.Protocol):
         self.pending: collections.deque[tuple[asyncio.Future[Result], int]] = collections.deque()
         self.inflight_bytes = 0
         self.reading_paused = False
+        self.waiting_turn = False  # max.connection.creation.rate holds this one back
+        self.turn_delay = 0.0  # for how long (the authentication timeout starts after)
+        self.held: list[bytes] = []  # what the client sent before its turn
         self.writable = asyncio.Event()
         self.writable.set()
         self.wakeup = asyncio.Event()
@@ -212,8 +241,32 @@ class KafkaConnection(asyncio.Protocol):
                 self.close()
                 return
             self._counted = True
+            delay = self.quota.creation_delay(time.monotonic())
+            if delay == float("inf"):
+                log.info("closing %s: max.connection.creation.rate is 0", self.ctx.peer)
+                self.close()
+                return
+            if delay > 0:
+                self._delay_reading(delay)
         self._secure(transport)
         self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
+
+    def _delay_reading(self, delay: float) -> None:
+        """max.connection.creation.rate: this connection's turn comes in ``delay`` s;
+        bytes that arrive before it are held (and reading paused) until then."""
+        self.waiting_turn = True
+        self.turn_delay = delay
+
+        def turn() -> None:
+            self.waiting_turn = False
+            self.last_activity = time.monotonic()
+            held, self.held = self.held, []
+            self._resume_reading()
+            for data in held:
+                if not self.closed:
+                    self.data_received(data)
+
+        asyncio.get_running_loop().call_later(delay, turn)
 
     def _secure(self, transport: asyncio.BaseTransport) -> None:
         sec = self.security
@@ -230,9 +283,10 @@ class KafkaConnection(asyncio.Protocol):
                     return
         if sec.sasl:
             self.ctx.sasl = SaslSession(sec.mechanisms)
+            self.ctx.reauth_ms = sec.reauth_ms
             self.ctx.authenticated = False
             self._auth_timer = asyncio.get_running_loop().call_later(
-                sec.auth_timeout_s, self._auth_expired
+                sec.auth_timeout_s + self.turn_delay, self._auth_expired
             )
 
     def _auth_expired(self) -> None:
@@ -241,6 +295,10 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.waiting_turn:  # (uvloop starts reading after connection_made anyway)
+            self.held.append(data)
+            self._pause_reading()
+            return
         self.last_activity = time.monotonic()
         try:
             frames = self.decoder.feed(data)
@@ -380,6 +438,8 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
+        if self.waiting_turn:
+            return
         if self.transport is not None and self.reading_paused and not self.closed:
             self.reading_paused = False
             self.transport.resume_reading()

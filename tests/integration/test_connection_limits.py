@@ -84,3 +84,24 @@ def test_max_connections_total(cluster_factory: Callable[..., Cluster]) -> None:
     assert _answers(first)
     first.close()
     second.close()
+
+
+def test_max_connection_creation_rate_spreads_new_connections(
+    cluster_factory: Callable[..., Cluster],
+) -> None:
+    """KIP-612: over the rate, connections are accepted and answered, but only in turn
+    (about 1/rate apart once a second's worth has gone), never closed."""
+    cluster = cluster_factory(
+        settings={"max.connection.creation.rate": "4"}, console=False, with_groups=False
+    )
+    bootstrap = _address(cluster.bootstrap_servers)
+    time.sleep(1.1)  # pacing, not a wait: the cluster's own start-up connections age out
+    start = time.monotonic()
+    socks = [_connect(bootstrap) for _ in range(12)]
+    answered = [_answers(s) for s in socks]  # in connection order
+    elapsed = time.monotonic() - start
+    for s in socks:
+        s.close()
+    assert all(answered), "a connection over the creation rate was refused"
+    # 4 at once, then 8 more 0.25 s apart: about 2 s; without the limit well under 1 s.
+    assert elapsed >= 1.6, f"12 connections answered in {elapsed:.2f} s at 4 per second"

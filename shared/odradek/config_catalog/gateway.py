@@ -144,6 +144,14 @@ GATEWAY_CONFIGS = Catalog(
             at_least=0,
         ),
         ConfigDef(
+            "max.connection.creation.rate",
+            _INT,
+            2147483647,
+            "New client connections per second the gateway starts reading, over all its "
+            "listeners (KIP-612); connections beyond it wait for their turn.",
+            at_least=0,
+        ),
+        ConfigDef(
             "max.connections.per.ip.overrides",
             _STRING,
             "",
@@ -162,6 +170,15 @@ GATEWAY_CONFIGS = Catalog(
             "SASL mechanisms a SASL listener offers.",
             note="Kafka's default is GSSAPI, which Odradek does not serve; PLAIN checks "
             "passwords against the SCRAM credentials.",
+        ),
+        ConfigDef(
+            "connections.max.reauth.ms",
+            _LONG,
+            0,
+            "How long a SASL session lasts (KIP-368): clients re-authenticate before it "
+            "ends (SaslAuthenticate v1+ tells them when); a connection whose session has "
+            "ended is closed on its next request. 0: sessions never end.",
+            at_least=0,
         ),
         ConfigDef(
             "authentication.timeout.ms",
