@@ -47,7 +47,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -58,6 +57,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from odradek.process import terminate
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -227,12 +228,7 @@ def tansu(tmp: Path) -> Iterator[Broker]:
         wait_port(port)
         yield Broker("tansu", f"127.0.0.1:{port}", lambda: [proc.pid])
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        terminate(proc, 10)
 
 
 # -- the measured phases -------------------------------------------------------------------

@@ -21,10 +21,8 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from bench.bench_groups import Conn, Member, create_topic, wait_coordinator
@@ -221,24 +219,14 @@ def main(argv: list[str]) -> None:
     if args.bootstrap:
         _run(args.bootstrap, args)
         return
-    from odradek.tools.launcher import Cluster, ClusterOptions
+    from bench.local_cluster import temporary_cluster
 
-    with tempfile.TemporaryDirectory(prefix="bench-kip848-") as tmp:
-        cluster = Cluster(
-            ClusterOptions(
-                data_dir=Path(tmp),
-                port=0,
-                settings={
-                    "group.initial.rebalance.delay.ms": "0",
-                    "group.consumer.heartbeat.interval.ms": str(args.heartbeat_ms),
-                },
-            )
-        )
-        cluster.start()
-        try:
-            _run(cluster.bootstrap_servers, args)
-        finally:
-            cluster.stop()
+    settings = {
+        "group.initial.rebalance.delay.ms": "0",
+        "group.consumer.heartbeat.interval.ms": str(args.heartbeat_ms),
+    }
+    with temporary_cluster("bench-kip848-", settings=settings) as cluster:
+        _run(cluster.bootstrap_servers, args)
 
 
 if __name__ == "__main__":

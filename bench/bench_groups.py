@@ -21,9 +21,7 @@ import itertools
 import statistics
 import struct
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from odradek.protocol.consumer_protocol import encode_assignment, encode_subscription
@@ -339,21 +337,12 @@ def main(argv: list[str]) -> None:
     if args.bootstrap:
         asyncio.run(_run(args.bootstrap, args))
         return
-    from odradek.tools.launcher import Cluster, ClusterOptions
+    from bench.local_cluster import temporary_cluster
 
-    with tempfile.TemporaryDirectory(prefix="bench-groups-") as tmp:
-        cluster = Cluster(
-            ClusterOptions(
-                data_dir=Path(tmp),
-                port=0,
-                settings={"group.initial.rebalance.delay.ms": "0"},
-            )
-        )
-        cluster.start()
-        try:
-            asyncio.run(_run(cluster.bootstrap_servers, args))
-        finally:
-            cluster.stop()
+    with temporary_cluster(
+        "bench-groups-", settings={"group.initial.rebalance.delay.ms": "0"}
+    ) as cluster:
+        asyncio.run(_run(cluster.bootstrap_servers, args))
 
 
 if __name__ == "__main__":

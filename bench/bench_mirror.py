@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.bench_broker import create_topic, kcat_env, kcat_version, write_messages
+from odradek.process import terminate
 
 
 @contextlib.contextmanager
@@ -83,12 +83,7 @@ def mirror(
     try:
         yield proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, 30)
 
 
 def ready(port: int) -> bool:

@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from bench.producing import produce_waiting
 from odradek.pipeline.topics import ensure_topic
 
 SOURCE_GOAL = 2.0
@@ -63,12 +61,7 @@ def fill(bs: str, topic: str, n: int, partitions: int, size: int) -> float:
     )
     start = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, topic, payload, i % partitions)
         if i % 50_000 == 0:
             p.poll(0)
     left = p.flush(120)
@@ -133,12 +126,7 @@ def plain_producer(bs: str, topic: str, n: int, size: int) -> float:
     )
     start = time.perf_counter()
     for _ in range(n):
-        while True:
-            try:
-                p.produce(topic, payload)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, topic, payload)
     left = p.flush(300)
     elapsed = time.perf_counter() - start
     if left:
@@ -199,16 +187,10 @@ def main(argv: list[str]) -> None:
     if args.bootstrap_server:
         run(args, args.bootstrap_server)
         return
-    from odradek.tools.launcher import Cluster, ClusterOptions
+    from bench.local_cluster import temporary_cluster
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
-    cluster = Cluster(ClusterOptions(data_dir=tmp, port=0))
-    cluster.start()
-    try:
+    with temporary_cluster("bench-pipeline-") as cluster:
         run(args, cluster.bootstrap_servers)
-    finally:
-        cluster.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

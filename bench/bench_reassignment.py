@@ -38,6 +38,7 @@ from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
+from bench.producing import produce_waiting
 from odradek.tools.launcher import Cluster, ClusterOptions
 from odradek.tools.reassign_admin import ReassignAdmin
 from odradek.tools.reassign_files import move_map
@@ -81,12 +82,7 @@ def fill(bootstrap: str, topic: str, partitions: int, nbytes: int) -> None:
     )
     value = b"r" * VALUE
     for i in range(max(1, nbytes // VALUE)):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, value, i % partitions)
     assert producer.flush(300) == 0, f"{topic}: records not delivered"
 
 

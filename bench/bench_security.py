@@ -32,6 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.producing import produce_waiting
 from odradek.config import parse_properties
 from odradek.protocol.headers import parse_response_header
 from odradek.protocol.messages import (
@@ -72,12 +73,7 @@ def _produce_mb_s(conf: dict[str, Any], topic: str, records: int, size: int) -> 
     value = b"x" * size
     start = time.perf_counter()
     for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, topic, value, 0)
     if producer.flush(120):
         raise RuntimeError("produce did not finish")
     return records * size / (time.perf_counter() - start) / 1e6

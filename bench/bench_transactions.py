@@ -26,14 +26,14 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.producing import produce_waiting
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
@@ -71,12 +71,7 @@ def _config(bootstrap: str, **extra: Any) -> dict[str, Any]:
 
 def _produce(producer: Producer, topic: str, value: bytes, partitions: int, n: int) -> None:
     for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, topic, value, i % partitions)
     producer.poll(0)
 
 
@@ -176,15 +171,10 @@ def main(argv: list[str]) -> None:
     if args.bootstrap:
         _run(args.bootstrap, args)
         return
-    from odradek.tools.launcher import Cluster, ClusterOptions
+    from bench.local_cluster import temporary_cluster
 
-    with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp:
-        cluster = Cluster(ClusterOptions(data_dir=Path(tmp), port=0))
-        cluster.start()
-        try:
-            _run(cluster.bootstrap_servers, args)
-        finally:
-            cluster.stop()
+    with temporary_cluster("bench-txn-") as cluster:
+        _run(cluster.bootstrap_servers, args)
 
 
 if __name__ == "__main__":

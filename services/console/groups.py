@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from odradek.console.offsets import EARLIEST, LATEST, TopicPartition, list_offsets
+from odradek.console.offsets import EARLIEST, LATEST, OffsetResult, TopicPartition, list_offsets
 from odradek.kafka_client import (
     Broker,
     KafkaClient,
     KafkaClientError,
+    Message,
     check,
     error_text,
 )
@@ -78,7 +80,7 @@ class GroupRow:
     offsets: list[OffsetRow] = field(default_factory=list)
     error: str = ""
 
-    @property
+    @cached_property  # read once the offsets are complete (describe_groups fills them)
     def lag(self) -> int | None:
         lags = [o.lag for o in self.offsets if o.lag is not None]
         return sum(lags) if lags else None
@@ -98,7 +100,8 @@ class ResetRow:
 
 async def list_group_ids(client: KafkaClient) -> dict[str, tuple[str, str]]:
     """Every group on every broker: id -> (state, protocol type)."""
-    await client.metadata(topics=[])
+    if not client.brokers:
+        await client.metadata(topics=[])
     cls = ListGroupsRequest
     found: dict[str, tuple[str, str]] = {}
 
@@ -151,9 +154,39 @@ def _assignment(payload: bytes | None) -> list[TopicPartition]:
 
 
 async def describe_groups(
-    client: KafkaClient, group_ids: list[str], *, with_lag: bool = True
+    client: KafkaClient,
+    group_ids: list[str],
+    *,
+    with_lag: bool = True,
+    expected: set[TopicPartition] | None = None,
 ) -> list[GroupRow]:
-    """Groups with members, committed offsets and lag (a fixed number of requests)."""
+    """Groups with members, committed offsets and lag (a fixed number of requests).
+
+    ``expected``: the partitions these groups had last time. Their log end offsets are
+    then asked for at once, alongside the group requests instead of after them (one
+    round trip less); partitions the groups gained since are asked for afterwards."""
+    early = (
+        asyncio.ensure_future(list_offsets(client, dict.fromkeys(expected, LATEST)))
+        if with_lag and expected
+        else None
+    )
+    try:
+        return await _describe_groups(client, group_ids, with_lag, early, expected or set())
+    finally:
+        if early is not None:
+            if not early.done():
+                early.cancel()
+            elif not early.cancelled():
+                early.exception()  # retrieved: a failure there was raised by the await
+
+
+async def _describe_groups(
+    client: KafkaClient,
+    group_ids: list[str],
+    with_lag: bool,
+    early: asyncio.Future[dict[TopicPartition, OffsetResult]] | None,
+    expected: set[TopicPartition],
+) -> list[GroupRow]:
     coordinators = await find_coordinators(client, group_ids)
     by_coordinator: dict[int, list[str]] = defaultdict(list)
     for g, node in coordinators.items():
@@ -163,11 +196,35 @@ async def describe_groups(
     fetch_cls = OffsetFetchRequest
     committed: dict[str, dict[TopicPartition, int]] = defaultdict(dict)
 
+    async def fetch_offsets(node: int, groups: list[str]) -> list[tuple[str, int, Message]]:
+        version = await client.version_for(ApiKey.OFFSET_FETCH, node)
+        if version >= 8:
+            fetched = await client.send(
+                ApiKey.OFFSET_FETCH,
+                fetch_cls(
+                    groups=[
+                        fetch_cls.OffsetFetchRequestGroup(group_id=g, topics=None) for g in groups
+                    ],
+                    require_stable=False,
+                ),
+                node,
+            )
+            return [(g.group_id, g.error_code, g.topics) for g in fetched.groups]
+        results = []  # one group per request on old brokers
+        for g in groups:
+            r = await client.send(ApiKey.OFFSET_FETCH, fetch_cls(group_id=g, topics=None), node)
+            results.append((g, r.error_code, r.topics))
+        return results
+
     async def ask(node: int, groups: list[str]) -> None:
-        described = await client.send(
-            ApiKey.DESCRIBE_GROUPS,
-            describe_cls(groups=groups, include_authorized_operations=False),
-            node,
+        # DescribeGroups and OffsetFetch go out together (one round trip, pipelined).
+        described, results = await asyncio.gather(
+            client.send(
+                ApiKey.DESCRIBE_GROUPS,
+                describe_cls(groups=groups, include_authorized_operations=False),
+                node,
+            ),
+            fetch_offsets(node, groups),
         )
         for d in described.groups:
             row = rows[d.group_id]
@@ -188,24 +245,6 @@ async def describe_groups(
                         m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment
                     )
                 )
-        version = await client.version_for(ApiKey.OFFSET_FETCH, node)
-        if version >= 8:
-            fetched = await client.send(
-                ApiKey.OFFSET_FETCH,
-                fetch_cls(
-                    groups=[
-                        fetch_cls.OffsetFetchRequestGroup(group_id=g, topics=None) for g in groups
-                    ],
-                    require_stable=False,
-                ),
-                node,
-            )
-            results = [(g.group_id, g.error_code, g.topics) for g in fetched.groups]
-        else:  # one group per request on old brokers
-            results = []
-            for g in groups:
-                r = await client.send(ApiKey.OFFSET_FETCH, fetch_cls(group_id=g, topics=None), node)
-                results.append((g, r.error_code, r.topics))
         for group_id, code, topics in results:
             if code:
                 rows[group_id].error = error_text(code)
@@ -226,7 +265,10 @@ async def describe_groups(
         ]
         wanted.update(tps)
     if with_lag and wanted:
-        ends = await list_offsets(client, dict.fromkeys(wanted, LATEST))
+        ends = dict(await early) if early is not None else {}
+        missing = wanted - expected if early is not None else wanted
+        if missing:
+            ends.update(await list_offsets(client, dict.fromkeys(missing, LATEST)))
         for row in rows.values():
             for o in row.offsets:
                 end = ends.get((o.topic, o.partition))

@@ -40,15 +40,19 @@ async def list_offsets(
     client: KafkaClient,
     specs: dict[TopicPartition, int],
     metadata: Message | None = None,
+    *,
+    leaders: dict[TopicPartition, int] | None = None,
 ) -> dict[TopicPartition, OffsetResult]:
     """``specs`` maps partitions to LATEST, EARLIEST or a timestamp (ms).
 
-    Leaders come from ``metadata`` when given, else from the client's last Metadata
-    answers (asking only for topics it has not seen); partitions whose leader moved are
-    retried once after a refresh."""
+    Leaders come from ``leaders`` or ``metadata`` when given, else from the client's
+    last Metadata answers (asking only for topics it has not seen); partitions whose
+    leader moved are retried once after a refresh."""
     if not specs:
         return {}
-    if metadata is not None:
+    if leaders is not None:
+        leader_of = leaders
+    elif metadata is not None:
         leader_of = {
             (t.name, p.partition_index): p.leader_id
             for t in metadata.topics

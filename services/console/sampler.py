@@ -5,12 +5,16 @@ Every ``console.sample.interval.ms`` the console scrapes each registered node's
 rates: bytes in/out from the storage nodes' ``odradek_storage_bytes_{in,out}_total``
 (per topic and in total), requests per second from the gateways'
 ``odradek_gateway_requests_total``. Every few samples it also reads partition log end
-offsets (one ListOffsets per leader) for per-topic message rates, every group's lag
-(see :mod:`odradek.console.groups`) and the log sizes. Histories are short rings that
+offsets (one ListOffsets per leader) for per-topic message rates and every group's lag
+(see :mod:`odradek.console.groups`; a page's read of all groups counts as one), and
+once a minute the log sizes (pages refresh those they show in the background). Histories are short rings that
 the charts poll; nothing here is persisted.
 
 The sampler acts as the console itself (its own client config), not as a user:
-pages filter what they show by what the user's own Metadata lists.
+pages filter what they show by what the user's own Metadata lists. With SASL the
+console has no Kafka identity of its own (see :mod:`odradek.console.sessions`), so
+the Kafka samples are skipped and only the nodes' /metrics are scraped; log sizes are
+then read, and cached, per user.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import aiohttp
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from odradek.console.groups import describe_groups, list_group_ids
+from odradek.console.groups import GroupRow, describe_groups, list_group_ids
 from odradek.console.log_sizes import LogSizeReader, LogSizes
 from odradek.console.offsets import LATEST, list_offsets, partitions_of
 from odradek.kafka_client import KafkaClient, KafkaClientError
@@ -38,6 +42,8 @@ from odradek.rpc.v1 import controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger(__name__)
 
+SIZES_IDLE_REFRESH_S = 60.0
+SLOW_SHARE = 20
 HISTORY = 300  # points per series (10 minutes at the default 2 s interval)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 WANTED = (
@@ -47,6 +53,11 @@ WANTED = (
     "odradek_build_info",
     "odradek_controller_active",
 )
+
+# Only these series, please (odradek.metrics serves ``name[]``; others ignore it): a
+# storage node's full page has eight gauges per hosted partition, which at thousands of
+# partitions costs it most of a CPU to render every interval.
+SCRAPE_PARAMS = [("name[]", n) for n in WANTED]
 
 
 def parse_metrics(
@@ -116,7 +127,7 @@ class RateTracker:
 class Sampler:
     def __init__(
         self,
-        client: Callable[[], KafkaClient],
+        client: Callable[[], KafkaClient | None],
         snapshot: Callable[[], Snapshot | None],
         interval_s: float = 2.0,
         slow_every: int = 5,
@@ -138,8 +149,8 @@ class Sampler:
         self.topic_bytes_out: dict[str, float] = {}
         self.topic_messages: dict[str, float] = {}  # records/s from log end offsets
         self.group_lag: dict[str, Series] = defaultdict(Series)
-        self.sizes = LogSizes()
-        self.sizes_at = 0.0
+        # Log sizes as each identity may see them (one entry without security).
+        self._sizes: dict[str, tuple[float, LogSizes]] = {}
         self._rates = RateTracker()
         self._ends_at = 0.0
         self._ends: dict[str, int] = {}
@@ -147,6 +158,12 @@ class Sampler:
         self._task: asyncio.Task[None] | None = None
         self.size_reader = LogSizeReader()
         self._sizes_lock = asyncio.Lock()
+        self._sizes_refreshing: dict[str, asyncio.Future[LogSizes]] = {}
+        self._groups_pending: dict[str, asyncio.Future[list[GroupRow]]] = {}
+        self._groups_at: dict[str, float] = {}
+        # The partitions all groups had at the last read, per identity (describe_groups'
+        # ``expected``: their log ends are asked for alongside the group requests).
+        self._group_partitions: dict[str, set[tuple[str, int]]] = {}
 
     def start(self) -> None:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3))
@@ -165,18 +182,22 @@ class Sampler:
                 await channel.close(None)
 
     async def _run(self) -> None:
-        round_ = 0
+        next_slow = 0.0
         while True:
             started = time.monotonic()
             try:
                 await self.sample_nodes()
-                if round_ % self.slow_every == 0:
+                if started >= next_slow:
                     await self.sample_cluster()
+                    # Every slow_every intervals, and never more than 1/SLOW_SHARE of the
+                    # time: on a big cluster a slow sample decodes thousands of offsets in
+                    # the event loop the pages are served from.
+                    took = time.monotonic() - started
+                    next_slow = started + max(self.interval_s * self.slow_every, SLOW_SHARE * took)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a sample that failed is a gap in a chart, never a crash
                 log.exception("sampling failed")
-            round_ += 1
             await asyncio.sleep(max(0.1, self.interval_s - (time.monotonic() - started)))
 
     async def sample_nodes(self) -> None:
@@ -251,7 +272,7 @@ class Sampler:
         try:
             async with self._http.get(f"{base}/readyz") as resp:
                 status.ready = resp.status == 200
-            async with self._http.get(f"{base}/metrics") as resp:
+            async with self._http.get(f"{base}/metrics", params=SCRAPE_PARAMS) as resp:
                 text = await resp.text()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             status.ready = False
@@ -286,9 +307,20 @@ class Sampler:
         now = time.time()
         try:
             client = self._client()
-            metadata = await client.metadata()
-            tps = partitions_of(metadata)
-            ends = await list_offsets(client, dict.fromkeys(tps, LATEST), metadata)
+            if client is None:
+                return
+            snapshot = self._snapshot()
+            if snapshot is not None:  # leaders from the pushed metadata: no 10,000-partition
+                leaders = {  # Metadata request for the sweep
+                    (t.name, p.partition): p.leader
+                    for t in snapshot.raw.topics
+                    for p in t.partitions
+                }
+                ends = await list_offsets(client, dict.fromkeys(leaders, LATEST), leaders=leaders)
+            else:
+                metadata = await client.metadata()
+                tps = partitions_of(metadata)
+                ends = await list_offsets(client, dict.fromkeys(tps, LATEST), metadata)
             per_topic: dict[str, int] = defaultdict(int)
             for (topic, _), found in ends.items():
                 if not found.error and found.offset >= 0:
@@ -303,23 +335,80 @@ class Sampler:
                 total = sum(self.topic_messages.values())
                 self.cluster["messages"].add(now, total)
             self._ends, self._ends_at = dict(per_topic), now
-            groups = await list_group_ids(client)
-            if groups:
-                for row in await describe_groups(client, sorted(groups)):
-                    if row.lag is not None:
-                        self.group_lag[row.group_id].add(now, float(row.lag))
-            await self.refresh_sizes(client)
+            # A Consumer groups page read within the last half period serves as this sample.
+            last = self._groups_at.get(client.config.identity(), 0.0)
+            if time.monotonic() - last > self.interval_s * self.slow_every / 2:
+                await self.all_groups(client)
+            # Pages refresh sizes in the background when they show them; this only keeps
+            # a first answer ready (a DescribeLogDirs over every partition is not cheap).
+            entry = self._sizes.get(client.config.identity())
+            if entry is None or time.monotonic() - entry[0] > SIZES_IDLE_REFRESH_S:
+                await self.refresh_sizes(client)
         except KafkaClientError as exc:
             log.debug("cluster sample failed: %s", exc)
 
+    async def all_groups(self, client: KafkaClient) -> list[GroupRow]:
+        """Every group the client may see, with lag, each group's lag recorded.
+
+        One read in flight per identity: a page that asks while the sampler (or another
+        page) is reading shares that read instead of sending the same requests again."""
+        key = client.config.identity()
+        pending = self._groups_pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read_groups(client))
+            self._groups_pending[key] = pending
+            pending.add_done_callback(lambda f: self._read_done(key, f))
+        return await asyncio.shield(pending)
+
+    def _read_done(self, key: str, future: asyncio.Future[list[GroupRow]]) -> None:
+        self._groups_pending.pop(key, None)
+        if not future.cancelled():
+            future.exception()  # retrieved: whoever awaited it got it
+
+    async def _read_groups(self, client: KafkaClient) -> list[GroupRow]:
+        key = client.config.identity()
+        listed = await list_group_ids(client)
+        rows = (
+            await describe_groups(client, sorted(listed), expected=self._group_partitions.get(key))
+            if listed
+            else []
+        )
+        for row in rows:
+            self.record_lag(row.group_id, row.lag)
+        self._group_partitions[key] = {(o.topic, o.partition) for r in rows for o in r.offsets}
+        self._groups_at[key] = time.monotonic()
+        return rows
+
+    async def sizes_for(self, client: KafkaClient, max_age_s: float) -> LogSizes:
+        """Sizes for a page: the last read at once (refreshed in the background when
+        older than ``max_age_s``); only the very first read is waited for. Sizes drift
+        slowly, and a DescribeLogDirs over thousands of partitions costs the brokers
+        more than the rest of a page."""
+        key = client.config.identity()
+        entry = self._sizes.get(key)
+        if entry is None:
+            return await self.refresh_sizes(client)
+        if time.monotonic() - entry[0] > max_age_s and key not in self._sizes_refreshing:
+            task = asyncio.ensure_future(self.refresh_sizes(client))
+            self._sizes_refreshing[key] = task
+            task.add_done_callback(lambda f: self._refreshed(key, f))
+        return entry[1]
+
+    def _refreshed(self, key: str, future: asyncio.Future[LogSizes]) -> None:
+        self._sizes_refreshing.pop(key, None)
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("log size refresh failed: %s", future.exception())
+
     async def refresh_sizes(self, client: KafkaClient, max_age_s: float = 0.0) -> LogSizes:
-        """Log sizes no older than ``max_age_s`` (0: read now)."""
+        """Log sizes as ``client`` may see them, no older than ``max_age_s`` (0: read now)."""
+        key = client.config.identity()
         async with self._sizes_lock:
-            if max_age_s and time.monotonic() - self.sizes_at < max_age_s:
-                return self.sizes
-            self.sizes = await self.size_reader.read(client, self._snapshot())
-            self.sizes_at = time.monotonic()
-            return self.sizes
+            entry = self._sizes.get(key)
+            if max_age_s and entry is not None and time.monotonic() - entry[0] < max_age_s:
+                return entry[1]
+            sizes = await self.size_reader.read(client, self._snapshot())
+            self._sizes[key] = (time.monotonic(), sizes)
+            return sizes
 
     def record_lag(self, group_id: str, lag: int | None) -> None:
         if lag is not None:

@@ -6,8 +6,14 @@ Settings (Kafka's names where Kafka has one):
 - ``controller.address`` the controllers (comma separated); optional, it adds service
   health, roles and storage log dirs to the Overview.
 - ``controller.metrics.address`` the controllers' /metrics endpoints, same order (optional).
-- ``security.protocol``, ``sasl.mechanism``, ``client.id``, ``request.timeout.ms``:
-  passed to the console's Kafka clients.
+- ``security.protocol``, ``client.id``, ``request.timeout.ms``, ``ssl.truststore.location``
+  (PEM CA file), ``ssl.endpoint.identification.algorithm`` (``https``, or empty for no
+  host name check): passed to the console's Kafka clients. With SASL_PLAINTEXT or
+  SASL_SSL users log in and the console acts as them (:mod:`odradek.console.sessions`);
+  ``sasl.mechanism`` picks the mechanism, empty: the strongest the listener offers.
+- ``console.ssl.keystore.location``: a PEM file with the key and certificate chain the
+  web UI serves HTTPS with (empty: plain HTTP).
+- ``console.session.timeout.ms``: a login session ends after this long without a request.
 - ``console.sample.interval.ms`` how often live charts get a new point.
 
 Ports reported: ``http`` (the UI), ``grpc`` (only the standard gRPC health service, so
@@ -21,10 +27,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import ssl
 
 from aiohttp import web
 
 from odradek.config import Config, ConfigError
+from odradek.console.login import Authenticator
 from odradek.console.sampler import Sampler
 from odradek.console.sessions import ClientPool
 from odradek.console.web import build_app
@@ -47,6 +55,10 @@ DEFAULTS = {
     "request.timeout.ms": "30000",
     "security.protocol": "PLAINTEXT",
     "sasl.mechanism": "",
+    "ssl.truststore.location": "",
+    "ssl.endpoint.identification.algorithm": "https",
+    "console.ssl.keystore.location": "",
+    "console.session.timeout.ms": str(30 * 60 * 1000),
     "console.sample.interval.ms": "2000",
 }
 
@@ -81,9 +93,13 @@ class ConsoleService:
             (),
             client_id=config.str("client.id"),
             request_timeout_s=config.int("request.timeout.ms", min=1) / 1000.0,
-            security_protocol=config.str("security.protocol"),
-            sasl_mechanism=config.str("sasl.mechanism"),
+            security_protocol=config.str("security.protocol").strip().upper() or "PLAINTEXT",
+            ssl_ca_location=config.str("ssl.truststore.location"),
+            ssl_check_hostname=bool(config.str("ssl.endpoint.identification.algorithm").strip()),
         )
+        self.session_timeout_s = config.int("console.session.timeout.ms", min=1000) / 1000.0
+        self.authenticator = Authenticator(config.str("sasl.mechanism"))
+        self.https_keystore = config.str("console.ssl.keystore.location").strip()
         self.pool: ClientPool | None = None
         self.sampler = Sampler(
             self.client,
@@ -127,12 +143,19 @@ class ConsoleService:
             if not servers:
                 raise KafkaClientError("no gateway is registered yet")
             self.pool = ClientPool(
-                dataclasses.replace(self.client_defaults, bootstrap_servers=servers)
+                dataclasses.replace(self.client_defaults, bootstrap_servers=servers),
+                self.session_timeout_s,
             )
         return self.pool
 
-    def client(self) -> KafkaClient:
-        return self.client_pool().anonymous()
+    @property
+    def security_enabled(self) -> bool:
+        """SASL: users log in, and the console has no Kafka identity of its own."""
+        return self.client_defaults.uses_sasl
+
+    def client(self) -> KafkaClient | None:
+        """The console's own client for the sampler; None with SASL (no identity)."""
+        return None if self.security_enabled else self.client_pool().anonymous()
 
     async def start(self) -> dict[str, int]:
         metrics_port = await self.metrics_server.start()
@@ -147,7 +170,13 @@ class ConsoleService:
         app = build_app(self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        if self.security_enabled and not self.https_keystore:
+            log.warning(
+                "users log in over plain HTTP (console.ssl.keystore.location is not set): "
+                "passwords cross the network in clear, and browsers keep the Secure "
+                "session cookie only for localhost"
+            )
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._https())
         await site.start()
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
@@ -157,6 +186,19 @@ class ConsoleService:
         await self.rpc.set_serving(live=True, ready=True)
         log.info("console on http://%s:%d/", self.host, http_port)
         return {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+
+    def _https(self) -> ssl.SSLContext | None:
+        if not self.https_keystore:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self.https_keystore)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"Invalid value {self.https_keystore!r} for configuration "
+                f"console.ssl.keystore.location: {exc}"
+            ) from None
+        return context
 
     async def stop(self) -> None:
         self.metrics_server.ready = False

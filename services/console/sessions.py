@@ -1,61 +1,120 @@
-"""One Kafka client per identity the console acts for.
+"""Who the console acts for: its own anonymous client, or a logged-in user's session.
 
-With no security configured (today's clusters) every request acts as the console's
-own anonymous client and there is no login. The pool is keyed by
-:meth:`ClientConfig.identity`, so when SASL arrives a login handler only has to put
-the user's mechanism, name and password into a :class:`ClientConfig` (the rest of the
-configuration passed through unchanged) and ask the pool for that user's client:
-every page then acts with the user's own permissions. Idle clients are closed.
+With no SASL configured (``security.protocol`` PLAINTEXT or SSL) every request acts as
+the console's own client and there is no login. With SASL_PLAINTEXT or SASL_SSL the
+console has no Kafka identity of its own: a user logs in with a name and password
+that the cluster checks with a real SASL exchange (:mod:`odradek.console.login`), and
+every page, form and live refresh of that session goes through a Kafka client
+authenticated as that user, so the cluster's ACLs decide what they see and do.
+
+A session is a random id (``secrets.token_urlsafe``, 256 bits) in a Secure, HttpOnly,
+SameSite=Strict cookie. The password lives only in the session's client config, in
+this process's memory, and is forgotten on logout or after
+``console.session.timeout.ms`` without a request; it is never written to the cookie,
+a log or the disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import secrets
 import time
+from dataclasses import dataclass
 
 from odradek.kafka_client import ClientConfig, KafkaClient
 
-IDLE_CLOSE_S = 15 * 60
+COOKIE = "odradek_console_session"
+
+
+@dataclass
+class Session:
+    session_id: str
+    username: str
+    mechanism: str
+    client: KafkaClient
+    last_used: float
 
 
 class ClientPool:
-    def __init__(self, base: ClientConfig) -> None:
+    """The anonymous client, and the logged-in sessions each with its own client."""
+
+    def __init__(self, base: ClientConfig, session_timeout_s: float = 30 * 60) -> None:
         self.base = base
-        self._clients: dict[str, tuple[KafkaClient, float]] = {}
+        self.session_timeout_s = session_timeout_s
+        self._anonymous: KafkaClient | None = None
+        self._sessions: dict[str, Session] = {}
 
     @property
     def security_enabled(self) -> bool:
-        return bool(self.base.sasl_mechanism)
+        return self.base.uses_sasl
 
     def anonymous(self) -> KafkaClient:
-        return self.client_for(self.base)
-
-    def client_for(self, config: ClientConfig) -> KafkaClient:
-        key = config.identity()
-        entry = self._clients.get(key)
-        client = (
-            entry[0] if entry is not None and entry[0].config == config else KafkaClient(config)
-        )
-        self._clients[key] = (client, time.monotonic())
-        return client
+        if self._anonymous is None:
+            self._anonymous = KafkaClient(self.base)
+        return self._anonymous
 
     def with_credentials(self, mechanism: str, username: str, password: str) -> ClientConfig:
-        return dataclasses.replace(
-            self.base, sasl_mechanism=mechanism, sasl_username=username, sasl_password=password
+        return ClientConfig(
+            self.base.bootstrap_servers,
+            client_id=self.base.client_id,
+            request_timeout_s=self.base.request_timeout_s,
+            security_protocol=self.base.security_protocol,
+            sasl_mechanism=mechanism,
+            sasl_username=username,
+            sasl_password=password,
+            ssl_ca_location=self.base.ssl_ca_location,
+            ssl_certificate_location=self.base.ssl_certificate_location,
+            ssl_key_location=self.base.ssl_key_location,
+            ssl_key_password=self.base.ssl_key_password,
+            ssl_check_hostname=self.base.ssl_check_hostname,
         )
+
+    def open_session(self, client: KafkaClient) -> Session:
+        """A session for a client whose credentials the cluster has just accepted."""
+        session = Session(
+            secrets.token_urlsafe(32),
+            client.config.sasl_username,
+            client.config.sasl_mechanism,
+            client,
+            time.monotonic(),
+        )
+        self._sessions[session.session_id] = session
+        return session
+
+    def session(self, session_id: str | None) -> Session | None:
+        """The live session with this id (its idle clock restarted), else None."""
+        if not session_id:
+            return None
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        now = time.monotonic()
+        if now - session.last_used > self.session_timeout_s:
+            self._sessions.pop(session_id, None)
+            asyncio.get_running_loop().create_task(session.client.close())
+            return None
+        session.last_used = now
+        return session
+
+    async def close_session(self, session_id: str | None) -> None:
+        session = self._sessions.pop(session_id or "", None)
+        if session is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(session.client.close(), 5)
 
     async def close_idle(self) -> None:
         now = time.monotonic()
-        for key, (client, used) in list(self._clients.items()):
-            if now - used > IDLE_CLOSE_S and key != self.base.identity():
-                del self._clients[key]
-                await client.close()
+        for sid, session in list(self._sessions.items()):
+            if now - session.last_used > self.session_timeout_s:
+                await self.close_session(sid)
 
     async def close(self) -> None:
-        clients = [c for c, _ in self._clients.values()]
-        self._clients.clear()
+        clients = [s.client for s in self._sessions.values()]
+        self._sessions.clear()
+        if self._anonymous is not None:
+            clients.append(self._anonymous)
+            self._anonymous = None
         for client in clients:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), 5)

@@ -1,6 +1,11 @@
 """Topics as the console shows and changes them, all through the Kafka admin APIs.
 
-Listing is one Metadata request; a topic's page adds one ListOffsets per leader for
+Listing is one Metadata request, or none: when the console follows the controller's
+metadata stream and acts as itself (no SASL), the list is built from that pushed
+snapshot, the very data the gateway's Metadata answers from, so a list of 10,000
+partitions costs neither the gateway nor the console an encode and a decode. With
+SASL it is the user's own Metadata, which leaves out what they may not DESCRIBE. A
+topic's page adds one ListOffsets per leader for
 each of log start and log end, and one DescribeConfigs. Create, delete and config
 changes are CreateTopics, DeleteTopics and IncrementalAlterConfigs; the broker
 validates, and its error message (Kafka's wording) is what the user sees.
@@ -8,10 +13,13 @@ validates, and its error message (Kafka's wording) is what the user sees.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from odradek.console.offsets import EARLIEST, LATEST, list_offsets
 from odradek.kafka_client import KafkaClient, KafkaClientError, Message, check
+from odradek.metadata_cache import NodeKind, Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
@@ -69,15 +77,17 @@ class TopicRow:
     partitions: list[PartitionRow] = field(default_factory=list)
     error: str = ""
 
-    @property
+    # Computed once, on first use after the row is built (a list of 1,000 topics reads
+    # each of them on every render).
+    @cached_property
     def replication_factor(self) -> int:
         return max((len(p.replicas) for p in self.partitions), default=0)
 
-    @property
+    @cached_property
     def under_replicated(self) -> int:
         return sum(1 for p in self.partitions if p.under_replicated)
 
-    @property
+    @cached_property
     def offline(self) -> int:
         return sum(1 for p in self.partitions if p.leader < 0)
 
@@ -121,6 +131,34 @@ def topic_rows(metadata: Message) -> list[TopicRow]:
 
 async def list_topics(client: KafkaClient) -> list[TopicRow]:
     return topic_rows(await client.metadata())
+
+
+def snapshot_rows(snapshot: Snapshot) -> list[TopicRow]:
+    """Every topic as Metadata would show it (a leader not online as a storage node is
+    no leader, LEADER_NOT_AVAILABLE, as the gateway answers)."""
+    online = {n.node_id for n in snapshot.nodes_of(NodeKind.STORAGE)}
+    rows = []
+    for t in snapshot.raw.topics:
+        raw_id = bytes(t.topic_id)
+        row = TopicRow(
+            t.name, str(uuid.UUID(bytes=raw_id)) if len(raw_id) == 16 else "", t.internal
+        )
+        for p in sorted(t.partitions, key=lambda p: p.partition):
+            led = p.leader in online
+            row.partitions.append(
+                PartitionRow(
+                    p.partition,
+                    p.leader if led else -1,
+                    p.leader_epoch,
+                    list(p.replicas),
+                    list(p.isr),
+                    list(p.offline_replicas),
+                    "" if led else "LEADER_NOT_AVAILABLE",
+                )
+            )
+        rows.append(row)
+    rows.sort(key=lambda r: r.name)
+    return rows
 
 
 async def describe_topic(client: KafkaClient, name: str) -> TopicRow:

@@ -8,11 +8,13 @@ failure the form is shown again with the broker's error message and nothing chan
 
 URLs: ``/`` overview, ``/topics`` (``?q=`` search), ``/topics/new``,
 ``/topics/{topic}``, ``/topics/{topic}/messages`` (browse and produce), ``/groups``,
-``/groups/{group}``.
+``/groups/{group}``; with SASL also ``/login`` and ``/logout`` (every other URL but
+``/static`` then needs a session, see :mod:`odradek.console.sessions`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -27,9 +29,12 @@ from odradek.console import groups as groups_api
 from odradek.console import messages as messages_api
 from odradek.console import topics as topics_api
 from odradek.console.log_sizes import sizes_by_node
+from odradek.console.login import LoginFailed
 from odradek.console.render import FORMATS, human_bytes, human_rate, parse_headers, render
+from odradek.console.sessions import COOKIE, Session
 from odradek.kafka_client import KafkaClient, KafkaClientError
-from odradek.metadata_cache import NodeKind, NodeState
+from odradek.metadata_cache import NodeKind, NodeState, Snapshot
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.console.service import ConsoleService
@@ -44,6 +49,14 @@ KIND_NAMES = {
     NodeKind.OFFSET_STORE: "offset store",
 }
 SIZE_MAX_AGE_S = 5.0
+SESSION_KEY = "session"
+AUTHORIZATION_ERRORS = (
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+)
+# What is served without a session when users must log in.
+OPEN_PATHS = ("/login", "/static/")
+log = logging.getLogger(__name__)
 
 
 def _when(ms: int) -> str:
@@ -73,19 +86,28 @@ class Pages:
     def __init__(self, service: ConsoleService) -> None:
         self.service = service
         self.env = _environment()
+        self._rows: tuple[Snapshot, list[topics_api.TopicRow]] | None = None
 
     # -- helpers ------------------------------------------------------------------------------
     def client(self, request: web.Request) -> KafkaClient:
-        # With SASL configured this is where the logged-in user's client is chosen.
+        """The Kafka client this request acts through: the user's own with SASL."""
+        session: Session | None = request.get(SESSION_KEY)
+        if session is not None:
+            return session.client
+        if self.service.security_enabled:  # the middleware lets no such request through
+            raise web.HTTPUnauthorized()
         return self.service.client_pool().anonymous()
 
     def page(
         self, request: web.Request, template: str, status: int = 200, **context: Any
     ) -> web.Response:
         started = request.get("started", time.perf_counter())
+        session: Session | None = request.get(SESSION_KEY)
         html = self.env.get_template(template).render(
             path=request.path,
-            security=bool(self.service.client_defaults.sasl_mechanism),
+            security=self.service.security_enabled,
+            user=session.username if session else "",
+            posted=request.method != "GET",
             **context,
         )
         response = web.Response(text=html, status=status, content_type="text/html")
@@ -95,16 +117,76 @@ class Pages:
         response.headers["Cache-Control"] = "no-store"
         return response
 
+    async def topic_rows(self, client: KafkaClient) -> list[topics_api.TopicRow]:
+        """Every topic the request may see: the controller's pushed snapshot when the
+        console acts as itself, else (SASL, or no controller) the user's Metadata."""
+        snapshot = self.service.snapshot()
+        if snapshot is None or self.service.security_enabled:
+            return await topics_api.list_topics(client)
+        await client.metadata(topics=[])  # the brokers only: small, keeps them current
+        if self._rows is None or self._rows[0] is not snapshot:
+            # Built once per metadata change, shared read-only by every page until the next.
+            self._rows = (snapshot, topics_api.snapshot_rows(snapshot))
+        return self._rows[1]
+
     def error_page(self, request: web.Request, message: str, status: int) -> web.Response:
         return self.page(request, "error.html", status=status, message=message, title="Error")
+
+    # -- login ----------------------------------------------------------------------------------
+    async def login_form(self, request: web.Request) -> web.Response:
+        if not self.service.security_enabled:
+            raise web.HTTPSeeOther("/")
+        return self.page(
+            request, "login.html", title="Log in", error="", username="", next=_next(request)
+        )
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        if not self.service.security_enabled:
+            raise web.HTTPSeeOther("/")
+        form = await request.post()
+        username = str(form.get("username", "")).strip()
+        target = _next(request, str(form.get("next", "")))
+        try:
+            session = await self.service.authenticator.login(
+                self.service.client_pool(), username, str(form.get("password", ""))
+            )
+        except (LoginFailed, KafkaClientError) as exc:
+            return self.page(
+                request,
+                "login.html",
+                status=401,
+                title="Log in",
+                error=str(exc),
+                username=username,
+                next=target,
+            )
+        log.info("console login: %s (%s)", session.username, session.mechanism)
+        response = web.HTTPSeeOther(target)
+        response.set_cookie(
+            COOKIE,
+            session.session_id,
+            path="/",
+            secure=True,
+            httponly=True,
+            samesite="Strict",
+        )
+        raise response
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        session: Session | None = request.get(SESSION_KEY)
+        if session is not None:
+            await self.service.client_pool().close_session(session.session_id)
+        response = web.HTTPSeeOther("/login" if self.service.security_enabled else "/")
+        response.del_cookie(COOKIE, path="/")
+        raise response
 
     # -- overview -------------------------------------------------------------------------------
     async def overview(self, request: web.Request) -> web.Response:
         client = self.client(request)
-        rows = await topics_api.list_topics(client)
+        rows = await self.topic_rows(client)
         snapshot = self.service.snapshot()
         sampler = self.service.sampler
-        sizes = sampler.sizes if sampler.sizes.source else await sampler.refresh_sizes(client)
+        sizes = await sampler.sizes_for(client, max_age_s=SIZE_MAX_AGE_S)
         dirs = sizes_by_node(sizes)
         nodes = []
         if snapshot is not None:
@@ -166,10 +248,10 @@ class Pages:
     # -- topics ----------------------------------------------------------------------------------
     async def topics(self, request: web.Request) -> web.Response:
         client = self.client(request)
-        rows = await topics_api.list_topics(client)
+        rows = await self.topic_rows(client)
         q = request.query.get("q", "").strip()
         sampler = self.service.sampler
-        sizes = await sampler.refresh_sizes(client, max_age_s=SIZE_MAX_AGE_S)
+        sizes = await sampler.sizes_for(client, max_age_s=SIZE_MAX_AGE_S)
         shown = [r for r in rows if q.lower() in r.name.lower()] if q else rows
         return self.page(
             request,
@@ -225,10 +307,15 @@ class Pages:
         client = self.client(request)
         try:
             row = await topics_api.describe_topic(client, name)
+        except KafkaClientError as exc:
+            status = 403 if exc.code in AUTHORIZATION_ERRORS else 404
+            return self.error_page(request, _message(exc), status)
+        configs_error = ""
+        try:  # a user may describe a topic but not its configs (DESCRIBE_CONFIGS)
             configs = await topics_api.describe_configs(client, name)
         except KafkaClientError as exc:
-            return self.error_page(request, exc.message, 404)
-        sizes = await self.service.sampler.refresh_sizes(client, max_age_s=SIZE_MAX_AGE_S)
+            configs, configs_error = [], _message(exc)
+        sizes = await self.service.sampler.sizes_for(client, max_age_s=SIZE_MAX_AGE_S)
         for p in row.partitions:
             p.size = sizes.partitions.get((name, p.partition))
         return self.page(
@@ -238,6 +325,7 @@ class Pages:
             title=f"Topic {name}",
             topic=row,
             configs=configs,
+            configs_error=configs_error,
             size=sizes.topic_size(name, len(row.partitions)),
             messages_rate=self.service.sampler.topic_messages.get(name),
             error=error,
@@ -273,7 +361,7 @@ class Pages:
         try:
             await topics_api.delete_topic(self.client(request), name)
         except KafkaClientError as exc:
-            return await self.topic(request, error=exc.message, status=400)
+            return await self.topic(request, error=_message(exc), status=400)
         raise web.HTTPSeeOther(f"/topics?deleted={quote(name, safe='')}")
 
     # -- messages --------------------------------------------------------------------------------
@@ -370,14 +458,10 @@ class Pages:
 
     # -- groups ----------------------------------------------------------------------------------
     async def groups(self, request: web.Request) -> web.Response:
-        client = self.client(request)
-        listed = await groups_api.list_group_ids(client)
-        rows = await groups_api.describe_groups(client, sorted(listed)) if listed else []
+        rows = await self.service.sampler.all_groups(self.client(request))
         q = request.query.get("q", "").strip()
         if q:
             rows = [r for r in rows if q.lower() in r.group_id.lower()]
-        for r in rows:
-            self.service.sampler.record_lag(r.group_id, r.lag)
         return self.page(request, "groups.html", title="Consumer groups", groups=rows, q=q)
 
     async def group(
@@ -393,7 +477,7 @@ class Pages:
         try:
             row = await groups_api.describe_group(client, group_id)
         except KafkaClientError as exc:
-            return self.error_page(request, exc.message, 502)
+            return self.error_page(request, _message(exc), 502)
         if row.state == "Dead" and not row.offsets:
             return self.error_page(request, f"Consumer group '{group_id}' does not exist.", 404)
         self.service.sampler.record_lag(group_id, row.lag)
@@ -447,9 +531,26 @@ class Pages:
         return web.json_response({"lag": _series_json(series)})
 
 
+def _next(request: web.Request, value: str = "") -> str:
+    """Where to go after logging in: a path on this console only (no open redirect)."""
+    target = value or request.query.get("next", "") or "/"
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
 def _message(exc: Exception) -> str:
-    """What a form shows for a failure: the broker's words, or the parse error."""
-    return exc.message if isinstance(exc, KafkaClientError) else str(exc)
+    """What a page shows for a failure: the broker's words led by Kafka's error name
+    (``TOPIC_AUTHORIZATION_FAILED: Topic authorization failed.``), or the parse error."""
+    if not isinstance(exc, KafkaClientError):
+        return str(exc)
+    try:
+        name = ErrorCode(exc.code).name
+    except ValueError:
+        return exc.message
+    if name in exc.message or exc.code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        return exc.message
+    return f"{name}: {exc.message}"
 
 
 def _series_json(series: Any) -> dict[str, list[float]]:
@@ -523,11 +624,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Time every page; a cluster that cannot be reached is an error page, not a 500 trace."""
     request["started"] = time.perf_counter()
+    pages: Pages = request.app[SERVICE_KEY]  # type: ignore[assignment]
+    if pages.service.security_enabled and not request.path.startswith(OPEN_PATHS):
+        pool = pages.service.client_pool()
+        session = pool.session(request.cookies.get(COOKIE))
+        if session is None:
+            if request.path.startswith("/api/") or request.headers.get("X-Console-Live"):
+                raise web.HTTPUnauthorized(text="log in first")
+            if request.method != "GET":
+                raise web.HTTPSeeOther("/login")
+            raise web.HTTPSeeOther("/login?" + urlencode({"next": request.path_qs}))
+        request[SESSION_KEY] = session
     try:
         return await handler(request)
     except KafkaClientError as exc:
-        pages: Pages = request.app[SERVICE_KEY]  # type: ignore[assignment]
-        return pages.error_page(request, exc.message, 502)
+        return pages.error_page(request, _message(exc), 502)
 
 
 def build_app(service: ConsoleService) -> web.Application:
@@ -536,6 +647,9 @@ def build_app(service: ConsoleService) -> web.Application:
     app[SERVICE_KEY] = pages
     app.add_routes(
         [
+            web.get("/login", pages.login_form),
+            web.post("/login", pages.login),
+            web.post("/logout", pages.logout),
             web.get("/", pages.overview),
             web.get("/topics", pages.topics),
             web.get("/topics/new", pages.new_topic),

@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 from odradek.acl import AclBinding, AclFilter
@@ -63,7 +64,6 @@ from odradek.controller.store import (
     StoreError,
 )
 from odradek.controller.uncancellable import uncancellable
-from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2
 from odradek.sasl.scram import ScramCredential
 
@@ -627,25 +627,21 @@ class Controller:
         counts = Counter(spec.name for spec in specs)
 
         def create(model: ClusterModel) -> list[TopicResult]:
-            results = []
-            for spec in specs:
-                if counts[spec.name] > 1:
-                    results.append(
-                        TopicResult(
-                            spec.name,
-                            int(ErrorCode.INVALID_REQUEST),
-                            "Create topics request contains multiple entries for the following "
-                            f"topics: {spec.name}",
-                        )
-                    )
-                    continue
-                try:
-                    results.append(
-                        model.create_topic(spec, internal=internal, validate_only=validate_only)
-                    )
-                except ControllerError as exc:
-                    results.append(TopicResult.failed(spec.name, exc))
-            return results
+            return [
+                TopicResult.duplicate(
+                    spec.name,
+                    "Create topics request contains multiple entries for the following "
+                    f"topics: {spec.name}",
+                )
+                if counts[spec.name] > 1
+                else TopicResult.outcome(
+                    spec.name,
+                    partial(
+                        model.create_topic, spec, internal=internal, validate_only=validate_only
+                    ),
+                )
+                for spec in specs
+            ]
 
         return await self._mutate(create)
 
@@ -655,12 +651,9 @@ class Controller:
         names, topic_ids = list(names), list(topic_ids)
 
         def delete(model: ClusterModel) -> list[TopicResult]:
-            results = []
-            for name in names:
-                try:
-                    results.append(model.delete_topic(name=name))
-                except ControllerError as exc:
-                    results.append(TopicResult.failed(name, exc))
+            results = [
+                TopicResult.outcome(name, partial(model.delete_topic, name=name)) for name in names
+            ]
             for topic_id in topic_ids:
                 try:
                     results.append(model.delete_topic(topic_id=topic_id))
@@ -678,29 +671,21 @@ class Controller:
         counts = Counter(c.topic for c in changes)
 
         def grow(model: ClusterModel) -> list[TopicResult]:
-            results = []
-            for change in changes:
-                if counts[change.topic] > 1:
-                    results.append(
-                        TopicResult(
-                            change.topic,
-                            int(ErrorCode.INVALID_REQUEST),
-                            "Duplicate topic in request.",
-                        )
-                    )
-                    continue
-                try:
-                    results.append(
-                        model.create_partitions(
-                            change.topic,
-                            change.count,
-                            change.assignments,
-                            validate_only=validate_only,
-                        )
-                    )
-                except ControllerError as exc:
-                    results.append(TopicResult.failed(change.topic, exc))
-            return results
+            return [
+                TopicResult.duplicate(change.topic, "Duplicate topic in request.")
+                if counts[change.topic] > 1
+                else TopicResult.outcome(
+                    change.topic,
+                    partial(
+                        model.create_partitions,
+                        change.topic,
+                        change.count,
+                        change.assignments,
+                        validate_only=validate_only,
+                    ),
+                )
+                for change in changes
+            ]
 
         return await self._mutate(grow)
 

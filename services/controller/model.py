@@ -110,6 +110,19 @@ class TopicResult:
     def failed(cls, name: str, error: ControllerError) -> TopicResult:
         return cls(name, int(error.code), error.message)
 
+    @classmethod
+    def duplicate(cls, name: str, message: str) -> TopicResult:
+        """A topic named twice in one request (Kafka answers INVALID_REQUEST for each)."""
+        return cls(name, int(ErrorCode.INVALID_REQUEST), message)
+
+    @classmethod
+    def outcome(cls, name: str, change: Callable[[], TopicResult]) -> TopicResult:
+        """What ``change()`` returns, or the ControllerError it raises as ``name``'s."""
+        try:
+            return change()
+        except ControllerError as exc:
+            return cls.failed(name, exc)
+
 
 @dataclass
 class ConfigChange:
@@ -378,19 +391,11 @@ class ClusterModel:
             existing.state = NodeState.OFFLINE
             self._fence(existing.node_id)
         self.last_incarnation += 1
-        registered = NodeInfo(
-            node_id=node.node_id,
-            kind=node.kind,
-            host=node.host,
-            kafka_port=node.kafka_port,
-            grpc_port=node.grpc_port,
-            metrics_port=node.metrics_port,
-            rack=node.rack,
+        registered = replace(
+            node,
             state=NodeState.ONLINE,
             incarnation=self.last_incarnation,
-            advertised_host=node.advertised_host,
             broker_ports=dict(node.broker_ports),
-            data_port=node.data_port,
         )
         self.nodes[node.node_id] = registered
         self._mark_node(node.node_id)

@@ -10,8 +10,8 @@ also treats as "try the next controller".
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from typing import cast
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar, cast
 
 import grpc
 
@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 _NOT_ACTIVE = "this controller is not active"
 
+T = TypeVar("T")
+
 
 def _topic_result(result: TopicResult) -> controller_pb2.TopicResult:
     return controller_pb2.TopicResult(
@@ -62,6 +64,16 @@ def _topic_result(result: TopicResult) -> controller_pb2.TopicResult:
 
 async def _unavailable(context: grpc.aio.ServicerContext) -> None:
     await context.abort(grpc.StatusCode.UNAVAILABLE, _NOT_ACTIVE)
+
+
+async def _on_active(context: grpc.aio.ServicerContext, change: Awaitable[T]) -> T:
+    """``await change``; on a standby the call fails UNAVAILABLE, so the caller asks the
+    active controller instead."""
+    try:
+        return await change
+    except NotControllerError:
+        await _unavailable(context)
+        raise  # unreachable: abort raises
 
 
 class ControllerServicer(controller_pb2_grpc.ControllerServicer):
@@ -169,25 +181,23 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             )
             for t in request.topics
         ]
-        try:
-            results = await self.controller.create_topics(
+        results = await _on_active(
+            context,
+            self.controller.create_topics(
                 specs, validate_only=request.validate_only, internal=request.internal
-            )
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+            ),
+        )
         return controller_pb2.CreateTopicsResponse(results=[_topic_result(r) for r in results])
 
     async def DeleteTopics(
         self, request: controller_pb2.DeleteTopicsRequest, context: grpc.aio.ServicerContext
     ) -> controller_pb2.DeleteTopicsResponse:
-        try:
-            results = await self.controller.delete_topics(
+        results = await _on_active(
+            context,
+            self.controller.delete_topics(
                 list(request.names), [bytes(t) for t in request.topic_ids]
-            )
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+            ),
+        )
         return controller_pb2.DeleteTopicsResponse(results=[_topic_result(r) for r in results])
 
     async def CreatePartitions(
@@ -197,13 +207,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             PartitionCountChange(t.topic, t.count, [list(a.replicas) for a in t.assignments])
             for t in request.topics
         ]
-        try:
-            results = await self.controller.create_partitions(
-                changes, validate_only=request.validate_only
-            )
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+        results = await _on_active(
+            context, self.controller.create_partitions(changes, validate_only=request.validate_only)
+        )
         return controller_pb2.CreatePartitionsResponse(results=[_topic_result(r) for r in results])
 
     async def AlterConfigs(
@@ -222,14 +228,13 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 invalid[i] = str(exc)
                 rtype, changes = ResourceType.UNKNOWN, []
             resources.append(ConfigResourceChange(rtype, r.name, changes, r.incremental))
-        try:
-            results = await self.controller.alter_configs(
+        results = await _on_active(
+            context,
+            self.controller.alter_configs(
                 [res for i, res in enumerate(resources) if i not in invalid],
                 validate_only=request.validate_only,
-            )
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+            ),
+        )
         out = []
         it = iter(results)
         for i, r in enumerate(request.resources):
@@ -298,11 +303,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         self, request: controller_pb2.ElectLeadersRequest, context: grpc.aio.ServicerContext
     ) -> controller_pb2.ElectLeadersResponse:
         partitions = [(tp.topic, tp.partition) for tp in request.partitions] or None
-        try:
-            results = await self.controller.elect_leaders(ElectionType(request.type), partitions)
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+        results = await _on_active(
+            context, self.controller.elect_leaders(ElectionType(request.type), partitions)
+        )
         return controller_pb2.ElectLeadersResponse(
             results=[
                 controller_pb2.ElectionResult(
@@ -325,14 +328,13 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             (r.topic, r.partition, None if r.cancel else list(r.replicas))
             for r in request.partitions
         ]
-        try:
-            results = await self.controller.alter_partition_reassignments(
+        results = await _on_active(
+            context,
+            self.controller.alter_partition_reassignments(
                 wanted,
                 allow_replication_factor_change=request.allow_replication_factor_change,
-            )
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+            ),
+        )
         return controller_pb2.AlterPartitionReassignmentsResponse(
             results=[
                 controller_pb2.ReassignmentResult(
@@ -414,11 +416,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 )
             )
         deletions = [(d.user, d.mechanism) for d in request.deletions]
-        try:
-            results = await self.controller.alter_scram(upsertions, deletions)
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+        results = await _on_active(context, self.controller.alter_scram(upsertions, deletions))
         out = [
             controller_pb2.AlterScramCredentialsResult(
                 user=r.user, error_code=r.error_code, error_message=r.error_message
@@ -444,11 +442,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         except ValueError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise
-        try:
-            created, deleted = await self.controller.alter_acls(creations, filters)
-        except NotControllerError:
-            await _unavailable(context)
-            raise
+        created, deleted = await _on_active(context, self.controller.alter_acls(creations, filters))
         return controller_pb2.AlterAclsResponse(
             creation_errors=[code for code, _ in created],
             deletions=[

@@ -54,11 +54,21 @@ class SaslSession:
     complete: bool = False
     failed: bool = False
     user: str = ""
+    # KIP-368 re-authentication: who the connection was, which must not change
+    previous: tuple[str, str] | None = None  # (mechanism, user)
     _scram: ScramServer | None = field(default=None, repr=False)
 
+    def reauthentication(self) -> SaslSession:
+        """A fresh exchange on an authenticated connection (Kafka's ReauthInfo)."""
+        assert self.mechanism is not None and self.complete
+        return SaslSession(self.mechanisms, previous=(self.mechanism, self.user))
+
     def handshake(self, mechanism: str) -> bool:
-        """SaslHandshake: True if ``mechanism`` is enabled (then it is chosen)."""
+        """SaslHandshake: True if ``mechanism`` is enabled (then it is chosen); a
+        re-authentication must keep the connection's mechanism."""
         if mechanism not in self.mechanisms or self.mechanism is not None:
+            return False
+        if self.previous is not None and mechanism != self.previous[0]:
             return False
         self.mechanism = mechanism
         return True
@@ -92,6 +102,13 @@ class SaslSession:
         except AuthenticationFailed:
             self.failed = True
             raise
+        finally:
+            if self.complete and self.previous is not None and self.user != self.previous[1]:
+                self.failed, self.complete = True, False
+                raise AuthenticationFailed(  # Kafka's SaslServerAuthenticator message
+                    f"Cannot change principals during re-authentication from "
+                    f"User:{self.previous[1]}: User:{self.user}"
+                )
 
 
 class Credentials:

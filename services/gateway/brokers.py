@@ -7,7 +7,11 @@ same answer and every rule is unit-tested without a cluster (docs/brokers.md).
   Partition leaders, replicas and ISRs name storage nodes already, so a client's
   broker ids are the ids every other API takes (replica assignments, ElectLeaders,
   DescribeLogDirs, DescribeConfigs on a broker); offline storage nodes show up only
-  in ``offline_replicas``, as offline brokers do in Kafka.
+  in ``offline_replicas``, as offline brokers do in Kafka. Except when no storage
+  node is live (all of them restarting): then the registered ones are listed, down as
+  they are, because a Kafka broker always lists at least itself. An empty broker list
+  makes librdkafka drop every broker it knows, fail its in-flight produce requests
+  and re-bootstrap (tests/integration/test_failover_kill9.py restarts all three).
 - Each broker is advertised at a gateway's *broker port* for it (port-per-broker, as
   Kafka proxies do it): a gateway opens one listener per storage node besides its
   bootstrap listener and publishes the ports in its registration
@@ -70,7 +74,10 @@ def advertise(
     out: dict[int, Broker] = {}
     if not gateways:
         return out
-    for index, storage in enumerate(live_storage_nodes(metadata)):
+    storage_nodes = live_storage_nodes(metadata) or sorted(
+        (n for n in metadata.nodes if n.kind == common_pb2.STORAGE), key=lambda n: n.node_id
+    )
+    for index, storage in enumerate(storage_nodes):
         with_port = [g for g in gateways if storage.node_id in g.broker_ports]
         pool = with_port or list(gateways)
         near = [g for g in pool if _same_host(g, storage)]

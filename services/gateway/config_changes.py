@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.config_entries import ResourceType, broker_name_problem
+from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.controller_forward import (
     AdminDeadline,
     ControllerFailure,
@@ -33,6 +37,8 @@ from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import controller_pb2
 
 log = logging.getLogger(__name__)
+
+ResponseT = TypeVar("ResponseT")
 
 _FORWARDED = (ResourceType.TOPIC, ResourceType.BROKER)
 _KNOWN_TYPES = frozenset(int(t) for t in ResourceType if t is not ResourceType.UNKNOWN)
@@ -82,18 +88,25 @@ def _refuse_early(
 
 async def alter(
     gw: GatewayApi,
+    ctx: ConnectionContext,
     rows: list[ResourceChange],
     *,
     incremental: bool,
     validate_only: bool,
     api_name: str,
-    addressed: int | None,
 ) -> None:
     """Apply ``rows`` through the controller, filling in each row's outcome.
 
-    ``addressed``: the broker whose port the request came in on (None: bootstrap).
+    Each resource needs ALTER_CONFIGS (Kafka's ``AuthHelper.authorize`` for both APIs);
+    a broker resource must be the broker whose port the request came in on.
     """
-    forward = _refuse_early(rows, api_name, addressed)
+    for row in rows:
+        denied = gw.authorizer.config_resource(
+            ctx, AclOperation.ALTER_CONFIGS, row.resource_type, row.resource_name
+        )
+        if denied is not None:
+            row.fail(*denied)
+    forward = _refuse_early(rows, api_name, ctx.broker_id)
     if not forward:
         return
     deadline = AdminDeadline(gw, 0)
@@ -126,6 +139,21 @@ async def alter(
         row.fail(ErrorCode.UNKNOWN_SERVER_ERROR, "The controller gave no answer.")
     if not validate_only and any(not row.error_code for row in forward):
         await _catch_up(gw, deadline)
+
+
+def resource_responses(
+    rows: list[ResourceChange], response: Callable[..., ResponseT]
+) -> list[ResponseT]:
+    """Each row's outcome as the API's ``AlterConfigsResourceResponse``."""
+    return [
+        response(
+            error_code=row.error_code,
+            error_message=row.error_message,
+            resource_type=row.resource_type,
+            resource_name=row.resource_name,
+        )
+        for row in rows
+    ]
 
 
 async def _catch_up(gw: GatewayApi, deadline: AdminDeadline) -> None:

@@ -180,6 +180,10 @@ class ConnectionContext:
     # Close the connection once the response being handled is written (Kafka closes
     # after answering SASL_AUTHENTICATION_FAILED).
     close_after_response: bool = False
+    # KIP-368: when the SASL session ends (time.monotonic()); None: never. Its
+    # length (connections.max.reauth.ms) comes from the listener.
+    session_expires_at: float | None = None
+    reauth_ms: int = 0
     # Produce and OffsetCommit requests keep their order per connection (ordered_lanes.py).
     lanes: OrderedLanes = field(default_factory=OrderedLanes)
 
@@ -279,6 +283,7 @@ class KafkaConnection(asyncio.Protocol):
                     return
         if sec.sasl:
             self.ctx.sasl = SaslSession(sec.mechanisms)
+            self.ctx.reauth_ms = sec.reauth_ms
             self.ctx.authenticated = False
             self._auth_timer = asyncio.get_running_loop().call_later(
                 sec.auth_timeout_s + self.turn_delay, self._auth_expired

@@ -93,6 +93,23 @@ async def wait_visible(
     return bool(await gw.metadata.wait_for(predicate, timeout))
 
 
+async def forward_security_change(
+    gw: GatewayApi,
+    method: Callable[[controller_pb2_grpc.ControllerStub], Callable[..., Awaitable[T]]],
+    request: ProtoMessage,
+    changed: Callable[[T], bool],
+) -> T | ControllerFailure:
+    """Forward an ACL or SCRAM credential change, bounded by ``request.timeout.ms``; when
+    ``changed(answer)``, wait (bounded) until this gateway's metadata holds the change,
+    so the client's next request here is authorized or authenticated with it."""
+    deadline = AdminDeadline(gw, gw.request_timeout_ms)
+    before = gw.metadata.current.raw.version
+    answer = await call_controller(gw, method, request, deadline)
+    if not isinstance(answer, ControllerFailure) and changed(answer):
+        await wait_visible(gw, lambda s: s.raw.version > before, deadline.remaining())
+    return answer
+
+
 def leaders_ready(topic: common_pb2.Topic | None, partitions: int | None = None) -> bool:
     """All partitions (at least ``partitions`` of them) have a storage leader."""
     if topic is None:

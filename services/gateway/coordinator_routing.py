@@ -47,6 +47,10 @@ class CoordinatorRouting:
     def shard(self, key: str) -> int:
         raise NotImplementedError
 
+    def available(self, key: str) -> bool:
+        """Whether FindCoordinator may name a coordinator for the key now."""
+        raise NotImplementedError
+
     def coordinator_broker(self, key: str) -> Broker | None:
         """The broker FindCoordinator names: the leader of the key's partition of the
         internal topic, None while that has no leader."""

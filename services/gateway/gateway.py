@@ -363,6 +363,15 @@ class Gateway:
                         supported=self.advertised_versions,
                     )
                 )
+        if (
+            ctx.session_expires_at is not None
+            and key not in SASL_APIS
+            and time.monotonic() > ctx.session_expires_at
+        ):
+            # KIP-368: Kafka's SocketServer closes a channel whose session has expired
+            # on its next request other than a re-authentication.
+            log.info("closing %s: SASL session expired (connections.max.reauth.ms)", ctx.peer)
+            raise CloseConnection()
         if not ctx.authenticated and key not in PRE_AUTHENTICATION:
             # Kafka's SaslServerAuthenticator: IllegalSaslStateException, connection closed.
             REQUEST_ERRORS.labels(name).inc()

@@ -1,6 +1,7 @@
 """Per-partition storage calls fanned out to the nodes leading the partitions.
 
-DeleteRecords, OffsetForLeaderEpoch and ListOffsets group their partitions by the
+DeleteRecords, OffsetForLeaderEpoch, ListOffsets and DescribeProducers refuse a
+partition the same way (:func:`leading`), group their partitions by the
 storage node leading them, ask every node at once, and give each partition of a
 node that could not be asked the same retriable error, so the client refreshes its
 metadata and tries again. Produce and Fetch shape their results differently but use
@@ -19,9 +20,11 @@ from typing import Protocol, TypeVar
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, ResourceType
+from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.errors import ErrorCode
-from odradek.rpc.v1 import storage_pb2_grpc
+from odradek.rpc.v1 import common_pb2, storage_pb2_grpc
 
 R_co = TypeVar("R_co", covariant=True)
 
@@ -45,6 +48,28 @@ class PartitionsAnswer(Protocol[R_co]):
 
     @property
     def partitions(self) -> Iterable[R_co]: ...
+
+
+def leading(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    operation: AclOperation,
+    topic: str,
+    partition: int,
+    *,
+    no_leader: ErrorCode = ErrorCode.LEADER_NOT_AVAILABLE,
+) -> common_pb2.Partition | ErrorCode:
+    """The partition, when a request may go to its leader; else the error Kafka answers
+    for it: TOPIC_AUTHORIZATION_FAILED without ``operation`` on the topic,
+    UNKNOWN_TOPIC_OR_PARTITION, ``no_leader`` while it has no leader."""
+    if not gw.authorizer.allowed(ctx, operation, ResourceType.TOPIC, topic):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    part = gw.metadata.current.partition(topic, partition)
+    if part is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if part.leader < 0:
+        return no_leader
+    return part
 
 
 def failure_code(

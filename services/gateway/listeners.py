@@ -38,6 +38,8 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...] = ()  # SASL mechanisms enabled (empty: no SASL)
     principal_mapper: PrincipalMapper = field(default_factory=lambda: PrincipalMapper(None))
     auth_timeout_s: float = 10.0  # TLS handshake plus SASL exchange must finish by then
+    # connections.max.reauth.ms (KIP-368): a SASL session lasts this long (0: forever)
+    reauth_ms: int = 0
 
     @property
     def sasl(self) -> bool:
@@ -113,6 +115,7 @@ def parse_listener(config: Config) -> tuple[str, int, ListenerSecurity]:
         mechanisms=mechanisms,
         principal_mapper=PrincipalMapper(get("ssl.principal.mapping.rules")),
         auth_timeout_s=max(0.05, timeout / 1000.0),
+        reauth_ms=int(get("connections.max.reauth.ms") or 0),
     )
     return host, port, security
 

@@ -1,5 +1,6 @@
 """What OffsetCommit and TxnOffsetCommit share: one ``CommitOffsets`` call to the
-group's coordinator, and the per-partition errors that answer it.
+group's coordinator, and the per-partition errors that answer it (OffsetDelete
+answers its partitions the same way, :func:`partition_answers`).
 
 Partitions the cluster does not know answer UNKNOWN_TOPIC_OR_PARTITION and are not
 forwarded, as Kafka's ``KafkaApis.handleOffsetCommitRequest`` does; the coordinator's
@@ -10,7 +11,8 @@ partition sent.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from odradek.gateway.group_routing import GroupRouter
 from odradek.metadata_cache import Snapshot
@@ -19,6 +21,7 @@ from odradek.protocol.messages import OffsetCommitRequest, TxnOffsetCommitReques
 from odradek.rpc.v1 import offsets_pb2
 
 PartitionErrors = dict[tuple[str, int], int]
+TopicAnswerT = TypeVar("TopicAnswerT")
 
 
 # The topics of an OffsetCommit or a TxnOffsetCommit request (same partition fields).
@@ -94,3 +97,47 @@ async def commit(
             errors[(pe.topic, pe.partition)] = pe.error_code
     for sent in call.partitions:
         errors.setdefault((sent.topic, sent.partition), response.error_code)
+
+
+class _RequestedPartition(Protocol):
+    @property
+    def partition_index(self) -> int: ...
+
+
+class RequestedTopic(Protocol):
+    """A topic of an OffsetCommit, TxnOffsetCommit or OffsetDelete request."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[_RequestedPartition]: ...
+
+
+def partition_answers(
+    topics: Iterable[RequestedTopic],
+    errors: PartitionErrors,
+    topic_answer: Callable[..., TopicAnswerT],
+    partition_answer: Callable[..., object],
+    *,
+    missing: int = ErrorCode.NONE,
+    for_client: Callable[[int], int] = int,
+    with_topic_ids: bool = False,
+) -> list[TopicAnswerT]:
+    """The response's topics: each requested partition with its error from ``errors``
+    (``missing`` when it has none), as ``for_client`` shows it to the request's version;
+    ``with_topic_ids``: each topic answers with the id it was named by (OffsetCommit v10)."""
+    return [
+        topic_answer(
+            name=topic.name,
+            **({"topic_id": getattr(topic, "topic_id", None)} if with_topic_ids else {}),
+            partitions=[
+                partition_answer(
+                    partition_index=p.partition_index,
+                    error_code=for_client(errors.get((topic.name, p.partition_index), missing)),
+                )
+                for p in topic.partitions
+            ],
+        )
+        for topic in topics
+    ]

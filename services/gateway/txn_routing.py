@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 
+from odradek.gateway.authorizer import AclOperation, Authorizer, ResourceType
+from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.coordinator_routing import CoordinatorRouting
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import NodeChannels
@@ -40,6 +42,14 @@ log = logging.getLogger(__name__)
 
 Stub = transactions_pb2_grpc.TransactionCoordinatorStub
 T = TypeVar("T")
+
+
+class _ErrorAnswer(Protocol):
+    @property
+    def error_code(self) -> int: ...
+
+
+AnswerT = TypeVar("AnswerT", bound=_ErrorAnswer)
 
 
 class TxnRouter(CoordinatorRouting):
@@ -93,6 +103,17 @@ class TxnRouter(CoordinatorRouting):
             log.debug("transaction coordinator call failed: %s", exc.code())
             return ErrorCode.NOT_COORDINATOR
 
+    async def error_of(
+        self,
+        transactional_id: str,
+        method: Callable[[Stub], Callable[..., Awaitable[AnswerT]]],
+        request: object,
+    ) -> int:
+        """:meth:`call` for requests answered by an error code alone (AddOffsetsToTxn,
+        EndTxn)."""
+        answer = await self.call(transactional_id, method, request)
+        return answer if isinstance(answer, int) else answer.error_code
+
     async def close(self) -> None:
         await self._channels.close()
 
@@ -107,3 +128,16 @@ def for_version(error: int, version: int, fenced_since: int, abortable_since: in
     if error == ErrorCode.TRANSACTION_ABORTABLE and version < abortable_since:
         return ErrorCode.INVALID_TXN_STATE
     return error
+
+
+def refusal(authorizer: Authorizer, ctx: ConnectionContext, transactional_id: str) -> int | None:
+    """The checks a request naming a transactional id starts with (KafkaApis): an empty
+    id is INVALID_REQUEST, and the id needs WRITE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+    None when the request may go on."""
+    if not transactional_id:
+        return ErrorCode.INVALID_REQUEST
+    if not authorizer.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None

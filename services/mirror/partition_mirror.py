@@ -164,6 +164,18 @@ class PartitionMirror:
             raise KafkaClientError(f"ListOffsets {self.source_tp}: {ErrorCode(code).name}", code)
         return max(0, offset)
 
+    async def _fetch(self, source_leader: int, position: int) -> wire.FetchedPartition | None:
+        """One read_committed Fetch of the source partition from ``position``."""
+        answer = await wire.fetch(
+            self.source,
+            source_leader,
+            {self.source_tp: position},
+            max_wait_ms=self.tuning.max_wait_ms,
+            max_bytes=self.tuning.partition_max_bytes,
+            partition_max_bytes=self.tuning.partition_max_bytes,
+        )
+        return answer.get(self.source_tp)
+
     async def _session(self) -> None:
         if self.exactly_once:
             await self._transactional_session(*self.exactly_once)
@@ -188,16 +200,7 @@ class PartitionMirror:
                         return_when=asyncio.FIRST_COMPLETED,
                     )
                     self._apply_acks(in_flight)
-                fetched = (
-                    await wire.fetch(
-                        self.source,
-                        source_leader,
-                        {self.source_tp: position},
-                        max_wait_ms=self.tuning.max_wait_ms,
-                        max_bytes=self.tuning.partition_max_bytes,
-                        partition_max_bytes=self.tuning.partition_max_bytes,
-                    )
-                ).get(self.source_tp)
+                fetched = await self._fetch(source_leader, position)
                 if fetched is None:
                     raise KafkaClientError(
                         "fetch answer without the partition", ErrorCode.UNKNOWN_SERVER_ERROR
@@ -264,16 +267,7 @@ class PartitionMirror:
         self.syncs.append((position, self.target_next, 0))
         aborted = AbortedTransactions()
         while True:
-            fetched = (
-                await wire.fetch(
-                    self.source,
-                    source_leader,
-                    {self.source_tp: position},
-                    max_wait_ms=self.tuning.max_wait_ms,
-                    max_bytes=self.tuning.partition_max_bytes,
-                    partition_max_bytes=self.tuning.partition_max_bytes,
-                )
-            ).get(self.source_tp)
+            fetched = await self._fetch(source_leader, position)
             if fetched is None or fetched.error_code:
                 code = ErrorCode.UNKNOWN_SERVER_ERROR if fetched is None else fetched.error_code
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -10,8 +10,9 @@ versions (Tansu, older Kafka) answer the same requests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.kafka_client import KafkaClient, KafkaClientError, check, error_text
 from odradek.protocol.api_keys import ApiKey
@@ -33,8 +34,41 @@ from odradek.protocol.messages import (
 TopicPartition = tuple[str, int]
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 READ_COMMITTED = 1
+T = TypeVar("T")
+V = TypeVar("V")
 EARLIEST = -2
 LATEST = -1
+
+
+def by_topic(items: Mapping[TopicPartition, V]) -> dict[str, list[tuple[int, V]]]:
+    """(partition, value) pairs grouped by topic, as Kafka requests nest them."""
+    out: dict[str, list[tuple[int, V]]] = {}
+    for (topic, partition), value in items.items():
+        out.setdefault(topic, []).append((partition, value))
+    return out
+
+
+def committed_topics(
+    topic_cls: Callable[..., T],
+    partition_cls: Callable[..., object],
+    offsets: Mapping[TopicPartition, tuple[int, str]],
+) -> list[T]:
+    """The topics of an OffsetCommit or TxnOffsetCommit: (offset, metadata) per partition."""
+    return [
+        topic_cls(
+            name=topic,
+            partitions=[
+                partition_cls(
+                    partition_index=p,
+                    committed_offset=offset,
+                    committed_leader_epoch=-1,
+                    committed_metadata=metadata,
+                )
+                for p, (offset, metadata) in parts
+            ],
+        )
+        for topic, parts in by_topic(offsets).items()
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +91,6 @@ async def fetch(
 ) -> dict[TopicPartition, FetchedPartition]:
     """One full (sessionless) read_committed Fetch from ``leader``."""
     cls = FetchRequest
-    by_topic: dict[str, list[tuple[int, int]]] = {}
-    for (topic, partition), offset in positions.items():
-        by_topic.setdefault(topic, []).append((partition, offset))
     request = cls(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
@@ -83,7 +114,7 @@ async def fetch(
                     for p, offset in parts
                 ],
             )
-            for topic, parts in by_topic.items()
+            for topic, parts in by_topic(positions).items()
         ],
         forgotten_topics_data=[],
         rack_id="",
@@ -212,31 +243,14 @@ async def offset_commit(
     member_id: str = "",
 ) -> dict[TopicPartition, int]:
     """Commit (offset, metadata) per partition; returns the per-partition error codes."""
-    cls = OffsetCommitRequest
-    by_topic: dict[str, list[tuple[int, int, str]]] = {}
-    for (topic, partition), (offset, metadata) in offsets.items():
-        by_topic.setdefault(topic, []).append((partition, offset, metadata))
-    request = cls(
+    topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
+    request = OffsetCommitRequest(
         group_id=group_id,
         generation_id_or_member_epoch=generation,
         member_id=member_id,
         group_instance_id=None,
         retention_time_ms=-1,
-        topics=[
-            cls.OffsetCommitRequestTopic(
-                name=topic,
-                partitions=[
-                    cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                        partition_index=p,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata=metadata,
-                    )
-                    for p, offset, metadata in parts
-                ],
-            )
-            for topic, parts in by_topic.items()
-        ],
+        topics=committed_topics(topic_cls, topic_cls.OffsetCommitRequestPartition, offsets),
     )
     response = await client.send(ApiKey.OFFSET_COMMIT, request, coordinator)
     return {
@@ -249,9 +263,6 @@ async def list_offsets(
 ) -> dict[TopicPartition, tuple[int, int]]:
     """ListOffsets (EARLIEST, LATEST or a timestamp): (error code, offset) by partition."""
     cls = ListOffsetsRequest
-    by_topic: dict[str, list[tuple[int, int]]] = {}
-    for (topic, partition), ts in specs.items():
-        by_topic.setdefault(topic, []).append((partition, ts))
     request = cls(
         replica_id=-1,
         isolation_level=READ_COMMITTED,
@@ -265,7 +276,7 @@ async def list_offsets(
                     for p, ts in parts
                 ],
             )
-            for topic, parts in by_topic.items()
+            for topic, parts in by_topic(specs).items()
         ],
     )
     response = await client.send(ApiKey.LIST_OFFSETS, request, leader)
@@ -468,12 +479,9 @@ async def txn_offset_commit(
 ) -> None:
     from odradek.protocol.messages import TxnOffsetCommitRequest
 
-    cls = TxnOffsetCommitRequest
+    topic_cls = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
     transactional_id, producer_id, epoch = txn
-    by_topic: dict[str, list[tuple[int, int, str]]] = {}
-    for (topic, partition), (offset, metadata) in offsets.items():
-        by_topic.setdefault(topic, []).append((partition, offset, metadata))
-    request = cls(
+    request = TxnOffsetCommitRequest(
         transactional_id=transactional_id,
         group_id=group_id,
         producer_id=producer_id,
@@ -481,21 +489,7 @@ async def txn_offset_commit(
         generation_id=-1,
         member_id="",
         group_instance_id=None,
-        topics=[
-            cls.TxnOffsetCommitRequestTopic(
-                name=topic,
-                partitions=[
-                    cls.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
-                        partition_index=p,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata=metadata,
-                    )
-                    for p, offset, metadata in parts
-                ],
-            )
-            for topic, parts in by_topic.items()
-        ],
+        topics=committed_topics(topic_cls, topic_cls.TxnOffsetCommitRequestPartition, offsets),
     )
     response = await client.send(ApiKey.TXN_OFFSET_COMMIT, request, group_coordinator)
     for t in response.topics:

@@ -23,7 +23,7 @@ from odradek.cluster_member import ClusterMember
 from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.offsets import OFFSETS_CONFIGS
-from odradek.internal_topic.create import ensure_internal_topic, offsets_topic
+from odradek.internal_topic.create import offsets_topic
 from odradek.metadata_cache import Snapshot
 from odradek.offsets import metrics
 from odradek.offsets.servicer import OffsetStoreServicer
@@ -88,14 +88,10 @@ class OffsetStoreService(ClusterMember):
     async def start(self) -> dict[str, int]:
         ports = await self.join()
         self._apply_settings()
-        created = await ensure_internal_topic(
-            self.controller,
-            self.metadata,
+        await self.create_internal_topic(
             lambda: offsets_topic(self.metadata, self._own_settings()),
-            OFFSETS_CONFIGS.read_int(self.config, "offsets.topic.create.timeout.ms") / 1000.0,
+            OFFSETS_CONFIGS.read_int(self.config, "offsets.topic.create.timeout.ms"),
         )
-        if not created:
-            log.warning("__consumer_offsets is not ready yet; shards will load once it is")
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reconcile_loop(), name="offsets-reconcile"))
         self._tasks.append(loop.create_task(self._retention_loop(), name="offsets-retention"))

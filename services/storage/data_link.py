@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.datalink.connection import FrameProtocol
 from odradek.datalink.frame import (
     ERROR,
     FETCH,
@@ -30,7 +31,6 @@ from odradek.datalink.frame import (
     Buffer,
     Frame,
     FrameError,
-    FrameReader,
     encode,
 )
 from odradek.rpc.server import MAX_MESSAGE_BYTES
@@ -42,17 +42,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _Connection(asyncio.BufferedProtocol):
+class _Connection(FrameProtocol):
     def __init__(self, server: DataLinkServer) -> None:
+        super().__init__(server.max_frame_bytes)
         self.server = server
-        self.reader = FrameReader(server.max_frame_bytes)
-        self.transport: asyncio.Transport | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         # ordering lane -> done when the lane's latest Produce has appended
         self.lane_tails: dict[int, asyncio.Future[None]] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+        super().connection_made(transport)
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -60,21 +59,15 @@ class _Connection(asyncio.BufferedProtocol):
         for task in self.tasks:
             task.cancel()
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer()
+    def bad_frame(self, exc: FrameError) -> None:
+        log.warning("data link: closing a connection after a bad frame: %s", exc)
+        if self.transport is not None:
+            self.transport.close()
 
-    def buffer_updated(self, nbytes: int) -> None:
-        try:
-            frames = self.reader.buffer_updated(nbytes)
-        except FrameError as exc:
-            log.warning("data link: closing a connection after a bad frame: %s", exc)
-            if self.transport is not None:
-                self.transport.close()
-            return
-        for frame in frames:
-            task = asyncio.ensure_future(self._serve(frame, self._lane_turn(frame)))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+    def frame_received(self, frame: Frame) -> None:
+        task = asyncio.ensure_future(self._serve(frame, self._lane_turn(frame)))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     def _lane_turn(self, frame: Frame) -> _Turn | None:
         """A Produce on an ordering lane waits for the lane's previous append; frames are

@@ -104,9 +104,11 @@ class PartitionCollector(Collector):
         self.partitions = partitions
 
     def describe(self) -> Iterable[Metric]:
-        return []
+        # The names, so that a scrape restricted to other series (``/metrics?name[]=``)
+        # skips this collector instead of walking every hosted partition.
+        return self._families()
 
-    def collect(self) -> Iterator[Metric]:
+    def _families(self) -> list[GaugeMetricFamily]:
         labels = ["topic", "partition"]
         size = GaugeMetricFamily(
             "odradek_log_size_bytes", "Bytes in the partition's log segments.", labels=labels
@@ -137,6 +139,11 @@ class PartitionCollector(Collector):
         leader = GaugeMetricFamily(
             "odradek_partition_is_leader", "1 when this node leads the partition.", labels=labels
         )
+        return [size, segments, start, end, hw, lso_lag, under, leader]
+
+    def collect(self) -> Iterator[Metric]:
+        families = self._families()
+        size, segments, start, end, hw, lso_lag, under, leader = families
         for part in self.partitions():
             values = [part.topic, str(part.index)]
             try:
@@ -150,7 +157,7 @@ class PartitionCollector(Collector):
                 leader.add_metric(values, 1 if part.is_leader else 0)
             except Exception:  # a log being deleted under the scrape: skip it
                 continue
-        yield from (size, segments, start, end, hw, lso_lag, under, leader)
+        yield from families
 
 
 def register_collector(collector: PartitionCollector) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import grpc
@@ -29,24 +30,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class Handlers:
     """What the servicer needs once the node is up."""
 
-    def __init__(
-        self,
-        replicas: ReplicaManager,
-        produce: ProduceHandler,
-        fetch: FetchHandler,
-        offsets: LeaderOffsetsHandler,
-        log_dirs: LogDirsHandler,
-        txn_markers: TxnMarkersHandler,
-    ) -> None:
-        self.replicas = replicas
-        self.produce = produce
-        self.fetch = fetch
-        self.offsets = offsets
-        self.log_dirs = log_dirs
-        self.txn_markers = txn_markers
+    replicas: ReplicaManager
+    produce: ProduceHandler
+    fetch: FetchHandler
+    offsets: LeaderOffsetsHandler
+    log_dirs: LogDirsHandler
+    txn_markers: TxnMarkersHandler
 
 
 class StorageServicer(storage_pb2_grpc.StorageServicer):

@@ -34,7 +34,6 @@ from odradek.config import Config
 from odradek.config_catalog.transactions import TRANSACTIONS_CONFIGS
 from odradek.internal_topic.create import (
     broker_setting,
-    ensure_internal_topic,
     transaction_state_topic,
 )
 from odradek.metadata_cache import Snapshot
@@ -119,15 +118,10 @@ class TransactionCoordinatorService(ClusterMember):
     async def start(self) -> dict[str, int]:
         ports = await self.join()
         self._apply_settings()
-        created = await ensure_internal_topic(
-            self.controller,
-            self.metadata,
+        await self.create_internal_topic(
             lambda: transaction_state_topic(self.metadata, self._own_settings()),
-            TRANSACTIONS_CONFIGS.read_int(self.config, "transaction.state.log.create.timeout.ms")
-            / 1000.0,
+            TRANSACTIONS_CONFIGS.read_int(self.config, "transaction.state.log.create.timeout.ms"),
         )
-        if not created:
-            log.warning("__transaction_state is not ready yet; shards will load once it is")
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reconcile_loop(), name="txn-reconcile"))
         self._reconcile_wanted.set()

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from odradek.config import Config
 from odradek.config_catalog.definition import Catalog
 from odradek.controller_client import ControllerClient, Membership, join_cluster
+from odradek.internal_topic.create import InternalTopic, ensure_internal_topic
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
 from odradek.rpc.server import RpcServer
@@ -67,6 +69,17 @@ class ClusterMember:
         )
         self._tasks.append(watch)
         return {"grpc": grpc_port, "metrics": metrics_port}
+
+    async def create_internal_topic(
+        self, describe: Callable[[], InternalTopic], timeout_ms: int
+    ) -> None:
+        """Create the service's internal topic, waiting at most ``timeout_ms``; when it is
+        not ready by then the service starts anyway and loads its shards once it is."""
+        created = await ensure_internal_topic(
+            self.controller, self.metadata, describe, timeout_ms / 1000.0
+        )
+        if not created:
+            log.warning("%s is not ready yet; shards will load once it is", describe().name)
 
     async def serve(self, ready: bool) -> None:
         """Mark the gRPC health service and ``/readyz`` ready (or no longer ready)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ import grpc
 
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.channel import open_channel
+from odradek.rpc.server import CHANNEL_OPTIONS
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -134,8 +136,13 @@ class ControllerClient:
 class Membership:
     """Register this node with the controller and heartbeat until stopped.
 
-    Re-registers after the controller answers STALE_BROKER_EPOCH (it restarted and
-    lost the session, or this node was declared offline).
+    Heartbeats go out from a thread of their own (Kafka's ``BrokerLifecycleManager``
+    heartbeats from its own event-queue thread, not from the request handlers), so a
+    node whose event loop is busy for a while (applying metadata that creates a hundred
+    partitions, each with fsynced checkpoints, on a loaded disk) is not fenced as dead
+    after ``broker.session.timeout.ms``. Registration stays on the event loop; the
+    thread asks it to register again when the controller answers STALE_BROKER_EPOCH
+    (it restarted and lost the session, or this node was declared offline).
     """
 
     def __init__(self, client: ControllerClient, node: common_pb2.Node) -> None:
@@ -146,6 +153,10 @@ class Membership:
         self.registered = asyncio.Event()
         self.cluster_id = ""
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._beats: threading.Thread | None = None
+        self._halt = threading.Event()
+        self._stale = asyncio.Event()
         self.on_heartbeat: Callable[[controller_pb2.HeartbeatResponse], None] | None = None
 
     async def register(self) -> None:
@@ -182,39 +193,124 @@ class Membership:
         self.registered.set()
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="membership")
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run(), name="membership")
+        self._halt.clear()
+        self._beats = threading.Thread(
+            target=self._heartbeat_thread, name=f"heartbeat-{self.node.node_id}", daemon=True
+        )
+        self._beats.start()
 
     async def _run(self) -> None:
+        """(Re)register whenever the session is gone; the thread heartbeats meanwhile."""
         while True:
             try:
-                if not self.registered.is_set():
-                    await self.register()
-                await asyncio.sleep(self.heartbeat_interval)
-                response = await self.client.call(
-                    lambda s: s.Heartbeat,
-                    controller_pb2.HeartbeatRequest(
-                        node_id=self.node.node_id, incarnation=self.incarnation
-                    ),
-                    timeout=max(2.0, self.heartbeat_interval * 3),
-                    attempt_timeout=max(1.0, self.heartbeat_interval * 2),
-                )
-                if response.error_code == STALE_BROKER_EPOCH:
-                    log.warning("controller says our registration is stale; registering again")
-                    self.registered.clear()
-                elif self.on_heartbeat is not None:
-                    self.on_heartbeat(response)
+                if self.registered.is_set():
+                    await self._stale.wait()
+                    self._stale.clear()
+                    continue
+                await self.register()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # keep heartbeating through controller outages
-                log.debug("heartbeat failed: %s", exc)
+            except Exception as exc:  # keep trying through controller outages
+                log.debug("registration failed: %s", exc)
                 await asyncio.sleep(min(self.heartbeat_interval, 1.0))
 
+    def _session_stale(self, incarnation: int) -> None:
+        """On the loop: the controller no longer knows ``incarnation``."""
+        if incarnation == self.incarnation and self.registered.is_set():
+            log.warning("controller says our registration is stale; registering again")
+            self.registered.clear()
+            self._stale.set()
+
+    def _deliver(self, response: controller_pb2.HeartbeatResponse) -> None:
+        if self.on_heartbeat is not None:
+            self.on_heartbeat(response)
+
+    def _heartbeat_thread(self) -> None:
+        beats = _HeartbeatSender(self.client)
+        try:
+            while not self._halt.wait(self.heartbeat_interval):
+                incarnation = self.incarnation
+                if not incarnation or not self.registered.is_set():
+                    continue
+                response = beats.send(
+                    controller_pb2.HeartbeatRequest(
+                        node_id=self.node.node_id, incarnation=incarnation
+                    ),
+                    timeout=max(1.0, self.heartbeat_interval * 2),
+                )
+                loop = self._loop
+                if response is None or loop is None or self._halt.is_set():
+                    continue
+                try:
+                    if response.error_code == STALE_BROKER_EPOCH:
+                        loop.call_soon_threadsafe(self._session_stale, incarnation)
+                    elif response.error_code == 0:
+                        loop.call_soon_threadsafe(self._deliver, response)
+                except RuntimeError:  # the loop closed: the service is gone
+                    return
+        finally:
+            beats.close()
+
     async def stop(self) -> None:
+        self._halt.set()
         if self._task is not None:
             self._task.cancel()
             # Bounded: on 3.11 a cancellation racing a finishing gRPC call can be lost.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(self._task), 5.0)
+        beats, self._beats = self._beats, None
+        if beats is not None:
+            await asyncio.to_thread(beats.join, 5.0)
+
+
+class _HeartbeatSender:
+    """Blocking Heartbeat calls for :class:`Membership`'s thread: its own synchronous
+    channel (``grpc.aio`` channels belong to the event loop), to the controller that
+    answers as active, rotating through ``client.addresses`` like
+    :meth:`ControllerClient.call`."""
+
+    def __init__(self, client: ControllerClient) -> None:
+        self.client = client
+        self._index = 0
+        self._address = ""
+        self._channel: grpc.Channel | None = None
+        self._stub: controller_pb2_grpc.ControllerStub | None = None
+
+    def _current(self) -> controller_pb2_grpc.ControllerStub:
+        addresses = self.client.addresses
+        address = addresses[self._index % len(addresses)]
+        if self._stub is None or address != self._address:
+            self.close()
+            self._address = address
+            self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._stub = controller_pb2_grpc.ControllerStub(self._channel)
+        return self._stub
+
+    def send(
+        self, request: controller_pb2.HeartbeatRequest, timeout: float
+    ) -> controller_pb2.HeartbeatResponse | None:
+        """The active controller's answer, or None (no answer this time)."""
+        try:
+            response: controller_pb2.HeartbeatResponse = self._current().Heartbeat(
+                request, timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            log.debug("heartbeat failed: %s", exc)
+            self._index += 1
+            return None
+        if response.error_code == NOT_CONTROLLER:
+            self._index += 1
+            return None
+        return response
+
+    def close(self) -> None:
+        if self._channel is not None:
+            with contextlib.suppress(Exception):
+                self._channel.close()
+        self._channel = None
+        self._stub = None
 
 
 async def join_cluster(

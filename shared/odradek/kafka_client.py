@@ -82,6 +82,15 @@ VERSION_CAPS: dict[ApiKey, int] = {
     ApiKey.END_TXN: 3,
 }
 
+# Answers about the credentials (Kafka's SaslAuthenticationException and kin), raised as
+# they are rather than as "could not reach any bootstrap server".
+AUTHENTICATION_ERRORS = frozenset(
+    {
+        ErrorCode.SASL_AUTHENTICATION_FAILED,
+        ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+        ErrorCode.ILLEGAL_SASL_STATE,
+    }
+)
 _SIZE = struct.Struct(">i")
 METADATA_MAX_AGE_S = 1.0
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
@@ -341,6 +350,39 @@ class BrokerConnection:
                 await self._task
 
 
+async def offered_sasl_mechanisms(config: ClientConfig) -> list[str]:
+    """The SASL mechanisms the first reachable bootstrap server enables, in its order.
+
+    Asked as Kafka's SaslHandshake defines it: a handshake naming no mechanism is refused
+    with UNSUPPORTED_SASL_MECHANISM and the list of enabled ones (KIP-43)."""
+    transport = dataclasses.replace(
+        config, security_protocol="SSL" if config.uses_tls else "PLAINTEXT"
+    )
+    errors = []
+    for address in config.bootstrap_servers:
+        try:
+            host, port = parse_address(address)
+            conn = await BrokerConnection.open(host, port, transport)
+        except (KafkaClientError, ValueError) as exc:
+            errors.append(str(exc))
+            continue
+        try:
+            answer = await conn.call(
+                ApiKey.SASL_HANDSHAKE,
+                1,
+                request_class(ApiKey.SASL_HANDSHAKE)(mechanism=""),
+                config.request_timeout_s,
+            )
+            return list(answer.mechanisms)
+        finally:
+            await conn.close()
+    raise KafkaClientError(
+        f"Could not reach any bootstrap server ({', '.join(config.bootstrap_servers)}): "
+        + "; ".join(errors),
+        ErrorCode.NETWORK_EXCEPTION,
+    )
+
+
 @dataclass(frozen=True)
 class Broker:
     node_id: int
@@ -388,7 +430,11 @@ class KafkaClient:
                 host, port = parse_address(address)
                 self._bootstrap = await BrokerConnection.open(host, port, self.config)
                 return self._bootstrap
-            except (KafkaClientError, ValueError) as exc:
+            except KafkaClientError as exc:
+                if exc.code in AUTHENTICATION_ERRORS:
+                    raise  # the credentials, not the network: another server says the same
+                errors.append(str(exc))
+            except ValueError as exc:
                 errors.append(str(exc))
         raise KafkaClientError(
             f"Could not reach any bootstrap server ({', '.join(self.config.bootstrap_servers)}): "

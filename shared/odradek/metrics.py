@@ -1,7 +1,9 @@
 """Prometheus ``/metrics`` plus HTTP liveness/readiness probes on one small asyncio server.
 
 Each service owns one :class:`MetricsServer`: ``/metrics`` is Prometheus' text format
-from the default registry, ``/healthz`` answers 200 while the process runs (liveness)
+from the default registry (``?name[]=a&name[]=b`` restricts it to those samples, as
+prometheus_client's own exposition does, so a scraper that wants five series does not
+make a storage node render per-partition gauges for thousands of partitions), ``/healthz`` answers 200 while the process runs (liveness)
 and ``/readyz`` answers 200 only once the service says it is ready to serve
 (readiness), 503 before. The same states are mirrored into the gRPC health service.
 It runs on the service's own event loop: no thread, nothing to lock.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Info, generate_latest
 
@@ -55,9 +58,12 @@ class MetricsServer:
             if len(head) > _MAX_REQUEST_HEAD:
                 raise ValueError("request head too large")
             parts = head.split(b" ", 2)
-            path = parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) > 1 else "/"
+            target = parts[1].decode("latin-1") if len(parts) > 1 else "/"
+            path, _, query = target.partition("?")
             if path == "/metrics":
-                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
+                names = parse_qs(query).get("name[]")
+                registry = REGISTRY.restricted_registry(names) if names else REGISTRY
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(registry)
             elif path == "/healthz":
                 status, ctype, body = "200 OK", "text/plain", b"ok\n"
             elif path == "/readyz":

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import socket
 import ssl
-import struct
 from pathlib import Path
 from typing import Any
 
+from helpers.wire import WireClient, address
+
 from odradek.config import parse_properties
-from odradek.protocol.headers import parse_response_header
-from odradek.protocol.messages import decode_response, encode_request
-from odradek.protocol.versions import response_header_version
 
 
 def java_settings(data_dir: Path, mechanism: str, user: str, password: str) -> dict[str, str]:
@@ -56,35 +54,19 @@ def aiokafka_settings(ca: Path, mechanism: str, user: str, password: str) -> dic
     }
 
 
-class TlsWire:
+class TlsWire(WireClient):
     """One TLS connection speaking Kafka frames (requests built with Odradek's codec)."""
 
     def __init__(self, bootstrap: str, ca: Path, timeout: float = 10.0) -> None:
-        host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        ctx = ssl.create_default_context(cafile=str(ca))
-        raw = socket.create_connection((host, int(port)), timeout=timeout)
-        self.sock = ctx.wrap_socket(raw, server_hostname=host)
-        self.correlation_id = 0
+        self.ca = ca
+        super().__init__(bootstrap, timeout)
 
-    def close(self) -> None:
-        self.sock.close()
-
-    def _recv_exact(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            out += chunk
-        return out
-
-    def request(self, api_key: int, version: int, message: Any) -> Any:
-        self.correlation_id += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation_id, "sec", message))
-        (size,) = struct.unpack(">i", self._recv_exact(4))
-        frame = self._recv_exact(size)
-        _, offset = parse_response_header(frame, response_header_version(api_key, version))
-        return decode_response(api_key, version, frame[offset:])
+    def _open(self, bootstrap: str, timeout: float) -> socket.socket:
+        host, port = address(bootstrap)
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        return ctx.wrap_socket(
+            socket.create_connection((host, port), timeout=timeout), server_hostname=host
+        )
 
     def closed_by_peer(self) -> bool:
         """True once the broker has closed the connection (EOF or reset)."""

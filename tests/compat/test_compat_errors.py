@@ -30,9 +30,9 @@ from compat_clients import (
 )
 from compat_model import DEFAULT_MAX_MESSAGE_BYTES, ClientError, Rec
 from compat_up import UpCluster, start_up, stop_up
-from compat_wire import WireClient
 from confluent_kafka import TopicPartition
 from helpers.waiting import wait_until
+from helpers.wire import WireClient
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (

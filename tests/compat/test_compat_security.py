@@ -289,7 +289,7 @@ def test_plaintext_bytes_on_tls_port_do_not_harm_others(secure: UpCluster) -> No
 
 
 def test_sasl_apis_not_advertised_on_plaintext(bootstrap: str) -> None:
-    from compat_wire import WireClient
+    from helpers.wire import WireClient
 
     with WireClient(bootstrap) as wire:
         versions = wire.request(

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from compat_clients import JavaClient
-from compat_wire import WireClient
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -30,6 +29,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from helpers.wire import WireClient
 
 from odradek.protocol.messages import (
     ConsumerGroupDescribeRequest,

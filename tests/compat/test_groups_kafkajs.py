@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ from helpers.waiting import wait_until
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
+from odradek.process import terminate
 from odradek.tools.launcher import Cluster
 
 pytestmark = pytest.mark.compat
@@ -102,13 +102,7 @@ class Member:
                 self.errors.append(event["message"])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc, 20)
 
 
 def wait(members: list[Member], check: Callable[[], bool], what: str) -> None:

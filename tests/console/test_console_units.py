@@ -160,3 +160,82 @@ def test_odradek_console_command_reads_cluster_json(tmp_path: Path) -> None:
     args.bootstrap_server = "kafka:9092"
     sets = [v for v in console_tool.command(args) if "=" in v]
     assert "bootstrap.servers=kafka:9092" in sets and not any("controller" in s for s in sets)
+
+
+def test_login_redirects_stay_on_the_console() -> None:
+    from aiohttp.test_utils import make_mocked_request
+
+    from odradek.console.web import _next
+
+    request = make_mocked_request("GET", "/login?next=/topics%3Fq%3Dab")
+    assert _next(request) == "/topics?q=ab"
+    for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example", "topics"):
+        assert _next(request, target) == "/", target
+
+
+def test_sessions_expire_and_never_hold_the_password_in_the_id() -> None:
+    import asyncio
+
+    from odradek.console.sessions import ClientPool
+    from odradek.kafka_client import ClientConfig, KafkaClient
+
+    async def run() -> None:
+        pool = ClientPool(
+            ClientConfig(("127.0.0.1:1",), security_protocol="SASL_SSL"), session_timeout_s=60
+        )
+        assert pool.security_enabled
+        config = pool.with_credentials("SCRAM-SHA-512", "alice", "s3cret")
+        assert (config.sasl_username, config.security_protocol) == ("alice", "SASL_SSL")
+        session = pool.open_session(KafkaClient(config))
+        other = pool.open_session(KafkaClient(config))
+        assert session.session_id != other.session_id and len(session.session_id) >= 43
+        assert "s3cret" not in session.session_id
+        assert pool.session(session.session_id) is session
+        session.last_used -= 61  # idle past console.session.timeout.ms
+        assert pool.session(session.session_id) is None
+        await pool.close_session(other.session_id)
+        assert pool.session(other.session_id) is None
+        assert pool.session("forged") is None
+        await pool.close()
+
+    asyncio.run(run())
+
+
+def test_metrics_can_be_asked_for_named_series_only() -> None:
+    import asyncio
+
+    from prometheus_client import Counter
+
+    from odradek.metrics import MetricsServer
+
+    Counter("console_units_probe", "A counter for this test.").inc()
+
+    async def get(port: int, target: str) -> str:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        body = (await reader.read()).decode()
+        writer.close()
+        return body
+
+    async def run() -> tuple[str, str]:
+        server = MetricsServer("127.0.0.1", 0)
+        port = await server.start()
+        try:
+            return await get(port, "/metrics"), await get(
+                port, "/metrics?name%5B%5D=odradek_build_info"
+            )
+        finally:
+            await server.stop()
+
+    full, only = asyncio.run(run())
+    assert "console_units_probe_total" in full and "odradek_build_info" in full
+    assert "odradek_build_info" in only and "console_units_probe_total" not in only
+
+
+def test_secured_clusters_get_a_console_that_logs_users_in(tmp_path: Path) -> None:
+    def consoles(security: str) -> list[str]:
+        opts = ClusterOptions(data_dir=tmp_path, port=0, security=security)
+        return [s.kind for s in plan(opts, None) if s.kind == "console"]
+
+    assert consoles("sasl_ssl") == ["console"]
+    assert consoles("ssl") == []  # a browser login cannot stand for a client certificate

@@ -37,15 +37,6 @@ COMPONENTS = (
 
 
 @pytest.fixture(scope="module")
-def helm() -> Any:
-    try:
-        import helm_python
-    except ImportError:
-        missing("helm-python-sdk", "pip install helm-python-sdk")
-    return helm_python
-
-
-@pytest.fixture(scope="module")
 def kv() -> Any:
     try:
         import kubernetes_validate

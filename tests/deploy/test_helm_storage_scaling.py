@@ -11,18 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import yaml
-from deploy_tools import CHART, missing
-
-
-@pytest.fixture(scope="module")
-def helm() -> Any:
-    try:
-        import helm_python
-    except ImportError:
-        missing("helm-python-sdk", "pip install helm-python-sdk")
-    return helm_python
+from deploy_tools import CHART
 
 
 def jobs(helm: Any, values: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:

@@ -28,6 +28,7 @@ import pytest
 from deploy_tools import load_script
 from helpers.waiting import wait_until
 
+from odradek.process import terminate
 from odradek.tools.launcher import Cluster
 
 PROMETHEUS = shutil.which("prometheus")
@@ -187,13 +188,8 @@ def setup(
         _round_trip(cluster.bootstrap_servers, topic, group)
         yield Setup(cluster, prom, topic, group)
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        if proc is not None:
+            terminate(proc, 10)
 
 
 def _service_metrics_ports(cluster: Cluster) -> dict[str, int]:

@@ -1,9 +1,14 @@
-"""Raw Kafka frames over real sockets: what hostile-input tests and the fuzzer send."""
+"""Raw Kafka frames over real sockets: what hostile-input tests and the fuzzer send, and
+:class:`WireClient` for tests that pin exact API versions or fields no real client
+lets them choose. Frames are encoded and decoded with Odradek's own codec (which wraps
+kafka-python's schemas)."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
+from typing import Any
 
 from odradek.protocol.headers import parse_response_header
 from odradek.protocol.messages import decode_response, encode_request
@@ -11,12 +16,14 @@ from odradek.protocol.versions import response_header_version
 from odradek.tools.launcher import Cluster
 
 
-def address(cluster: Cluster) -> tuple[str, int]:
-    host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+def address(cluster: Cluster | str) -> tuple[str, int]:
+    """The first bootstrap server of ``cluster`` (or of a bootstrap list)."""
+    bootstrap = cluster if isinstance(cluster, str) else cluster.bootstrap_servers
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
     return host, int(port)
 
 
-def connect(cluster: Cluster, timeout: float = 10) -> socket.socket:
+def connect(cluster: Cluster | str, timeout: float = 10) -> socket.socket:
     s = socket.create_connection(address(cluster), timeout=timeout)
     s.settimeout(timeout)
     return s
@@ -57,3 +64,51 @@ def call(s: socket.socket, api_key: int, version: int, request: object, cid: int
     got, offset = parse_response_header(frame, response_header_version(api_key, version))
     assert got == cid
     return decode_response(api_key, version, memoryview(frame)[offset:])
+
+
+_correlation_ids = itertools.count(1)
+
+
+class WireClient:
+    """One connection, one request at a time (or one sent ahead with :meth:`send`)."""
+
+    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+        self.sock = self._open(bootstrap, timeout)
+        self._pending: tuple[int, int, int] | None = None  # api key, version, correlation id
+
+    def _open(self, bootstrap: str, timeout: float) -> socket.socket:
+        return connect(bootstrap, timeout)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, request: Any, version: int, api_key: int | None = None) -> None:
+        """Send ``request`` (its own API key unless ``api_key`` names one)."""
+        key = request.API_KEY if api_key is None else api_key
+        cid = next(_correlation_ids)
+        self._pending = (key, version, cid)
+        self.sock.sendall(encode_request(key, version, cid, "wire-test", request))
+
+    def receive(self) -> Any:
+        """The response to the request last sent."""
+        assert self._pending is not None, "nothing was sent"
+        api_key, version, cid = self._pending
+        frame = recv_frame(self.sock)
+        got, offset = parse_response_header(frame, response_header_version(api_key, version))
+        assert got == cid, f"correlation id {got} != {cid}"
+        return decode_response(api_key, version, memoryview(frame)[offset:])
+
+    def call(self, request: Any, version: int) -> Any:
+        self.send(request, version)
+        return self.receive()
+
+    def request(self, api_key: int, version: int, message: Any) -> Any:
+        """:meth:`call` with the API key given by number."""
+        self.send(message, version, api_key)
+        return self.receive()

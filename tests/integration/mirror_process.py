@@ -18,6 +18,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from odradek.process import terminate
 from tests.helpers.waiting import wait_until
 
 # Record timestamps: recent (retention must not delete them), distinct per record.
@@ -46,14 +47,10 @@ class MirrorProcess:
         self.proc.wait(10)
 
     def stop(self) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(10)
+        if self.proc is None:
+            return 0
+        terminate(self.proc, 30)
+        return self.proc.returncode
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

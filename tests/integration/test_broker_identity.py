@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from group_wire import WireClient
 from helpers.waiting import wait_until
+from helpers.wire import WireClient
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 

@@ -380,6 +380,25 @@ async def test_missed_heartbeats_fence_the_node_and_move_leadership(
             await m.stop()
 
 
+async def test_a_busy_event_loop_does_not_fence_the_node(controller: ControllerProcess) -> None:
+    """Heartbeats come from Membership's own thread: a node whose event loop is blocked
+    for twice the session timeout (a hundred partitions created with fsynced
+    checkpoints on a loaded disk) keeps its session and incarnation."""
+    async with connected(controller.address) as client:
+        storage = Membership(client, node(100, NodeKind.STORAGE))
+        await storage.register()
+        storage.start()
+        incarnation = storage.incarnation
+        time.sleep(2 * SESSION_MS / 1000)  # noqa: ASYNC251 -- blocks the loop on purpose, as a long synchronous apply does
+        md = await client.get_metadata()
+        assert node_state(md, 100) == NodeState.ONLINE
+        assert next(n.incarnation for n in md.nodes if n.node_id == 100) == incarnation
+        watcher = Watcher(client)
+        await storage.stop()  # and once it stops heartbeating, it is fenced
+        await watcher.wait(lambda md: node_state(md, 100) == NodeState.OFFLINE)
+        await watcher.close()
+
+
 async def test_kill_9_and_restart_keeps_everything(controller: ControllerProcess) -> None:
     async with connected(controller.address) as client:
         storage = Membership(client, node(100, NodeKind.STORAGE))

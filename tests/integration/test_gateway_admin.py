@@ -12,8 +12,6 @@ driven over a raw socket with the Kafka codec.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,6 +31,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
+from helpers.wire import call, connect
 from kafka import KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka import errors as kerrors
@@ -41,15 +40,11 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.headers import parse_response_header
 from odradek.protocol.messages import (
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     OffsetForLeaderEpochRequest,
-    decode_response,
-    encode_request,
 )
-from odradek.protocol.versions import response_header_version
 from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from odradek.tools.launcher import Cluster
 
@@ -577,24 +572,8 @@ def test_idempotent_producers_get_distinct_producer_ids(
 
 
 def _request(bootstrap: str, api_key: ApiKey, version: int, request: Any) -> Any:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(encode_request(api_key, version, 7, "admin-test", request))
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        frame = _recv(s, size)
-    cid, offset = parse_response_header(frame, response_header_version(api_key, version))
-    assert cid == 7
-    return decode_response(api_key, version, memoryview(frame)[offset:])
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+    with connect(bootstrap) as s:
+        return call(s, api_key, version, request, cid=7)
 
 
 @pytest.mark.parametrize("version", [0, 2, 4])

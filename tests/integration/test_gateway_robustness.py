@@ -12,7 +12,8 @@ import struct
 import time
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from helpers.batches import producer_batch
+from helpers.wire import connect, recv_frame
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import parse_response_header
@@ -24,32 +25,6 @@ from odradek.protocol.messages import (
     encode_request,
 )
 from odradek.tools.launcher import Cluster
-
-
-def _addr(cluster: Cluster) -> tuple[str, int]:
-    host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
-    return host, int(port)
-
-
-def _connect(cluster: Cluster) -> socket.socket:
-    s = socket.create_connection(_addr(cluster), timeout=10)
-    s.settimeout(10)
-    return s
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
-
-
-def _recv_frame(s: socket.socket) -> bytes:
-    (size,) = struct.unpack(">i", _recv_exact(s, 4))
-    return _recv_exact(s, size)
 
 
 def _closed(s: socket.socket, timeout: float = 5.0) -> bool:
@@ -72,14 +47,14 @@ def _api_versions(s: socket.socket, correlation_id: int, version: int = 3) -> ob
             ApiVersionsRequest(client_software_name="robust", client_software_version="1"),
         )
     )
-    frame = _recv_frame(s)
+    frame = recv_frame(s)
     cid, offset = parse_response_header(frame, 0)
     assert cid == correlation_id
     return decode_response(18, version, memoryview(frame)[offset:])
 
 
 def _client_still_works(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         response = _api_versions(s, 4242)
         assert response.error_code == 0  # type: ignore[attr-defined]
     from confluent_kafka.admin import AdminClient
@@ -90,26 +65,26 @@ def _client_still_works(cluster: Cluster) -> None:
 
 
 def test_garbage_closes_only_that_connection(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         s.sendall(b"\x00\x00\x00\x10" + b"\xff" * 16)
         assert _closed(s)
     _client_still_works(cluster)
 
 
 def test_two_gigabyte_length_prefix_is_refused_at_once(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         start = time.monotonic()
         s.sendall(struct.pack(">i", 2_000_000_000))
         assert _closed(s)
         assert time.monotonic() - start < 5
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         s.sendall(struct.pack(">i", -5) + b"abcd")
         assert _closed(s)
     _client_still_works(cluster)
 
 
 def test_unknown_api_key_closes(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         body = struct.pack(">hhih", 9999, 0, 7, 3) + b"abc"
         s.sendall(struct.pack(">i", len(body)) + body)
         assert _closed(s)
@@ -117,17 +92,17 @@ def test_unknown_api_key_closes(cluster: Cluster) -> None:
 
 
 def test_unsupported_metadata_version_closes(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         body = struct.pack(">hhih", 3, 99, 7, 3) + b"abc"
         s.sendall(struct.pack(">i", len(body)) + body)
         assert _closed(s)
 
 
 def test_api_versions_unknown_version_gets_v0_error_with_ranges(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         body = struct.pack(">hhih", 18, 127, 99, 3) + b"abc" + b"\x00" * 8
         s.sendall(struct.pack(">i", len(body)) + body)
-        frame = _recv_frame(s)
+        frame = recv_frame(s)
         cid, offset = parse_response_header(frame, 0)
         assert cid == 99
         response = decode_response(18, 0, memoryview(frame)[offset:])
@@ -141,13 +116,13 @@ def test_api_versions_unknown_version_gets_v0_error_with_ranges(cluster: Cluster
 
 def test_truncated_request_then_disconnect(cluster: Cluster) -> None:
     for _ in range(20):
-        with _connect(cluster) as s:
+        with connect(cluster) as s:
             s.sendall(struct.pack(">i", 100) + b"\x00\x12\x00\x03" + b"\x00" * 20)
     _client_still_works(cluster)
 
 
 def test_malformed_body_closes(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         # Metadata v1 with an array count that promises 1000 topics but carries none.
         body = struct.pack(">hhih", 3, 1, 5, 3) + b"abc" + struct.pack(">i", 1000)
         s.sendall(struct.pack(">i", len(body)) + body)
@@ -156,7 +131,7 @@ def test_malformed_body_closes(cluster: Cluster) -> None:
 
 
 def test_pipelined_requests_answer_in_order(cluster: Cluster) -> None:
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         frames = b""
         for cid in range(1, 61):
             if cid % 3 == 0:
@@ -173,7 +148,7 @@ def test_pipelined_requests_answer_in_order(cluster: Cluster) -> None:
                 )
         s.sendall(frames)
         for cid in range(1, 61):
-            frame = _recv_frame(s)
+            frame = recv_frame(s)
             got, _ = parse_response_header(frame, 0)
             assert got == cid
 
@@ -183,17 +158,7 @@ def test_acks_zero_produce_gets_no_response(cluster: Cluster, unique_topic: str)
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(unique_topic, 1, 1)])[unique_topic].result(30)
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=int(time.time() * 1000), key=b"k", value=b"v", headers=[])
-    records = bytes(builder.build())
+    records = bytes(producer_batch([(int(time.time() * 1000), b"k", b"v")]))
     P = ProduceRequest.TopicProduceData
     request = ProduceRequest(
         transactional_id=None,
@@ -203,7 +168,7 @@ def test_acks_zero_produce_gets_no_response(cluster: Cluster, unique_topic: str)
             P(name=unique_topic, partition_data=[P.PartitionProduceData(index=0, records=records)])
         ],
     )
-    with _connect(cluster) as s:
+    with connect(cluster) as s:
         s.sendall(encode_request(0, 9, 1, "acks0", request))
         s.sendall(
             encode_request(
@@ -214,14 +179,14 @@ def test_acks_zero_produce_gets_no_response(cluster: Cluster, unique_topic: str)
                 ApiVersionsRequest(client_software_name="p", client_software_version="1"),
             )
         )
-        frame = _recv_frame(s)
+        frame = recv_frame(s)
         cid, _ = parse_response_header(frame, 0)
         assert cid == 2  # the acks=0 produce was silent
 
 
 @pytest.mark.timeout(120)
 def test_hundreds_of_idle_connections(cluster: Cluster) -> None:
-    socks = [_connect(cluster) for _ in range(300)]
+    socks = [connect(cluster) for _ in range(300)]
     try:
         _client_still_works(cluster)
     finally:

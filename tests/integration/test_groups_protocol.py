@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from group_wire import WireClient
 from helpers.waiting import wait_until
+from helpers.wire import WireClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from helpers.batches import producer_batch
 from helpers.waiting import wait_until
 from helpers.wire import call, connect
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import ListOffsetsRequest, ProduceRequest
@@ -24,19 +24,8 @@ P = ProduceRequest.TopicProduceData
 
 
 def _batch(keys: list[bytes | None], ts: int | None = None) -> bytearray:
-    b = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
     now = int(time.time() * 1000) if ts is None else ts
-    for i, k in enumerate(keys):
-        b.append(i, timestamp=now, key=k, value=b"v%d" % i, headers=[])
-    return bytearray(b.build())
+    return producer_batch((now, k, b"v%d" % i) for i, k in enumerate(keys))
 
 
 def _forge(section: bytes, count: int, last_delta: int) -> bytes:

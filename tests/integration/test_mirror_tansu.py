@@ -6,7 +6,6 @@ its key, value, headers and timestamp, in order.
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.process import terminate
 from odradek.tools.launcher import Cluster, free_port
 from tests.helpers.waiting import wait_until
 from tests.integration.mirror_process import (
@@ -70,12 +70,7 @@ def tansu(tmp_path: Path) -> Iterator[str]:
         wait_until(lambda: listening(port), "Tansu listening", timeout=30)
         yield f"127.0.0.1:{port}"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        terminate(proc, 10)
 
 
 def test_tansu_to_odradek(tansu: str, cluster: Cluster, tmp_path: Path) -> None:

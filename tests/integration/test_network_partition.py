@@ -32,8 +32,8 @@ from fault_tools import (
     verify,
     wait_full_isr,
 )
+from helpers.batches import producer_batch
 from helpers.waiting import wait_until
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from netns import PrivateNetwork, unavailable_reason
 
 from odradek.protocol.errors import ErrorCode
@@ -73,17 +73,7 @@ def cluster(network: PrivateNetwork, cluster_factory: Callable[..., Cluster]) ->
 
 
 def batch(key: int, value: bytes) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, int(time.time() * 1000), str(key).encode(), value, [])
-    return bytes(builder.build())
+    return bytes(producer_batch([(int(time.time() * 1000), str(key).encode(), value)]))
 
 
 def produce_direct(

@@ -346,10 +346,18 @@ def test_failed_log_dir_takes_only_its_partitions_offline(
     )
     wait_full_isr(cluster, topic, 4)
     root = cluster.data_dir / "storage-100"
-    in_dir = {
-        d.name: sorted(int(p.name.rsplit("-", 1)[1]) for p in d.glob(f"{topic}-*"))
-        for d in (root / "d0", root / "d1")
-    }
+
+    def placed() -> dict[str, list[int]] | None:
+        """Which of node 100's directories holds each partition, once it holds all four.
+        The controller lists a new topic's ISR as every replica at once (as Kafka does);
+        the node creates the logs only when it applies that metadata."""
+        found = {
+            d.name: sorted(int(p.name.rsplit("-", 1)[1]) for p in d.glob(f"{topic}-*"))
+            for d in (root / "d0", root / "d1")
+        }
+        return found if sorted(found["d0"] + found["d1"]) == list(range(4)) else None
+
+    in_dir = wait_until(placed, "node 100 to create the topic's four logs", timeout=30)
     assert in_dir["d0"] and in_dir["d1"], in_dir
     failed = root / "d0"
     # Swap the directory away in one rename (the node keeps writing checkpoints into it,

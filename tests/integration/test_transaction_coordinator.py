@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.waiting import wait_until
 from txn_grpc import (
+    SETTLE_S,
     add_partitions,
     committed_values,
     coordinator,
@@ -27,7 +29,6 @@ from txn_grpc import (
     metadata,
     owner,
     produce_txn,
-    wait_for,
     wait_state,
 )
 
@@ -241,7 +242,7 @@ def test_kill9_during_prepare_commit_successor_finishes_it(
         node, new_epoch = transaction_coordinator_of(md, transaction_shard_of(md, txn))
         return new_epoch if node == successor else None
 
-    new_epoch = wait_for("the shard to move to the other coordinator", moved)
+    new_epoch = wait_until(moved, "the shard to move to the other coordinator", timeout=SETTLE_S)
     assert new_epoch > epoch
     stub = coordinator(cluster, successor)
     # The successor replayed the log: still prepared, markers pending on storage-102.
@@ -297,9 +298,9 @@ def test_timeouts_abort_and_fence_and_idle_ids_expire(
 
     idle_stub = coordinator(cluster, owner(cluster, idle)[0])
     assert init(idle_stub, idle).error_code == E.NONE
-    wait_for(
-        "the idle transactional id to expire",
+    wait_until(
         lambda: describe(idle_stub, idle).error_code == E.TRANSACTIONAL_ID_NOT_FOUND,
+        "the idle transactional id to expire",
         timeout=30,
     )
     assert state_log(cluster, idle) == ["Empty"]  # then its tombstone (no state)
@@ -331,7 +332,7 @@ def test_shard_moves_between_two_coordinators(cluster_factory: Callable[..., Clu
     leaving = cluster.service(f"transactions-{first}")
     leaving.process.send_signal(signal.SIGTERM)
     assert leaving.process.wait(30) == 0
-    wait_for("the shard to move", lambda: owner(cluster, txn)[0] == other)
+    wait_until(lambda: owner(cluster, txn)[0] == other, "the shard to move", timeout=SETTLE_S)
     stub = coordinator(cluster, other)
     d = describe(stub, txn)
     assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("Ongoing", pid, 0)
@@ -343,9 +344,10 @@ def test_shard_moves_between_two_coordinators(cluster_factory: Callable[..., Clu
     # The first coordinator comes back: shards are rebalanced (some move back, at a new
     # epoch); wherever the id lives now, its state is there.
     cluster.restart(f"transactions-{first}")
-    wait_for(
-        "shards to be spread over both coordinators",
+    wait_until(
         lambda: {s.coordinator_id for s in metadata(cluster).transaction_shards} == {first, other},
+        "shards to be spread over both coordinators",
+        timeout=SETTLE_S,
     )
     now, now_epoch = owner(cluster, txn)
     assert now_epoch > epoch

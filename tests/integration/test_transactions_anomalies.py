@@ -26,7 +26,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from fault_tools import create_topic
-from group_wire import WireClient
+from helpers.wire import WireClient
 from txn_tools import (
     Loop,
     differences,

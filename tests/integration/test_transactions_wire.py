@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from group_wire import WireClient
+from helpers.wire import WireClient
 from txn_tools import wait_storage_online
 from txn_wire import (
     READ_COMMITTED,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import grpc
+from helpers.waiting import wait_until
 
 from odradek.protocol.errors import ErrorCode as E
 from odradek.records.record import BatchBuilder, DecodedBatch, decode_batches
@@ -27,6 +28,7 @@ from odradek.tools.launcher import Cluster
 from odradek.transaction_shard import transaction_coordinator_of, transaction_shard_of
 
 T = TypeVar("T")
+SETTLE_S = 60.0  # how long the cluster may take to settle after a start, kill or move
 # What a client retries while shards load, move or finish the previous transaction.
 SETTLING = {
     E.COORDINATOR_LOAD_IN_PROGRESS,
@@ -42,16 +44,6 @@ def metadata(cluster: Cluster) -> common_pb2.ClusterMetadata:
         return stub.GetMetadata(controller_pb2.GetMetadataRequest(), timeout=10)
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got is not None and got is not False:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def owner(cluster: Cluster, transactional_id: str) -> tuple[int, int]:
     """(owning transaction coordinator node id, shard epoch) once assigned."""
 
@@ -60,7 +52,7 @@ def owner(cluster: Cluster, transactional_id: str) -> tuple[int, int]:
         found = transaction_coordinator_of(md, transaction_shard_of(md, transactional_id))
         return found if found[0] >= 0 else None
 
-    return wait_for(f"an owner of {transactional_id}", assigned)
+    return wait_until(assigned, f"an owner of {transactional_id}", timeout=SETTLE_S)
 
 
 def coordinator(cluster: Cluster, node_id: int) -> transactions_pb2_grpc.TransactionCoordinatorStub:
@@ -68,7 +60,7 @@ def coordinator(cluster: Cluster, node_id: int) -> transactions_pb2_grpc.Transac
     return transactions_pb2_grpc.TransactionCoordinatorStub(channel)
 
 
-def settled(call: Callable[[], T], error_of: Callable[[T], int], timeout: float = 60.0) -> T:
+def settled(call: Callable[[], T], error_of: Callable[[T], int], timeout: float = SETTLE_S) -> T:
     """``call()`` again while it answers a settling error."""
     deadline = time.monotonic() + timeout
     while True:
@@ -172,13 +164,13 @@ def wait_state(
     stub: transactions_pb2_grpc.TransactionCoordinatorStub,
     transactional_id: str,
     state: str,
-    timeout: float = 60.0,
+    timeout: float = SETTLE_S,
 ) -> transactions_pb2.TransactionDescription:
     def reached() -> transactions_pb2.TransactionDescription | None:
         d = describe(stub, transactional_id)
         return d if d.transaction_state == state else None
 
-    return wait_for(f"{transactional_id} in {state}", reached, timeout)
+    return wait_until(reached, f"{transactional_id} in {state}", timeout=timeout)
 
 
 def create_topic(
@@ -197,8 +189,7 @@ def create_topic(
             for p, r in assignments.items()
         )
     storage_nodes = sum(1 for s in cluster.services if s.spec.kind == "storage")
-    wait_for(
-        "every storage node online",
+    wait_until(
         lambda: (
             sum(
                 1
@@ -207,6 +198,8 @@ def create_topic(
             )
             == storage_nodes
         ),
+        "every storage node online",
+        timeout=SETTLE_S,
     )
     with grpc.insecure_channel(cluster.controller_address.split(",")[0]) as channel:
         stub = controller_pb2_grpc.ControllerStub(channel)
@@ -217,7 +210,7 @@ def create_topic(
         found = [t for t in metadata(cluster).topics if t.name == name]
         return bool(found) and all(p.leader >= 0 for p in found[0].partitions)
 
-    wait_for(f"leaders of {name}", led)
+    wait_until(led, f"leaders of {name}", timeout=SETTLE_S)
 
 
 def leader(cluster: Cluster, topic: str, partition: int) -> int:
@@ -228,7 +221,7 @@ def leader(cluster: Cluster, topic: str, partition: int) -> int:
                 return p.leader if p.leader >= 0 else None
         return None
 
-    return wait_for(f"a leader of {topic}-{partition}", known)
+    return wait_until(known, f"a leader of {topic}-{partition}", timeout=SETTLE_S)
 
 
 def storage(cluster: Cluster, node_id: int) -> storage_pb2_grpc.StorageStub:

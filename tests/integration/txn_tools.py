@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from fault_tools import cluster_metadata
 from helpers.waiting import wait_until
 
+from odradek.process import terminate
 from odradek.rpc.v1 import common_pb2
 from odradek.tools.launcher import Cluster
 from odradek.transaction_shard import transaction_coordinator_of, transaction_shard_of
@@ -171,13 +172,8 @@ class Loop:
         return self.process.wait(timeout)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        if self.process is not None:
+            terminate(self.process, 10)
 
 
 def wait_storage_online(cluster: Cluster, count: int = 1, timeout: float = 30.0) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from group_wire import WireClient
+from helpers.wire import WireClient
 
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.messages import (

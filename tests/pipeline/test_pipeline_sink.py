@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -20,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from helpers.wire import call, connect
 from kafka.partitioner.default import murmur2
 from pipeline_kafka import Rec, create_topic, read_all
 from pyspark.errors import PySparkException
@@ -29,9 +28,7 @@ from pyspark.sql.utils import CapturedException
 
 from odradek.pipeline.session import local_session
 from odradek.pipeline.transactional_write import MARKER_TOPIC
-from odradek.protocol.headers import parse_response_header
-from odradek.protocol.messages import ApiVersionsRequest, decode_response, encode_request
-from odradek.protocol.versions import response_header_version
+from odradek.protocol.messages import ApiVersionsRequest
 from odradek.tools.launcher import Cluster
 
 API_VERSIONS = 18
@@ -48,34 +45,14 @@ def spark() -> Iterator[SparkSession]:
 
 def advertises_end_txn(bootstrap: str) -> bool:
     """ApiVersions v3 (as clients send it): does the cluster offer EndTxn?"""
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(
-            encode_request(
-                API_VERSIONS,
-                3,
-                1,
-                "odradek-test",
-                ApiVersionsRequest(
-                    client_software_name="odradek-test", client_software_version="1"
-                ),
-            )
+    with connect(bootstrap) as sock:
+        resp = call(
+            sock,
+            API_VERSIONS,
+            3,
+            ApiVersionsRequest(client_software_name="odradek-test", client_software_version="1"),
         )
-        (size,) = struct.unpack(">i", _recv(sock, 4))
-        frame = _recv(sock, size)
-    _, offset = parse_response_header(frame, response_header_version(API_VERSIONS, 3))
-    resp = decode_response(API_VERSIONS, 3, memoryview(frame)[offset:])
     return any(k.api_key == END_TXN for k in resp.api_keys)
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
 
 
 def java_partition(key: bytes, partitions: int) -> int:

@@ -144,6 +144,7 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "transaction.partition.verification.enable": "true",
     # connection limits (SocketServerConfigs)
     "max.connections": "2147483647",
+    "connections.max.reauth.ms": "0",
     "max.connection.creation.rate": "2147483647",
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",

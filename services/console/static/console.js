@@ -13,7 +13,8 @@
   // -- live regions: re-fetch this URL and swap regions whose HTML changed ------------
   async function refreshLive() {
     const regions = document.querySelectorAll("[data-live][id]");
-    if (!regions.length || !visible()) return;
+    // A page answering a form post (a preview, an error) has no URL to re-fetch.
+    if (!regions.length || !visible() || document.body.hasAttribute("data-posted")) return;
     const state = document.getElementById("live-state");
     const started = performance.now();
     try {

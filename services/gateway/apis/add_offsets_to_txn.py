@@ -14,7 +14,7 @@ from __future__ import annotations
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.txn_routing import for_version
+from odradek.gateway.txn_routing import for_version, refusal
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -27,20 +27,14 @@ API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
-    if not request.transactional_id:
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
-    authz = gw.authorizer
-    if not authz.allowed(
-        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
-    ):
-        return AddOffsetsToTxnResponse(
-            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        )
-    if not authz.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+    refused = refusal(gw.authorizer, ctx, request.transactional_id)
+    if refused is not None:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=refused)
+    if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return AddOffsetsToTxnResponse(
             throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
         )
-    answer = await gw.transactions.call(
+    code = await gw.transactions.error_of(
         request.transactional_id,
         lambda s: s.AddOffsetsToTxn,
         transactions_pb2.AddOffsetsToTxnRequest(
@@ -50,7 +44,6 @@ async def handle(
             group_id=request.group_id,
         ),
     )
-    code = answer if isinstance(answer, int) else answer.error_code
     return AddOffsetsToTxnResponse(
         throttle_time_ms=0,
         error_code=for_version(code, header.api_version, fenced_since=2, abortable_since=4),

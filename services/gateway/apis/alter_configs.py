@@ -19,8 +19,7 @@ Deviations: BROKER_LOGGER and other resource types are INVALID_REQUEST.
 
 from __future__ import annotations
 
-from odradek.gateway.authorizer import AclOperation
-from odradek.gateway.config_changes import ResourceChange, alter
+from odradek.gateway.config_changes import ResourceChange, alter, resource_responses
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -49,29 +48,12 @@ async def handle(
         )
         for resource in request.resources
     ]
-    for row in rows:
-        denied = gw.authorizer.config_resource(
-            ctx, AclOperation.ALTER_CONFIGS, row.resource_type, row.resource_name
-        )
-        if denied is not None:
-            row.fail(*denied)
     await alter(
         gw,
+        ctx,
         rows,
         incremental=False,
         validate_only=bool(request.validate_only),
         api_name="AlterConfigs",
-        addressed=ctx.broker_id,
     )
-    return AlterConfigsResponse(
-        throttle_time_ms=0,
-        responses=[
-            Response(
-                error_code=row.error_code,
-                error_message=row.error_message,
-                resource_type=row.resource_type,
-                resource_name=row.resource_name,
-            )
-            for row in rows
-        ],
-    )
+    return AlterConfigsResponse(throttle_time_ms=0, responses=resource_responses(rows, Response))

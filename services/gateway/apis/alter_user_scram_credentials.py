@@ -12,12 +12,7 @@ from __future__ import annotations
 
 from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
-from odradek.gateway.controller_forward import (
-    AdminDeadline,
-    ControllerFailure,
-    call_controller,
-    wait_visible,
-)
+from odradek.gateway.controller_forward import ControllerFailure, forward_security_change
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -78,13 +73,12 @@ async def handle(
         if d.name not in errors
     ]
     upserts = [u for u in upserts if u.user not in errors]
-    deadline = AdminDeadline(gw, gw.request_timeout_ms)
-    before = gw.metadata.current.raw.version
-    answer = await call_controller(
+    # The client's next authentication may come to this gateway: wait until it can.
+    answer = await forward_security_change(
         gw,
         lambda s: s.AlterScramCredentials,
         controller_pb2.AlterScramCredentialsRequest(upsertions=upserts, deletions=deletions),
-        deadline,
+        lambda a: any(r.error_code == 0 for r in a.results),
     )
     if isinstance(answer, ControllerFailure):
         for n in names:
@@ -92,9 +86,6 @@ async def handle(
     else:
         for r in answer.results:
             errors.setdefault(r.user, (r.error_code, r.error_message))
-        # The client's next authentication may come to this gateway: wait until it can.
-        if any(r.error_code == 0 for r in answer.results):
-            await wait_visible(gw, lambda s: s.raw.version > before, deadline.remaining())
     return AlterUserScramCredentialsResponse(
         results=[
             Result(

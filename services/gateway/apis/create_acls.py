@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
-from odradek.gateway.controller_forward import (
-    AdminDeadline,
-    ControllerFailure,
-    call_controller,
-    wait_visible,
-)
+from odradek.gateway.controller_forward import ControllerFailure, forward_security_change
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -53,10 +48,11 @@ async def handle(
     ]
     if not creations:
         return CreateAclsResponse(results=[])
-    deadline = AdminDeadline(gw, gw.request_timeout_ms)
-    before = gw.metadata.current.raw.version
-    answer = await call_controller(
-        gw, lambda s: s.AlterAcls, controller_pb2.AlterAclsRequest(creations=creations), deadline
+    answer = await forward_security_change(
+        gw,
+        lambda s: s.AlterAcls,
+        controller_pb2.AlterAclsRequest(creations=creations),
+        lambda a: any(code == 0 for code in a.creation_errors),
     )
     if isinstance(answer, ControllerFailure):
         return CreateAclsResponse(
@@ -65,8 +61,6 @@ async def handle(
                 for _ in creations
             ]
         )
-    if any(code == 0 for code in answer.creation_errors):
-        await wait_visible(gw, lambda s: s.raw.version > before, deadline.remaining())
     return CreateAclsResponse(
         results=[
             Result(

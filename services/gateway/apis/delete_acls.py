@@ -8,12 +8,7 @@ from __future__ import annotations
 
 from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
-from odradek.gateway.controller_forward import (
-    AdminDeadline,
-    ControllerFailure,
-    call_controller,
-    wait_visible,
-)
+from odradek.gateway.controller_forward import ControllerFailure, forward_security_change
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -57,10 +52,11 @@ async def handle(
         filters.append(pf)
     if not filters:
         return DeleteAclsResponse(filter_results=[])
-    deadline = AdminDeadline(gw, gw.request_timeout_ms)
-    before = gw.metadata.current.raw.version
-    answer = await call_controller(
-        gw, lambda s: s.AlterAcls, controller_pb2.AlterAclsRequest(deletions=filters), deadline
+    answer = await forward_security_change(
+        gw,
+        lambda s: s.AlterAcls,
+        controller_pb2.AlterAclsRequest(deletions=filters),
+        lambda a: any(d.deleted for d in a.deletions),
     )
     if isinstance(answer, ControllerFailure):
         return DeleteAclsResponse(
@@ -71,8 +67,6 @@ async def handle(
                 for _ in filters
             ]
         )
-    if any(d.deleted for d in answer.deletions):
-        await wait_visible(gw, lambda s: s.raw.version > before, deadline.remaining())
     return DeleteAclsResponse(
         filter_results=[
             FilterResult(

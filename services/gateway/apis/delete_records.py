@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from odradek.gateway.authorizer import AclOperation, ResourceType
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.leader_calls import call_leaders
+from odradek.gateway.leader_calls import call_leaders, leading
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -40,19 +40,14 @@ def _error(code: int) -> storage_pb2.DeleteRecordsPartitionResult:
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
-    snap = gw.metadata.current
     results: dict[tuple[str, int], storage_pb2.DeleteRecordsPartitionResult] = {}
     by_node: dict[int, list[storage_pb2.DeleteRecordsPartition]] = defaultdict(list)
     for t in request.topics:
         for p in t.partitions:
             key = (t.name, p.partition_index)
-            part = snap.partition(t.name, p.partition_index)
-            if not gw.authorizer.allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, t.name):
-                results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif part is None:
-                results[key] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif part.leader < 0:
-                results[key] = _error(ErrorCode.LEADER_NOT_AVAILABLE)
+            part = leading(gw, ctx, AclOperation.DELETE, t.name, p.partition_index)
+            if isinstance(part, ErrorCode):
+                results[key] = _error(part)
             elif p.offset < HIGH_WATERMARK:
                 results[key] = _error(ErrorCode.OFFSET_OUT_OF_RANGE)
             else:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from odradek.gateway.authorizer import AclOperation, ResourceType
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.leader_calls import call_leaders
+from odradek.gateway.leader_calls import call_leaders, leading
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -40,18 +40,20 @@ async def handle(
     header: RequestHeader,
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse:
-    snap = gw.metadata.current
     results: dict[tuple[str, int], storage_pb2.PartitionProducers] = {}
     by_node: dict[int, list[common_pb2.TopicPartition]] = defaultdict(list)
     for t in request.topics:
         for index in t.partition_indexes:
-            part = snap.partition(t.name, index)
-            if not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name):
-                results[(t.name, index)] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif part is None:
-                results[(t.name, index)] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif part.leader < 0:
-                results[(t.name, index)] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            part = leading(
+                gw,
+                ctx,
+                AclOperation.READ,
+                t.name,
+                index,
+                no_leader=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            )
+            if isinstance(part, ErrorCode):
+                results[(t.name, index)] = _error(part)
             else:
                 by_node[part.leader].append(
                     common_pb2.TopicPartition(topic=t.name, partition=index)

@@ -15,12 +15,10 @@ transaction) is not served.
 
 from __future__ import annotations
 
-from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.txn_routing import for_version
+from odradek.gateway.txn_routing import for_version, refusal
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import EndTxnRequest, EndTxnResponse
 from odradek.rpc.v1 import transactions_pb2
@@ -31,15 +29,10 @@ API_KEY = ApiKey.END_TXN
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: EndTxnRequest
 ) -> EndTxnResponse:
-    if not request.transactional_id:
-        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
-    if not gw.authorizer.allowed(
-        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
-    ):
-        return EndTxnResponse(
-            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        )
-    answer = await gw.transactions.call(
+    refused = refusal(gw.authorizer, ctx, request.transactional_id)
+    if refused is not None:
+        return EndTxnResponse(throttle_time_ms=0, error_code=refused)
+    code = await gw.transactions.error_of(
         request.transactional_id,
         lambda s: s.EndTxn,
         transactions_pb2.EndTxnRequest(
@@ -49,7 +42,6 @@ async def handle(
             committed=request.committed,
         ),
     )
-    code = answer if isinstance(answer, int) else answer.error_code
     return EndTxnResponse(
         throttle_time_ms=0,
         error_code=for_version(code, header.api_version, fenced_since=2, abortable_since=4),

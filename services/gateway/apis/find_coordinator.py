@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.coordinator_routing import CoordinatorRouting
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -35,29 +36,21 @@ def _answer(
     gw: GatewayApi, ctx: ConnectionContext, key: str, key_type: int
 ) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
-    # KafkaApis.handleFindCoordinatorRequest: DESCRIBE on the group or transactional id.
-    if key_type == TRANSACTION and not gw.authorizer.allowed(
-        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
-    ):
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
-    if key_type == GROUP and not gw.authorizer.allowed(
-        ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
-    ):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == TRANSACTION:
-        txns = gw.transactions
-        if not txns.available(key):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-        tx_broker = txns.coordinator_broker(key)
-        if tx_broker is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-        return ErrorCode.NONE, None, tx_broker.node_id, tx_broker.host, tx_broker.port
-    if key_type != GROUP:
+        router: CoordinatorRouting = gw.transactions
+        resource, refused = (
+            ResourceType.TRANSACTIONAL_ID,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        )
+    elif key_type == GROUP:
+        router = gw.groups
+        resource, refused = ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
         return ErrorCode.INVALID_REQUEST, f"key type {key_type} is not supported", -1, "", -1
-    groups = gw.groups
-    if not groups.available(key):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    broker = groups.coordinator_broker(key)
+    # KafkaApis.handleFindCoordinatorRequest: DESCRIBE on the group or transactional id.
+    if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, resource, key):
+        return refused, None, -1, "", -1
+    broker = router.coordinator_broker(key) if router.available(key) else None
     if broker is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     return ErrorCode.NONE, None, broker.node_id, broker.host, broker.port

@@ -21,8 +21,7 @@ Deviations: BROKER_LOGGER, GROUP and CLIENT_METRICS resources are INVALID_REQUES
 
 from __future__ import annotations
 
-from odradek.gateway.authorizer import AclOperation
-from odradek.gateway.config_changes import ResourceChange, alter
+from odradek.gateway.config_changes import ResourceChange, alter, resource_responses
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.protocol.api_keys import ApiKey
@@ -68,29 +67,14 @@ async def handle(
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse:
     rows = [_row(resource) for resource in request.resources]
-    for row in rows:
-        denied = gw.authorizer.config_resource(
-            ctx, AclOperation.ALTER_CONFIGS, row.resource_type, row.resource_name
-        )
-        if denied is not None:
-            row.fail(*denied)
     await alter(
         gw,
+        ctx,
         rows,
         incremental=True,
         validate_only=bool(request.validate_only),
         api_name="IncrementalAlterConfigs",
-        addressed=ctx.broker_id,
     )
     return IncrementalAlterConfigsResponse(
-        throttle_time_ms=0,
-        responses=[
-            Response(
-                error_code=row.error_code,
-                error_message=row.error_message,
-                resource_type=row.resource_type,
-                resource_name=row.resource_name,
-            )
-            for row in rows
-        ],
+        throttle_time_ms=0, responses=resource_responses(rows, Response)
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.txn_routing import for_version
+from odradek.gateway.txn_routing import for_version, refusal
 from odradek.producer_id_blocks import WAIT_FOR_BLOCK_S, ProducerIdsUnavailable
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -48,12 +48,9 @@ async def handle(
     if (producer_id < 0) != (epoch < 0):
         return _answer(ErrorCode.INVALID_REQUEST)
     if transactional_id is not None:
-        if transactional_id == "":
-            return _answer(ErrorCode.INVALID_REQUEST)
-        if not gw.authorizer.allowed(
-            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
-        ):
-            return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        refused = refusal(gw.authorizer, ctx, transactional_id)
+        if refused is not None:
+            return _answer(refused)
         answer = await gw.transactions.call(
             transactional_id,
             lambda s: s.InitProducerId,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from odradek.gateway.authorizer import AclOperation, ResourceType
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.leader_calls import call_leaders
+from odradek.gateway.leader_calls import call_leaders, leading
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -38,7 +38,6 @@ async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
     version = header.api_version
-    snap = gw.metadata.current
     results: dict[tuple[str, int], storage_pb2.ListOffsetsPartitionResult] = {}
     by_node: dict[int, list[storage_pb2.ListOffsetsPartition]] = defaultdict(list)
     seen: set[tuple[str, int]] = set()
@@ -49,13 +48,9 @@ async def handle(
                 results[key] = _error(ErrorCode.INVALID_REQUEST)
                 continue
             seen.add(key)
-            part = snap.partition(t.name, p.partition_index)
-            if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
-                results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif part is None:
-                results[key] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif part.leader < 0:
-                results[key] = _error(ErrorCode.LEADER_NOT_AVAILABLE)
+            part = leading(gw, ctx, AclOperation.DESCRIBE, t.name, p.partition_index)
+            if isinstance(part, ErrorCode):
+                results[key] = _error(part)
             elif (p.timestamp == -3 and version < 7) or p.timestamp < -3:
                 results[key] = _error(
                     ErrorCode.UNSUPPORTED_VERSION

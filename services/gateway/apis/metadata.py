@@ -51,6 +51,13 @@ Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 
 
+def _unanswered(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Topic:
+    """A requested topic answered with its error only (by name or, v10+, by id)."""
+    return Topic(
+        error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[]
+    )
+
+
 def _requested(request: MetadataRequest, version: int) -> tuple[list[str] | None, list[uuid.UUID]]:
     """Names asked for (None = all topics) and ids asked for by id only (v10+)."""
     topics = request.topics
@@ -107,48 +114,18 @@ async def handle(
         for name in dict.fromkeys(names):
             topic = snap.topics.get(name)
             if name in denied:
-                topic_results.append(
-                    Topic(
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        name=name,
-                        topic_id=ZERO_UUID,
-                        is_internal=False,
-                        partitions=[],
-                    )
-                )
+                topic_results.append(_unanswered(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
             elif topic is None:
                 code = created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                topic_results.append(
-                    Topic(
-                        error_code=int(code),
-                        name=name,
-                        topic_id=ZERO_UUID,
-                        is_internal=False,
-                        partitions=[],
-                    )
-                )
+                topic_results.append(_unanswered(code, name))
             else:
                 topic_results.append(_topic(brokers, topic, ops(name)))
         for tid in ids:
             topic = snap.topics_by_id.get(tid.bytes)
             if topic is not None and not describable(topic.name):
-                topic_results.append(
-                    Topic(
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        name=None,
-                        topic_id=tid,
-                        partitions=[],
-                    )
-                )
+                topic_results.append(_unanswered(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, tid))
             elif topic is None:
-                topic_results.append(
-                    Topic(
-                        error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
-                        name=None,
-                        topic_id=tid,
-                        partitions=[],
-                    )
-                )
+                topic_results.append(_unanswered(ErrorCode.UNKNOWN_TOPIC_ID, None, tid))
             else:
                 topic_results.append(_topic(brokers, topic, ops(topic.name)))
     else:

@@ -27,7 +27,12 @@ from __future__ import annotations
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.offset_commits import add_partitions, commit, name_topics_by_id
+from odradek.gateway.offset_commits import (
+    add_partitions,
+    commit,
+    name_topics_by_id,
+    partition_answers,
+)
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -86,20 +91,12 @@ async def _commit(
     await commit(gw.groups, call, errors)
     return OffsetCommitResponse(
         throttle_time_ms=0,
-        topics=[
-            TopicResp(
-                name=topic.name,
-                topic_id=topic.topic_id,
-                partitions=[
-                    PartResp(
-                        partition_index=p.partition_index,
-                        error_code=errors.get(
-                            (topic.name, p.partition_index), ErrorCode.UNKNOWN_SERVER_ERROR
-                        ),
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
+        topics=partition_answers(
+            request.topics,
+            errors,
+            TopicResp,
+            PartResp,
+            missing=ErrorCode.UNKNOWN_SERVER_ERROR,
+            with_topic_ids=version >= 10,
+        ),
     )

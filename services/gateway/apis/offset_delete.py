@@ -11,6 +11,7 @@ from __future__ import annotations
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.offset_commits import PartitionErrors, partition_answers
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -27,7 +28,7 @@ async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
     snap = gw.metadata.current
-    errors: dict[tuple[str, int], int] = {}
+    errors: PartitionErrors = {}
     # KafkaApis.handleOffsetDeleteRequest: DELETE on the group, READ on each topic.
     if not gw.authorizer.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return OffsetDeleteResponse(
@@ -57,17 +58,5 @@ async def handle(
     return OffsetDeleteResponse(
         error_code=ErrorCode.NONE,
         throttle_time_ms=0,
-        topics=[
-            TopicResp(
-                name=topic.name,
-                partitions=[
-                    PartResp(
-                        partition_index=p.partition_index,
-                        error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
+        topics=partition_answers(request.topics, errors, TopicResp, PartResp),
     )

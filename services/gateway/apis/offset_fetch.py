@@ -132,12 +132,12 @@ def _by_topic(
     result: offsets_pb2.FetchOffsetsGroupResult, topics: Wanted
 ) -> list[tuple[str, list[tuple[int, offsets_pb2.CommittedOffset | None]]]]:
     """The answer in request order (or the store's order for "all topics")."""
-    found = {(o.topic, o.partition): o for o in result.offsets}
     if topics is None:
         order: dict[str, list[tuple[int, offsets_pb2.CommittedOffset | None]]] = {}
         for o in result.offsets:
             order.setdefault(o.topic, []).append((o.partition, o))
         return list(order.items())
+    found = {(o.topic, o.partition): o for o in result.offsets}
     return [(t.name, [(i, found.get((t.name, i))) for i in t.partition_indexes]) for t in topics]
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from odradek.gateway.authorizer import AclOperation, ResourceType
+from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.leader_calls import call_leaders
+from odradek.gateway.leader_calls import call_leaders, leading
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -49,18 +49,13 @@ async def handle(
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse:
     version = header.api_version
-    snap = gw.metadata.current
     results: dict[tuple[str, int], storage_pb2.OffsetForLeaderEpochPartitionResult] = {}
     by_node: dict[int, list[storage_pb2.OffsetForLeaderEpochPartition]] = defaultdict(list)
     for t in request.topics:
         for p in t.partitions:
-            part = snap.partition(t.topic, p.partition)
-            if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic):
-                results[(t.topic, p.partition)] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif part is None:
-                results[(t.topic, p.partition)] = _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif part.leader < 0:
-                results[(t.topic, p.partition)] = _error(ErrorCode.LEADER_NOT_AVAILABLE)
+            part = leading(gw, ctx, AclOperation.DESCRIBE, t.topic, p.partition)
+            if isinstance(part, ErrorCode):
+                results[(t.topic, p.partition)] = _error(part)
             else:
                 by_node[part.leader].append(
                     storage_pb2.OffsetForLeaderEpochPartition(

@@ -25,7 +25,12 @@ from __future__ import annotations
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.offset_commits import PartitionErrors, add_partitions, commit
+from odradek.gateway.offset_commits import (
+    PartitionErrors,
+    add_partitions,
+    commit,
+    partition_answers,
+)
 from odradek.gateway.txn_routing import for_version
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -64,7 +69,7 @@ async def handle(
         for p in t.partitions
         if refused is not None or t.name in denied
     }
-    errors: dict[tuple[str, int], int] = {}
+    errors: PartitionErrors = {}
     request.topics = [t for t in original if refused is None and t.name not in denied]
     try:
         if request.topics or not pre:
@@ -75,22 +80,13 @@ async def handle(
     errors.update(pre)
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,
-        topics=[
-            TopicResp(
-                name=topic.name,
-                partitions=[
-                    PartResp(
-                        partition_index=p.partition_index,
-                        error_code=_for_version(
-                            errors.get((topic.name, p.partition_index), ErrorCode.NONE),
-                            header.api_version,
-                        ),
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
+        topics=partition_answers(
+            request.topics,
+            errors,
+            TopicResp,
+            PartResp,
+            for_client=lambda code: _for_version(code, header.api_version),
+        ),
     )
 
 

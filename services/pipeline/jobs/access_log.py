@@ -49,6 +49,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from odradek.pipeline import FORMAT, register
+from odradek.pipeline.jobs.running import run_until_stopped
 from odradek.pipeline.logformat import COMBINED_REGEX, NO_PATH, PATH_REGEX, TIME_LOCAL_SPARK_PATTERN
 from odradek.pipeline.parquet_batches import ParquetBatches
 from odradek.pipeline.summaries import CountRow, build_summaries
@@ -271,12 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     spark = session(args)
     query = start(spark, args, lambda text: print(text, flush=True))
-    print(f"query {query.id} (run {query.runId}) started from {args.checkpoint}", flush=True)
-    try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
-    return 0
+    return run_until_stopped(query, args.checkpoint)
 
 
 if __name__ == "__main__":

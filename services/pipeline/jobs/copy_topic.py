@@ -19,6 +19,7 @@ import sys
 from pyspark.sql.streaming import StreamingQuery
 
 from odradek.pipeline import FORMAT
+from odradek.pipeline.jobs.running import run_until_stopped
 from odradek.pipeline.session import local_session
 
 
@@ -69,12 +70,7 @@ def start(args: argparse.Namespace) -> StreamingQuery:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     query = start(args)
-    print(f"query {query.id} (run {query.runId}) started from {args.checkpoint}", flush=True)
-    try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
-    return 0
+    return run_until_stopped(query, args.checkpoint)
 
 
 if __name__ == "__main__":

@@ -172,6 +172,15 @@ GATEWAY_CONFIGS = Catalog(
             "passwords against the SCRAM credentials.",
         ),
         ConfigDef(
+            "connections.max.reauth.ms",
+            _LONG,
+            0,
+            "How long a SASL session lasts (KIP-368): clients re-authenticate before it "
+            "ends (SaslAuthenticate v1+ tells them when); a connection whose session has "
+            "ended is closed on its next request. 0: sessions never end.",
+            at_least=0,
+        ),
+        ConfigDef(
             "authentication.timeout.ms",
             _INT,
             10_000,

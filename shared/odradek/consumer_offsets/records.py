@@ -213,13 +213,22 @@ def decode_key(buf: bytes | bytearray | memoryview) -> OffsetKey | GroupKey | Ot
     return key
 
 
-def decode_offset_value(buf: bytes | bytearray | memoryview) -> OffsetValue:
+def _value_reader(
+    buf: bytes | bytearray | memoryview, name: str, highest: int
+) -> tuple[int, int, _Reader]:
+    """(the value's version, the newest layout known at or below it, a reader past the
+    version); versions 4+ are flexible (tagged fields), as in Kafka's message specs."""
     version = record_version(buf)
     if version < 0:
-        raise CoordinatorRecordError(f"negative OffsetCommitValue version {version}")
-    known = min(version, _HIGHEST_OFFSET_VALUE)
+        raise CoordinatorRecordError(f"negative {name} version {version}")
+    known = min(version, highest)
     r = _Reader(buf, flexible=known >= 4)
     r.pos = 2
+    return version, known, r
+
+
+def decode_offset_value(buf: bytes | bytearray | memoryview) -> OffsetValue:
+    version, known, r = _value_reader(buf, "OffsetCommitValue", _HIGHEST_OFFSET_VALUE)
     offset = r.int64()
     leader_epoch = r.int32() if known >= 3 else -1
     metadata = r.string()
@@ -231,12 +240,7 @@ def decode_offset_value(buf: bytes | bytearray | memoryview) -> OffsetValue:
 
 
 def decode_group_value(buf: bytes | bytearray | memoryview) -> GroupValue:
-    version = record_version(buf)
-    if version < 0:
-        raise CoordinatorRecordError(f"negative GroupMetadataValue version {version}")
-    known = min(version, _HIGHEST_GROUP_VALUE)
-    r = _Reader(buf, flexible=known >= 4)
-    r.pos = 2
+    version, known, r = _value_reader(buf, "GroupMetadataValue", _HIGHEST_GROUP_VALUE)
     protocol_type = r.string()
     generation = r.int32()
     protocol = r.nullable_string()

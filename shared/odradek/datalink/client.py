@@ -15,7 +15,8 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
-from odradek.datalink.frame import ERROR, Buffer, Frame, FrameError, FrameReader, encode
+from odradek.datalink.connection import FrameProtocol
+from odradek.datalink.frame import ERROR, Buffer, Frame, FrameError, encode
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 
@@ -28,31 +29,21 @@ class DataLinkError(Exception):
     kafka_error = "NOT_LEADER_OR_FOLLOWER"
 
 
-class _Connection(asyncio.BufferedProtocol):
+class _Connection(FrameProtocol):
     def __init__(self, max_frame_bytes: int) -> None:
-        self.reader = FrameReader(max_frame_bytes)
-        self.transport: asyncio.Transport | None = None
+        super().__init__(max_frame_bytes)
         self.pending: dict[int, asyncio.Future[Frame]] = {}
         self.next_id = 0
         self.closed = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+    def bad_frame(self, exc: FrameError) -> None:
+        log.warning("data link: bad frame from the storage node: %s", exc)
+        self._fail(DataLinkError(f"bad frame: {exc}"))
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        try:
-            frames = self.reader.buffer_updated(nbytes)
-        except FrameError as exc:
-            log.warning("data link: bad frame from the storage node: %s", exc)
-            self._fail(DataLinkError(f"bad frame: {exc}"))
-            return
-        for frame in frames:
-            fut = self.pending.pop(frame.correlation_id, None)
-            if fut is not None and not fut.done():
-                fut.set_result(frame)
+    def frame_received(self, frame: Frame) -> None:
+        fut = self.pending.pop(frame.correlation_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(DataLinkError(f"connection lost: {exc or 'closed by the storage node'}"))

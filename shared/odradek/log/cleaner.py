@@ -53,7 +53,13 @@ from odradek.records.batch import BatchView
 from odradek.records.control import EndTransactionMarker, read_end_txn_marker
 from odradek.records.errors import RecordsError
 from odradek.records.header import BatchHeader, TimestampType, read_batch_header
-from odradek.records.record import BatchBuilder, DecodedBatch, build_empty_batch, decode_batch
+from odradek.records.record import (
+    BatchBuilder,
+    DecodedBatch,
+    DecodedRecord,
+    build_empty_batch,
+    decode_batch,
+)
 
 CRASH_ENV = "ODRADEK_CLEANER_CRASH_AT"
 CRASH_POINTS = (
@@ -428,8 +434,15 @@ def _empty_header(h: BatchHeader) -> bytes:
     )
 
 
-def _with_delete_horizon(decoded: DecodedBatch, horizon_ms: int) -> bytes:
-    """The batch rewritten with a KIP-534 delete horizon (records, offsets, producer kept)."""
+def _rebuilt(
+    decoded: DecodedBatch,
+    records: Iterable[DecodedRecord],
+    *,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """The batch re-encoded holding ``records`` (all or some of its own), its header
+    fields kept, its last offset delta too (and so its last sequence), as Kafka's
+    cleaner keeps them."""
     log_append = decoded.timestamp_type == TimestampType.LOG_APPEND_TIME
     builder = BatchBuilder(
         base_offset=decoded.base_offset,
@@ -442,15 +455,20 @@ def _with_delete_horizon(decoded: DecodedBatch, horizon_ms: int) -> bytes:
         is_transactional=decoded.is_transactional,
         is_control=decoded.is_control,
         partition_leader_epoch=decoded.partition_leader_epoch,
-        delete_horizon_ms=horizon_ms,
+        delete_horizon_ms=delete_horizon_ms,
     )
-    for rec in decoded.records:
+    for rec in records:
         builder.append(
             rec.timestamp, rec.key, rec.value, rec.headers, offset_delta=rec.offset_delta
         )
     out = bytearray(builder.build())
     BatchView(out).set_last_offset_delta(decoded.last_offset_delta)
     return bytes(out)
+
+
+def _with_delete_horizon(decoded: DecodedBatch, horizon_ms: int) -> bytes:
+    """The batch rewritten with a KIP-534 delete horizon (records, offsets, producer kept)."""
+    return _rebuilt(decoded, decoded.records, delete_horizon_ms=horizon_ms)
 
 
 def _filter_control_batch(
@@ -516,26 +534,7 @@ def filter_batch(
     if not dropped:
         return data, 0
     if retained:
-        log_append = decoded.timestamp_type == TimestampType.LOG_APPEND_TIME
-        builder = BatchBuilder(
-            base_offset=decoded.base_offset,
-            compression=decoded.compression,
-            timestamp_type=decoded.timestamp_type,
-            log_append_time=decoded.max_timestamp if log_append else None,
-            producer_id=pid,
-            producer_epoch=decoded.producer_epoch,
-            base_sequence=decoded.base_sequence,
-            is_transactional=decoded.is_transactional,
-            partition_leader_epoch=decoded.partition_leader_epoch,
-        )
-        for rec in retained:
-            builder.append(
-                rec.timestamp, rec.key, rec.value, rec.headers, offset_delta=rec.offset_delta
-            )
-        out = bytearray(builder.build())
-        # Keep the original last offset (and so the last sequence), as Kafka does.
-        BatchView(out).set_last_offset_delta(decoded.last_offset_delta)
-        return bytes(out), dropped
+        return _rebuilt(decoded, retained), dropped
     if is_last:
         return _empty_header(h), dropped
     return None, dropped

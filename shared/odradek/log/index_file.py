@@ -29,6 +29,8 @@ import os
 import struct
 from pathlib import Path
 
+from odradek.config_catalog.topic import TOPIC_CONFIGS
+
 FULL_CHECK_MAX_ENTRIES = 65_536  # indexes up to this size get a full monotonicity check
 
 
@@ -41,9 +43,15 @@ class IndexFile:
 
     entry: struct.Struct  # set by subclasses
     key: struct.Struct  # the sort key at the start of each entry
+    label: str  # how error messages name the file ("index file", "time index file")
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, *, writable: bool
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int = TOPIC_CONFIGS.int("segment.index.bytes"),
+        *,
+        writable: bool = True,
     ) -> None:
         self.path = Path(path)
         self.base_offset = base_offset
@@ -182,6 +190,13 @@ class IndexFile:
             return self.entry.unpack_from(buf, slot * self.entry_size)
         return self.entry.unpack(os.pread(self._fd, self.entry_size, slot * self.entry_size))
 
+    def relative(self, offset: int) -> int:
+        """``offset`` relative to the segment base; it must fit an entry's int32."""
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise ValueError(f"offset {offset} does not fit segment based at {self.base_offset}")
+        return rel
+
     def _key_at(self, slot: int) -> int:
         buf = self._buf
         if buf is not None:
@@ -236,6 +251,12 @@ class IndexFile:
     def reset(self) -> None:
         """Drop every entry (the index is about to be rebuilt)."""
         self._truncate_to_entries(0)
+
+    def _check_whole_entries(self) -> None:
+        """Kafka's first sanity check: the file holds whole entries (trimmed or mirrored)."""
+        length = self._entries * self.entry_size if self.writable else self.file_size()
+        if length % self.entry_size:
+            raise CorruptIndexError(f"{self.label} {self.path} has non-multiple size {length}")
 
     def keys_strictly_increase(self, limit: int = FULL_CHECK_MAX_ENTRIES) -> bool:
         """Whether every entry's key exceeds the previous one (checked for small indexes only).

@@ -16,10 +16,8 @@ Preallocation, trimming and crash behaviour: see :mod:`odradek.log.index_file`.
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 from typing import NamedTuple
 
-from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.log.index_file import CorruptIndexError, IndexFile
 
 ENTRY = struct.Struct(">ii")
@@ -33,16 +31,7 @@ class OffsetPosition(NamedTuple):
 class OffsetIndex(IndexFile):
     entry = ENTRY
     key = struct.Struct(">i")
-
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_size: int = TOPIC_CONFIGS.int("segment.index.bytes"),
-        *,
-        writable: bool = True,
-    ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable)
+    label = "index file"
 
     def last_entry(self) -> OffsetPosition:
         if self._entries == 0:
@@ -57,12 +46,6 @@ class OffsetIndex(IndexFile):
     def entry_at(self, slot: int) -> OffsetPosition:
         rel, pos = self.read_entry(slot)
         return OffsetPosition(self.base_offset + rel, pos)
-
-    def relative(self, offset: int) -> int:
-        rel = offset - self.base_offset
-        if not 0 <= rel <= 0x7FFFFFFF:
-            raise ValueError(f"offset {offset} does not fit segment based at {self.base_offset}")
-        return rel
 
     def append(self, offset: int, position: int) -> None:
         """Index the batch ending at ``offset`` that starts at ``position``."""
@@ -121,11 +104,7 @@ class OffsetIndex(IndexFile):
 
         Each lookup also verifies its entry against the batch header it points at.
         """
-        length = self.file_size()
-        if self.writable:
-            length = self._entries * self.entry_size
-        if length % self.entry_size:
-            raise CorruptIndexError(f"index file {self.path} has non-multiple size {length}")
+        self._check_whole_entries()
         if not self._entries:
             return
         first_rel, first_pos = self.read_entry(0)

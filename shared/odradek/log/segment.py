@@ -43,10 +43,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from odradek.config_catalog.topic import TOPIC_CONFIGS
-from odradek.log.index_file import CorruptIndexError
+from odradek.log.index_file import CorruptIndexError, IndexFile
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.offset_index import OffsetIndex
 from odradek.log.producer_state import ProducerStateManager
@@ -73,6 +73,8 @@ from odradek.records.record import decode_batch
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+
+IndexT = TypeVar("IndexT", bound=IndexFile)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -175,31 +177,21 @@ class LogSegment:
             self.time_index  # noqa: B018
 
     # -- files --------------------------------------------------------------------------
+    def _open_index(self, kind: type[IndexT], path: Path) -> IndexT:
+        """Open one of the segment's indexes, writable while the segment is active."""
+        return kind(path, self.base_offset, self.settings.max_index_size, writable=self._active)
+
     @property
     def offset_index(self) -> OffsetIndex:
-        idx = self._offset_index
-        if idx is None:
-            idx = OffsetIndex(
-                self.index_path,
-                self.base_offset,
-                self.settings.max_index_size,
-                writable=self._active,
-            )
-            self._offset_index = idx
-        return idx
+        if self._offset_index is None:  # opened lazily: most closed segments are never read
+            self._offset_index = self._open_index(OffsetIndex, self.index_path)
+        return self._offset_index
 
     @property
     def time_index(self) -> TimeIndex:
-        idx = self._time_index
-        if idx is None:
-            idx = TimeIndex(
-                self.time_index_path,
-                self.base_offset,
-                self.settings.max_index_size,
-                writable=self._active,
-            )
-            self._time_index = idx
-        return idx
+        if self._time_index is None:
+            self._time_index = self._open_index(TimeIndex, self.time_index_path)
+        return self._time_index
 
     @property
     def size(self) -> int:

@@ -22,10 +22,8 @@ Preallocation, trimming and crash behaviour: see :mod:`odradek.log.index_file`.
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 from typing import NamedTuple
 
-from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.log.index_file import CorruptIndexError, IndexFile
 
 ENTRY = struct.Struct(">qi")
@@ -40,16 +38,7 @@ class TimestampOffset(NamedTuple):
 class TimeIndex(IndexFile):
     entry = ENTRY
     key = struct.Struct(">q")
-
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_size: int = TOPIC_CONFIGS.int("segment.index.bytes"),
-        *,
-        writable: bool = True,
-    ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable)
+    label = "time index file"
 
     def entry_at(self, slot: int) -> TimestampOffset:
         ts, rel = self.read_entry(slot)
@@ -76,12 +65,7 @@ class TimeIndex(IndexFile):
                 f"than the last timestamp appended ({last.timestamp}) to {self.path}"
             )
         if timestamp > last.timestamp:
-            rel = offset - self.base_offset
-            if not 0 <= rel <= 0x7FFFFFFF:
-                raise ValueError(
-                    f"offset {offset} does not fit segment based at {self.base_offset}"
-                )
-            self._append_raw(ENTRY.pack(timestamp, rel))
+            self._append_raw(ENTRY.pack(timestamp, self.relative(offset)))
             return True
         return False
 
@@ -110,9 +94,7 @@ class TimeIndex(IndexFile):
         self._truncate_to_entries(lo)
 
     def sanity_check(self, next_offset: int | None = None) -> None:
-        length = self._entries * self.entry_size if self.writable else self.file_size()
-        if length % self.entry_size:
-            raise CorruptIndexError(f"time index file {self.path} has non-multiple size {length}")
+        self._check_whole_entries()
         if not self._entries:
             return
         first = self.entry_at(0)

@@ -303,21 +303,13 @@ def decode_batch(
         validate_batch(buf, pos)
     elif header.batch_length < BATCH_LENGTH_MIN or pos + header.size > len(buf):
         raise CorruptRecordError("batch length does not fit the buffer")
-    (
-        base_offset,
-        batch_length,
-        ple,
-        magic,
-        crc,
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
-    ) = header
+    # Locals for the record loop, the hot path of every decode.
+    base_offset, base_timestamp, max_timestamp = (
+        header.base_offset,
+        header.base_timestamp,
+        header.max_timestamp,
+    )
+    attributes, base_sequence, count = header.attributes, header.base_sequence, header.records_count
     if count < 0:
         raise CorruptRecordError(f"negative record count {count}")
     section: Buffer = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
@@ -352,22 +344,7 @@ def decode_batch(
         )
     if p != end:
         raise CorruptRecordError(f"{end - p} unconsumed bytes after all {count} records")
-    return DecodedBatch(
-        base_offset,
-        batch_length,
-        ple,
-        magic,
-        crc,
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
-        records,
-    )
+    return DecodedBatch(*header, records)
 
 
 def decode_batches(

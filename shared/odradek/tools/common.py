@@ -93,6 +93,14 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_settings_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set NAME=VALUE`` (repeatable) into ``args.settings``: Kafka-named settings
+    for the services a command starts."""
+    parser.add_argument(
+        "--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help=help
+    )
+
+
 def bootstrap_servers(args: argparse.Namespace) -> list[str]:
     raw = args.bootstrap_server or default_bootstrap_servers()
     servers = [s.strip() for s in raw.split(",") if s.strip()]

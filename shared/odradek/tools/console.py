@@ -5,7 +5,9 @@
 
 Without ``--bootstrap-server`` it reads ``<data-dir>/cluster.json`` (written by
 ``odradek up``) for the gateways and controllers, so the Overview shows service
-health too; with it, any Kafka-compatible cluster works (Kafka data only). The
+health too; with it, any Kafka-compatible cluster works (Kafka data only). A cluster
+started with ``--security sasl_ssl`` is reached over SASL_SSL (users log in) and the
+UI is served over HTTPS with ``DATA/certs/console.pem``, as ``odradek up`` does. The
 console runs as ``python -m odradek.console``, the same process ``odradek up`` starts.
 """
 
@@ -16,6 +18,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from odradek.tools.common import add_settings_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,13 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--data-dir", default=Path("./data"), type=Path, help="an `odradek up` data dir")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
-    p.add_argument(
-        "--set",
-        dest="settings",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a console setting, e.g. security.protocol or request.timeout.ms (repeatable)",
+    add_settings_argument(
+        p, "a console setting, e.g. security.protocol or request.timeout.ms (repeatable)"
     )
     p.set_defaults(func=run)
 
@@ -54,6 +53,13 @@ def command(args: argparse.Namespace) -> list[str]:
             settings.append(f"bootstrap.servers={doc['bootstrap_servers']}")
         if not doc:
             settings.append("bootstrap.servers=127.0.0.1:9092")
+        security = doc.get("security") or {}
+        if str(security.get("security_protocol", "")).startswith("SASL"):
+            settings.append(f"security.protocol={security['security_protocol']}")
+            settings.append(f"ssl.truststore.location={security.get('ca_file', '')}")
+            pem = Path(args.data_dir).resolve() / "certs" / "console.pem"
+            if pem.exists():
+                settings.append(f"console.ssl.keystore.location={pem}")
     settings += list(args.settings)
     cmd = [sys.executable, "-m", "odradek.console"]
     for item in settings:

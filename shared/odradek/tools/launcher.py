@@ -280,39 +280,23 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
     for i in range(opts.storage_nodes):
         specs.append(storage_spec(opts, STORAGE_BASE_ID + i))
     if opts.with_groups:
-        for i in range(opts.offset_stores):
-            node_id = OFFSETS_BASE_ID + i
-            specs.append(
-                ServiceSpec(
-                    f"offsets-{node_id}",
-                    "offsets",
-                    "offsets",
-                    {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
-                    data / f"offsets-{node_id}",
+        # The coordinator-like services: N of each kind, each with its gRPC port only.
+        for kind, base_id, count in (
+            ("offsets", OFFSETS_BASE_ID, opts.offset_stores),
+            ("coordinator", COORDINATOR_BASE_ID, opts.coordinators),
+            ("transactions", TRANSACTIONS_BASE_ID, opts.transaction_coordinators),
+        ):
+            for node_id in range(base_id, base_id + count):
+                name = f"{kind}-{node_id}"
+                specs.append(
+                    ServiceSpec(
+                        name,
+                        kind,
+                        kind,
+                        {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
+                        data / name,
+                    )
                 )
-            )
-        for i in range(opts.coordinators):
-            node_id = COORDINATOR_BASE_ID + i
-            specs.append(
-                ServiceSpec(
-                    f"coordinator-{node_id}",
-                    "coordinator",
-                    "coordinator",
-                    {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
-                    data / f"coordinator-{node_id}",
-                )
-            )
-        for i in range(opts.transaction_coordinators):
-            node_id = TRANSACTIONS_BASE_ID + i
-            specs.append(
-                ServiceSpec(
-                    f"transactions-{node_id}",
-                    "transactions",
-                    "transactions",
-                    {"node.id": str(node_id), "grpc.listener": f"{opts.host}:0", **common},
-                    data / f"transactions-{node_id}",
-                )
-            )
     broker_ports = int(common.get("broker.port.start") or 0)
     broker_port_count = int(
         common.get("broker.port.count") or GATEWAY_CONFIGS.text("broker.port.count")
@@ -335,7 +319,7 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
                 f"gateway-{node_id}", "gateway", "gateway", settings, data / f"gateway-{node_id}"
             )
         )
-    if opts.console and opts.gateways:
+    if opts.console and opts.gateways and opts.security != "ssl":
         specs.append(console_spec(opts, data, common))
     return specs
 
@@ -413,6 +397,8 @@ class Cluster:
                 for spec in specs:
                     if spec.kind == "gateway":
                         spec.settings.update(self.security.gateway_settings())
+                    elif spec.kind == "console":
+                        spec.settings.update(self.security.console_settings())
             controllers = [s for s in specs if s.kind == "controller"]
             started = [start_process(c, self.run_dir, self.log_dir) for c in controllers]
             self.services.extend(started)
@@ -479,7 +465,8 @@ class Cluster:
         """The web console's address ("" when not started)."""
         for s in self.services:
             if s.spec.kind == "console" and s.ports.get("http"):
-                return f"http://{self.opts.host}:{s.ports['http']}/"
+                scheme = "https" if s.spec.settings.get("console.ssl.keystore.location") else "http"
+                return f"{scheme}://{self.opts.host}:{s.ports['http']}/"
         return ""
 
     def _host_of(self, svc: RunningService) -> str:

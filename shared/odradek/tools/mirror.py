@@ -17,6 +17,8 @@ import argparse
 import os
 import sys
 
+from odradek.tools.common import add_settings_argument
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -40,13 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--group-id", default=None, help="mirror.group.id: instances sharing the work")
     p.add_argument("--metrics-port", type=int, default=None, help="port of /metrics (default any)")
-    p.add_argument(
-        "--set",
-        dest="settings",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="any mirror setting, e.g. target.security.protocol=SASL_SSL (repeatable)",
+    add_settings_argument(
+        p, "any mirror setting, e.g. target.security.protocol=SASL_SSL (repeatable)"
     )
     p.set_defaults(func=run)
 

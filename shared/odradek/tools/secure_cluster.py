@@ -11,7 +11,11 @@
   ``ssl.client.auth`` (required for ``ssl``), ``authorizer.class.name`` with
   ``allow.everyone.if.no.acl.found=false`` and ``super.users=User:admin``;
 - client files for the super user: ``DATA/client.properties`` (Java client) and
-  ``DATA/librdkafka.conf`` (librdkafka, ``kcat -F``).
+  ``DATA/librdkafka.conf`` (librdkafka, ``kcat -F``);
+- for ``sasl_ssl``, the web console's settings: a Kafka client over SASL_SSL trusting
+  the CA (users log in with their own SCRAM credentials) and HTTPS for the UI with a
+  ``console`` server certificate, as the login form carries passwords. ``ssl`` (client
+  certificates) has no console: nothing a browser user types maps to a certificate.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class SecuritySetup:
     gateway: IssuedCert
     admin: IssuedCert
     password: str
+    console: IssuedCert | None = None
 
     @property
     def protocol(self) -> str:
@@ -61,6 +66,15 @@ class SecuritySetup:
             out["sasl.enabled.mechanisms"] = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
         return out
 
+    def console_settings(self) -> dict[str, str]:
+        """The web console's: users log in over HTTPS and act as themselves."""
+        assert self.console is not None
+        return {
+            "security.protocol": self.protocol,
+            "ssl.truststore.location": str(self.ca_file),
+            "console.ssl.keystore.location": str(self.console.pem),
+        }
+
 
 def prepare(data_dir: Path, mode: str, hosts: tuple[str, ...]) -> SecuritySetup:
     certs = data_dir / "certs"
@@ -76,7 +90,8 @@ def prepare(data_dir: Path, mode: str, hosts: tuple[str, ...]) -> SecuritySetup:
         fd = os.open(pw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(password + "\n")
-    return SecuritySetup(mode, certs, ca, gateway, admin, password)
+    console = issue(certs, "console", hosts=names) if mode == "sasl_ssl" else None
+    return SecuritySetup(mode, certs, ca, gateway, admin, password, console)
 
 
 def add_super_user(setup: SecuritySetup, controller_address: str, timeout: float = 30.0) -> None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from odradek.tools.common import add_settings_argument
 from odradek.tools.launcher import Cluster, ClusterError, ClusterOptions
 
 
@@ -57,14 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="N",
         help="controller processes: one active, the rest standbys (N > 1 needs etcd)",
     )
-    p.add_argument(
-        "--set",
-        dest="settings",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a Kafka-named setting passed to every service (repeatable)",
-    )
+    add_settings_argument(p, "a Kafka-named setting passed to every service (repeatable)")
     p.add_argument(
         "--no-groups",
         action="store_true",

@@ -113,6 +113,16 @@ def test_offline_storage_nodes_are_no_brokers_and_shutting_down_ones_still_are()
     assert controller_id(brokers) == 101
 
 
+def test_with_every_storage_node_down_the_registered_ones_stay_listed() -> None:
+    gw = gateway(0, "127.0.0.1", {100: 1, 101: 2})
+    md = metadata(storage(100, state=OFFLINE), storage(101, state=OFFLINE), gw)
+    assert live_storage_nodes(md) == []
+    assert endpoints(advertise(md, [gw])) == {
+        100: ("127.0.0.1", 1, 0),
+        101: ("127.0.0.1", 2, 0),
+    }
+
+
 def test_no_broker_without_storage_nodes_or_gateways() -> None:
     gw = gateway(0, "127.0.0.1", {})
     assert advertise(metadata(gw), [gw]) == {}
