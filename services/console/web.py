@@ -527,7 +527,15 @@ class Pages:
         return web.json_response({k: _series_json(series[k]) for k in keys})
 
     async def group_series(self, request: web.Request) -> web.Response:
-        series = self.service.sampler.group_lag[request.match_info["group"]]
+        group_id = request.match_info["group"]
+        if request.get(SESSION_KEY) is not None:
+            # The history is the console's own; who may read it is the cluster's call:
+            # FindCoordinator needs DESCRIBE on the group, as the group page does.
+            try:
+                await groups_api.find_coordinators(self.client(request), [group_id])
+            except KafkaClientError as exc:
+                return web.json_response({"error": _message(exc)}, status=403)
+        series = self.service.sampler.group_lag[group_id]
         return web.json_response({"lag": _series_json(series)})
 
 

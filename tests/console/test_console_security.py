@@ -240,3 +240,18 @@ def get_status(cluster: Cluster, path: str, session: str) -> int:
         return conn.getresponse().status
     finally:
         conn.close()
+
+
+def test_group_lag_history_needs_describe_on_the_group(
+    secure_cluster: Cluster, admin: AdminClient, browser: Browser
+) -> None:
+    """The lag chart's JSON is the console's own record; the cluster decides who reads it."""
+    assert secure_cluster.security is not None
+    log_in(browser, "alice", PASSWORDS["alice"])  # no ACL on any group
+    alice = browser.driver.get_cookie("odradek_console_session")["value"]
+    assert get_status(secure_cluster, "/api/series/groups/some-group", alice) == 403
+    browser.css("#logout").click()
+    browser.wait(lambda: "/login" in browser.driver.current_url)
+    log_in(browser, "admin", secure_cluster.security.password)  # a super user
+    root = browser.driver.get_cookie("odradek_console_session")["value"]
+    assert get_status(secure_cluster, "/api/series/groups/some-group", root) == 200
