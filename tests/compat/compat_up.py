@@ -34,6 +34,16 @@ class UpCluster:
     process: subprocess.Popen[bytes]
     output: Path
 
+    @property
+    def admin_password(self) -> str:
+        """The super user's generated password (``odradek up --security``)."""
+        return (self.data_dir / "certs" / "admin.password").read_text().strip()
+
+    @property
+    def ca_file(self) -> Path:
+        """The local CA that signed the listener's certificate (``--security``)."""
+        return self.data_dir / "certs" / "ca.crt"
+
     def info(self) -> dict[str, object]:
         doc: dict[str, object] = json.loads((self.data_dir / "cluster.json").read_text())
         return doc

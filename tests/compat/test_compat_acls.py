@@ -49,7 +49,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
 
 
 def _admin_conf(up: UpCluster) -> dict[str, Any]:
-    password = (up.data_dir / "certs" / "admin.password").read_text().strip()
+    password = up.admin_password
     return {
         "bootstrap.servers": up.bootstrap,
         **librdkafka_settings(up.data_dir, "SCRAM-SHA-512", "admin", password),

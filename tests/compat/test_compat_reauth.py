@@ -15,7 +15,6 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -46,14 +45,6 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
     stop_up(cluster)
 
 
-def _password(up: UpCluster) -> str:
-    return (up.data_dir / "certs" / "admin.password").read_text().strip()
-
-
-def _ca(up: UpCluster) -> Path:
-    return up.data_dir / "certs" / "ca.crt"
-
-
 def _plain(wire: TlsWire, user: str, password: str, version: int = 2) -> Any:
     shake = wire.request(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
     assert shake.error_code == 0, shake
@@ -69,9 +60,9 @@ def _metadata(wire: TlsWire) -> Any:
 
 
 def test_session_lifetime_is_told_and_an_ended_session_closes(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
-        answer = _plain(wire, "admin", _password(secure))
+        answer = _plain(wire, "admin", secure.admin_password)
         assert answer.error_code == 0 and answer.session_lifetime_ms == REAUTH_MS
         assert _metadata(wire).brokers  # inside the session
         time.sleep(REAUTH_MS / 1000 + 0.4)  # the scenario: let the session end
@@ -82,11 +73,11 @@ def test_session_lifetime_is_told_and_an_ended_session_closes(secure: UpCluster)
 
 
 def test_reauthentication_extends_the_session(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
-        assert _plain(wire, "admin", _password(secure)).error_code == 0
+        assert _plain(wire, "admin", secure.admin_password).error_code == 0
         time.sleep(REAUTH_MS / 1000 * 0.6)
-        again = _plain(wire, "admin", _password(secure))
+        again = _plain(wire, "admin", secure.admin_password)
         assert again.error_code == 0 and again.session_lifetime_ms == REAUTH_MS
         time.sleep(REAUTH_MS / 1000 * 0.6)  # past the first session's end
         assert _metadata(wire).brokers
@@ -95,9 +86,9 @@ def test_reauthentication_extends_the_session(secure: UpCluster) -> None:
 
 
 def test_reauthentication_cannot_change_mechanism_or_principal(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
-        assert _plain(wire, "admin", _password(secure)).error_code == 0
+        assert _plain(wire, "admin", secure.admin_password).error_code == 0
         shake = wire.request(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
         assert shake.error_code == UNSUPPORTED_SASL_MECHANISM
     finally:
@@ -113,9 +104,9 @@ def test_reauthentication_cannot_change_mechanism_or_principal(secure: UpCluster
         check=False,
     )
     assert added.returncode == 0, added.stderr
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
-        assert _plain(wire, "admin", _password(secure)).error_code == 0
+        assert _plain(wire, "admin", secure.admin_password).error_code == 0
         deadline = time.monotonic() + 30  # dave's credential reaches the gateway
         while True:
             answer = _plain(wire, "dave", "dave-pw")
@@ -132,7 +123,7 @@ def test_librdkafka_reauthenticates_and_keeps_its_connections(secure: UpCluster)
     stats: list[dict[str, Any]] = []
     conf: dict[str, Any] = {
         "bootstrap.servers": secure.bootstrap,
-        **librdkafka_settings(secure.data_dir, "SCRAM-SHA-512", "admin", _password(secure)),
+        **librdkafka_settings(secure.data_dir, "SCRAM-SHA-512", "admin", secure.admin_password),
         "statistics.interval.ms": 200,
         "stats_cb": lambda doc: stats.append(json.loads(doc)),
     }

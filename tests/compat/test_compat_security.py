@@ -73,24 +73,16 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
     stop_up(cluster)
 
 
-def _password(up: UpCluster) -> str:
-    return (up.data_dir / "certs" / "admin.password").read_text().strip()
-
-
-def _ca(up: UpCluster) -> Path:
-    return up.data_dir / "certs" / "ca.crt"
-
-
 def test_cluster_file_names_listener_and_files(secure: UpCluster) -> None:
     doc = json.loads((secure.data_dir / "cluster.json").read_text())
     sec = doc["security"]
     assert sec["listener"] == f"SASL_SSL://{secure.bootstrap}"
-    assert Path(sec["ca_file"]) == _ca(secure)
+    assert Path(sec["ca_file"]) == secure.ca_file
     props = (secure.data_dir / "client.properties").read_text()
     assert "security.protocol=SASL_SSL" in props and "ssl.truststore.type=PEM" in props
-    assert f'password="{_password(secure)}"' in props
+    assert f'password="{secure.admin_password}"' in props
     rd = (secure.data_dir / "librdkafka.conf").read_text()
-    assert "sasl.mechanisms=SCRAM-SHA-512" in rd and f"ssl.ca.location={_ca(secure)}" in rd
+    assert "sasl.mechanisms=SCRAM-SHA-512" in rd and f"ssl.ca.location={secure.ca_file}" in rd
 
 
 RECORDS = [Rec(f"k{i}".encode(), f"value-{i}".encode()) for i in range(5)]
@@ -106,26 +98,26 @@ def _roundtrip(client: object, topic: str, config: dict[str, object]) -> None:
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_kafka(secure: UpCluster, mechanism: str) -> None:
-    conf = librdkafka_settings(secure.data_dir, mechanism, "admin", _password(secure))
+    conf = librdkafka_settings(secure.data_dir, mechanism, "admin", secure.admin_password)
     _roundtrip(ConfluentClient(secure.bootstrap), f"sec-confluent-{uuid.uuid4().hex[:6]}", conf)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kafka_python(secure: UpCluster, mechanism: str) -> None:
-    conf = kafka_python_settings(_ca(secure), mechanism, "admin", _password(secure))
+    conf = kafka_python_settings(secure.ca_file, mechanism, "admin", secure.admin_password)
     _roundtrip(KafkaPythonClient(secure.bootstrap), f"sec-kp-{uuid.uuid4().hex[:6]}", conf)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_aiokafka(secure: UpCluster, mechanism: str) -> None:
-    conf = aiokafka_settings(_ca(secure), mechanism, "admin", _password(secure))
+    conf = aiokafka_settings(secure.ca_file, mechanism, "admin", secure.admin_password)
     _roundtrip(AiokafkaClient(secure.bootstrap), f"sec-aio-{uuid.uuid4().hex[:6]}", conf)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_java_client(secure: UpCluster, mechanism: str, request: pytest.FixtureRequest) -> None:
     classpath = request.getfixturevalue("java_classpath")
-    conf = java_settings(secure.data_dir, mechanism, "admin", _password(secure))
+    conf = java_settings(secure.data_dir, mechanism, "admin", secure.admin_password)
     _roundtrip(JavaClient(secure.bootstrap, classpath), f"sec-java-{uuid.uuid4().hex[:6]}", conf)
 
 
@@ -151,7 +143,7 @@ def _plain(user: str, password: str) -> SaslAuthenticateRequest:
 
 
 def test_wrong_password_fails_then_closes(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
         _handshake(wire, "PLAIN")
         answer = wire.request(SASL_AUTHENTICATE, 2, _plain("admin", "wrong"))
@@ -163,7 +155,7 @@ def test_wrong_password_fails_then_closes(secure: UpCluster) -> None:
 
 
 def test_right_password_authenticates_on_the_wire(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
         versions = wire.request(
             API_VERSIONS,
@@ -173,7 +165,7 @@ def test_right_password_authenticates_on_the_wire(secure: UpCluster) -> None:
         keys = {k.api_key for k in versions.api_keys}
         assert {SASL_HANDSHAKE, SASL_AUTHENTICATE} <= keys
         _handshake(wire, "PLAIN")
-        answer = wire.request(SASL_AUTHENTICATE, 2, _plain("admin", _password(secure)))
+        answer = wire.request(SASL_AUTHENTICATE, 2, _plain("admin", secure.admin_password))
         assert answer.error_code == 0
         md = wire.request(METADATA, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
         assert md.brokers
@@ -182,7 +174,7 @@ def test_right_password_authenticates_on_the_wire(secure: UpCluster) -> None:
 
 
 def test_unsupported_mechanism(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
         answer = wire.request(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="GSSAPI"))
         assert answer.error_code == UNSUPPORTED_SASL_MECHANISM
@@ -191,7 +183,7 @@ def test_unsupported_mechanism(secure: UpCluster) -> None:
 
 
 def test_request_before_authentication_closes(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     try:
         with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
             wire.request(METADATA, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
@@ -218,10 +210,10 @@ def test_scram_garbage_and_replay_are_refused(secure: UpCluster) -> None:
 
     mech = ScramMechanism.SCRAM_SHA_512
     # A correct exchange, recorded.
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     first_bare, server_first, salt, iterations = _scram_first(wire, "admin")
     nonce = dict(p.split("=", 1) for p in server_first.split(","))["r"]
-    salted = salted_password(mech, _password(secure), salt, iterations)
+    salted = salted_password(mech, secure.admin_password, salt, iterations)
     without_proof = f"c=biws,r={nonce}"
     auth = f"{first_bare},{server_first},{without_proof}".encode()
     final = f"{without_proof},p={base64.b64encode(client_proof(mech, salted, auth)).decode()}"
@@ -229,14 +221,14 @@ def test_scram_garbage_and_replay_are_refused(secure: UpCluster) -> None:
     assert ok.error_code == 0 and bytes(ok.auth_bytes).startswith(b"v=")
     wire.close()
     # Replaying that final message on a new exchange: the server nonce differs.
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     _scram_first(wire, "admin")
     replay = wire.request(SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=final.encode()))
     assert replay.error_code == SASL_AUTHENTICATION_FAILED
     assert wire.closed_by_peer()
     wire.close()
     # Garbage as the first SCRAM message.
-    wire = TlsWire(secure.bootstrap, _ca(secure))
+    wire = TlsWire(secure.bootstrap, secure.ca_file)
     _handshake(wire, "SCRAM-SHA-512")
     junk = wire.request(SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=b"\xff\x00,,x"))
     assert junk.error_code == SASL_AUTHENTICATION_FAILED
@@ -245,7 +237,7 @@ def test_scram_garbage_and_replay_are_refused(secure: UpCluster) -> None:
 
 
 def test_unfinished_authentication_is_closed(secure: UpCluster) -> None:
-    wire = TlsWire(secure.bootstrap, _ca(secure), timeout=AUTH_TIMEOUT_MS / 1000 * 5)
+    wire = TlsWire(secure.bootstrap, secure.ca_file, timeout=AUTH_TIMEOUT_MS / 1000 * 5)
     try:
         _handshake(wire, "SCRAM-SHA-512")
         start = time.monotonic()
@@ -264,7 +256,7 @@ def test_tls_handshake_never_started_is_closed(secure: UpCluster) -> None:
 
 
 def test_plaintext_bytes_on_tls_port_do_not_harm_others(secure: UpCluster) -> None:
-    good = TlsWire(secure.bootstrap, _ca(secure))
+    good = TlsWire(secure.bootstrap, secure.ca_file)
     try:
         _handshake(good, "PLAIN")
         host, port = secure.bootstrap.rsplit(":", 1)
@@ -282,7 +274,7 @@ def test_plaintext_bytes_on_tls_port_do_not_harm_others(secure: UpCluster) -> No
             except ConnectionError:
                 closed = True
             assert closed
-        answer = good.request(SASL_AUTHENTICATE, 2, _plain("admin", _password(secure)))
+        answer = good.request(SASL_AUTHENTICATE, 2, _plain("admin", secure.admin_password))
         assert answer.error_code == 0
     finally:
         good.close()
@@ -310,7 +302,7 @@ def test_kcat_without_credentials_is_refused(secure: UpCluster) -> None:
             "-X",
             "security.protocol=sasl_ssl",
             "-X",
-            f"ssl.ca.location={_ca(secure)}",
+            f"ssl.ca.location={secure.ca_file}",
             "-X",
             "sasl.mechanisms=SCRAM-SHA-256",
             "-X",
@@ -391,7 +383,7 @@ def test_ssl_client_certificate_is_the_principal(ssl_cluster: UpCluster) -> None
 
 def test_ssl_without_client_certificate_is_refused(ssl_cluster: UpCluster) -> None:
     host, port = ssl_cluster.bootstrap.rsplit(":", 1)
-    ctx = ssl.create_default_context(cafile=str(ssl_cluster.data_dir / "certs" / "ca.crt"))
+    ctx = ssl.create_default_context(cafile=str(ssl_cluster.ca_file))
     with socket.create_connection((host, int(port)), timeout=10) as raw:
         with pytest.raises((ssl.SSLError, ConnectionError)):
             with ctx.wrap_socket(raw, server_hostname=host) as tls:
