@@ -232,8 +232,7 @@ async def _produce(
     if by_node:
         await asyncio.gather(
             *(
-                _send_then_mark(
-                    _once(one_sent),
+                _send(
                     gw,
                     node,
                     parts,
@@ -242,32 +241,13 @@ async def _produce(
                     request,
                     transactional_id or "",
                     lane,
+                    _once(one_sent),
                     results,
                 )
                 for node, parts in by_node.items()
             )
         )
     return results
-
-
-async def _send_then_mark(
-    sent: Callable[[], None],
-    gw: GatewayApi,
-    node_id: int,
-    parts: list[storage_pb2.ProducePartition],
-    records: list[Buffer],
-    version: int,
-    request: ProduceRequest,
-    transactional_id: str,
-    lane: int,
-    results: dict[str, dict[int, _Result]],
-) -> None:
-    try:
-        await _send(
-            gw, node_id, parts, records, version, request, transactional_id, lane, sent, results
-        )
-    finally:
-        sent()  # failed or answered (gRPC): nothing left that could be overtaken
 
 
 def _once(fn: Callable[[], None]) -> Callable[[], None]:
@@ -336,6 +316,8 @@ async def _send(
         for p in parts:
             results[p.topic][p.partition] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
         return
+    finally:
+        sent()  # failed or answered (gRPC): nothing left that could be overtaken
     for pr in response.partitions:
         r = _Result(pr.error_code, pr.error_message or None)
         r.base_offset = pr.base_offset if not pr.error_code else -1
