@@ -304,10 +304,18 @@ def coordinator_of(address: str, group: str) -> Any:
 
 
 def listed(address: str) -> set[str]:
-    with WireClient(address) as c:
-        answer = c.call(ListGroupsRequest(states_filter=[], types_filter=[]), 4)
-    assert answer.error_code == 0
-    return {g.group_id for g in answer.groups}
+    # A broker whose other coordinator shards are still loading answers
+    # COORDINATOR_LOAD_IN_PROGRESS with a partial list, as Kafka's
+    # GroupCoordinator.handleListGroups does: ask again until every shard is loaded.
+    deadline = time.monotonic() + 30
+    while True:
+        with WireClient(address) as c:
+            answer = c.call(ListGroupsRequest(states_filter=[], types_filter=[]), 4)
+        if answer.error_code == 0:
+            return {g.group_id for g in answer.groups}
+        assert answer.error_code == E.COORDINATOR_LOAD_IN_PROGRESS, answer
+        assert time.monotonic() < deadline, f"{address} kept loading its coordinator shards"
+        time.sleep(0.2)
 
 
 def test_find_coordinator_and_list_groups_per_broker(shaped: tuple[Cluster, str]) -> None:
