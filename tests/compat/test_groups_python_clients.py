@@ -9,6 +9,7 @@ leaving hands its partitions over; commits survive a consumer restart; seek.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -59,16 +60,37 @@ def kp_consumer(bootstrap: str, group: str, topic: str, **extra: Any) -> KafkaCo
     )
 
 
+# kafka-python 3.0.12 can stall for tens of seconds when a poll() times out while its
+# JoinGroup/SyncGroup is in flight (seen under load: the SyncGroup answer arrives, then
+# the IO thread sits in select() while the caller waits for a task it never runs; py-spy
+# dump in the issue 16/CI note). Each consumer therefore polls in a thread of its own
+# with a timeout long enough for a whole join, as an application's poll loop does.
+JOIN_POLL_MS = 3000
+
+
 def settle(consumers: list[KafkaConsumer], n: int, timeout: float = 40.0) -> list[set[int]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        for c in consumers:
-            c.poll(50)
-        assignments = [{tp.partition for tp in c.assignment()} for c in consumers]
-        flat = sorted(p for a in assignments for p in a)
-        if flat == list(range(PARTITIONS)) and all(assignments) and len(assignments) == n:
-            return assignments
-        assert time.monotonic() < deadline, f"assignments never settled: {assignments}"
+    stop = threading.Event()
+
+    def poll_loop(c: KafkaConsumer) -> None:
+        while not stop.is_set():
+            c.poll(JOIN_POLL_MS)
+
+    threads = [threading.Thread(target=poll_loop, args=(c,), daemon=True) for c in consumers]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assignments = [{tp.partition for tp in c.assignment()} for c in consumers]
+            flat = sorted(p for a in assignments for p in a)
+            if flat == list(range(PARTITIONS)) and all(assignments) and len(assignments) == n:
+                return assignments
+            assert time.monotonic() < deadline, f"assignments never settled: {assignments}"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(JOIN_POLL_MS / 1000 + 30)
 
 
 def test_kafka_python_group_lifecycle(bootstrap: str) -> None:
@@ -96,7 +118,7 @@ def test_kafka_python_commit_restart_and_seek(bootstrap: str) -> None:
         seen = 0
         deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
         while seen < 30 and time.monotonic() < deadline:
-            seen += sum(len(v) for v in c.poll(200).values())
+            seen += sum(len(v) for v in c.poll(JOIN_POLL_MS).values())
         assert seen == 30
         tp0 = TopicPartition(topic, 0)
         c.commit({tp0: OffsetAndMetadata(2, "two", -1)})
@@ -115,7 +137,7 @@ def test_kafka_python_commit_restart_and_seek(bootstrap: str) -> None:
     try:
         deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
         while len(resumed) < 3 and time.monotonic() < deadline:
-            for tp, records in c.poll(200).items():
+            for tp, records in c.poll(JOIN_POLL_MS).items():
                 if tp.partition == 0:
                     resumed += [r.offset for r in records]
     finally:
