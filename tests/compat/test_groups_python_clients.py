@@ -17,6 +17,7 @@ from typing import Any
 
 import aiokafka
 import pytest
+from helpers.kafka_python import JOIN_POLL_MS
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import NewTopic
 
@@ -60,15 +61,9 @@ def kp_consumer(bootstrap: str, group: str, topic: str, **extra: Any) -> KafkaCo
     )
 
 
-# kafka-python 3.0.12 can stall for tens of seconds when a poll() times out while its
-# JoinGroup/SyncGroup is in flight (seen under load: the SyncGroup answer arrives, then
-# the IO thread sits in select() while the caller waits for a task it never runs; py-spy
-# dump in the issue 16/CI note). Each consumer therefore polls in a thread of its own
-# with a timeout long enough for a whole join, as an application's poll loop does.
-JOIN_POLL_MS = 3000
-
-
 def settle(consumers: list[KafkaConsumer], n: int, timeout: float = 40.0) -> list[set[int]]:
+    """Each consumer polls in a thread of its own, long enough for a whole join
+    (helpers.kafka_python explains why)."""
     stop = threading.Event()
 
     def poll_loop(c: KafkaConsumer) -> None:
