@@ -106,7 +106,7 @@ class _Connection(FrameProtocol):
     async def _answer(
         self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
     ) -> tuple[int, bytes, list[Buffer]]:
-        if turn is not None and turn.previous is not None:
+        if turn is not None and turn.previous is not None and not turn.previous.done():
             await asyncio.shield(turn.previous)  # never raises: always set_result
         handlers = self.server.handlers()
         if handlers is None:
