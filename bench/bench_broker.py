@@ -20,7 +20,9 @@ Then, on a second Odradek cluster of three storage nodes: produce MB/s with acks
 a replication-factor-3 topic against acks=1 on a replication-factor-1 topic (alternating
 rounds, medians), and the p99 produce-to-consume latency at a fixed rate (2,000
 records/s by default, acks=all, RF3, linger.ms=0; a confluent-kafka producer stamps each
-record with its send time, a consumer on the same host subtracts it on receipt).
+record with its send time, a consumer on the same host subtracts it on receipt; the
+consumer polls, so a record is stamped as soon as the client has it). ``--only=latency``
+(or ``replication``, ``compare``) runs one part alone.
 
 Debian's kcat links librdkafka 2.0.2, which Tansu's ApiVersions answer breaks ("Read
 underflow", docs/compatibility.md C22), so kcat runs with the librdkafka bundled in the
@@ -32,7 +34,8 @@ batch.
 
     make bench broker [ARGS="--messages=N --size=BYTES --partitions=P --linger-ms=MS
                              --batch-size=BYTES --acks=1 --rounds=N --brokers=odradek,tansu
-                             --latency-rate=R --latency-seconds=S --no-replication"]
+                             --latency-rate=R --latency-seconds=S --no-replication
+                             --only=compare|replication|latency"]
 
 (options take the ``--name=value`` form: ``python -m bench`` reads bare words as
 benchmark names).
@@ -433,9 +436,16 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
         ready.set()
         deadline = time.monotonic() + seconds + 30
         while len(got) < total and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.5):
+            # poll returns with the first record; consume(n, 0) takes what else arrived.
+            # (consume(n, t) waits until n records or t pass: records sat in the client
+            # for up to t, which the stamps counted as broker latency.)
+            first = c.poll(0.5)
+            if first is None:
+                continue
+            now = time.time_ns()
+            for m in [first, *c.consume(1000, 0)]:
                 if m.error() is None and m.value() != b"warm-up":
-                    got.append((time.time_ns() - int(m.value())) / 1e6)
+                    got.append((now - int(m.value())) / 1e6)
         c.close()
         done.set()
 
@@ -450,8 +460,9 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
     for i in range(total):
         target = start + i / rate
         now = time.monotonic()
-        if target > now:
-            time.sleep(target - now)
+        while target > now:  # serve delivery reports while waiting
+            p.poll(target - now)
+            now = time.monotonic()
         p.produce(topic, str(time.time_ns()).encode(), partition=i % partitions)
         p.poll(0)
     p.flush(30)
@@ -474,6 +485,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--latency-rate", type=int, default=2000, help="records/s")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--no-replication", action="store_true", help="skip the RF3 cluster")
+    parser.add_argument(
+        "--only",
+        choices=["compare", "replication", "latency"],
+        help="run one part alone: the Tansu comparison, the RF3 ratio or the latency",
+    )
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -484,22 +500,30 @@ def main(argv: list[str]) -> None:
         print(f"client: {args.kcat} with {kcat_version(args.kcat, env)} "
               f"(LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']})")  # fmt: skip
         data = tmp / "messages.txt"
-        write_messages(data, args.messages, args.size)
-        print(f"{args.messages:,} x {args.size}-byte messages in {data}; {args.partitions} "
-              f"partition(s), linger.ms={args.linger_ms}, batch.size={args.batch_size}")  # fmt: skip
         runner = Runner(args.kcat, env, data, args)
-        starters = {"odradek": odradek, "tansu": tansu}
-        with contextlib.ExitStack() as stack:
-            brokers = [stack.enter_context(starters[name](tmp)) for name in args.brokers]
-            series = compare(runner, brokers, args.acks)
-        report(series, runner, args.acks)
-        if not args.no_replication and "odradek" in args.brokers:
+        if args.only != "latency":
+            write_messages(data, args.messages, args.size)
+            print(f"{args.messages:,} x {args.size}-byte messages in {data}; {args.partitions} "
+                  f"partition(s), linger.ms={args.linger_ms}, batch.size={args.batch_size}")  # fmt: skip
+        if args.only in (None, "compare"):
+            starters = {"odradek": odradek, "tansu": tansu}
+            with contextlib.ExitStack() as stack:
+                brokers = [stack.enter_context(starters[name](tmp)) for name in args.brokers]
+                series = compare(runner, brokers, args.acks)
+            report(series, runner, args.acks)
+        rf3 = args.only in ("replication", "latency") or (
+            args.only is None and not args.no_replication and "odradek" in args.brokers
+        )
+        if rf3:
             print("\nodradek, three storage nodes:", flush=True)
+            lat: list[float] = []
             with odradek(tmp, storage_nodes=3, name="odradek-rf3") as broker:
-                replication_ratio(runner, broker)
-                lat = latency(
-                    broker.bootstrap, args.latency_rate, args.latency_seconds, args.partitions
-                )
+                if args.only != "latency":
+                    replication_ratio(runner, broker)
+                if args.only != "replication":
+                    lat = latency(
+                        broker.bootstrap, args.latency_rate, args.latency_seconds, args.partitions
+                    )
             if lat:
                 q = statistics.quantiles(lat, n=100)
                 print(f"produce-to-consume latency at {args.latency_rate:,} rec/s, acks=all RF3, "

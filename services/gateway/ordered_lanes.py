@@ -27,7 +27,8 @@ class _Lane:
         self._lock = asyncio.Lock()
         self._users = 0
 
-    async def __aenter__(self) -> None:
+    async def acquire(self) -> None:
+        """Wait for the earlier entrants; :meth:`release` exactly once afterwards."""
         self._users += 1
         try:
             await self._lock.acquire()
@@ -35,14 +36,21 @@ class _Lane:
             self._leave()
             raise
 
+    def release(self) -> None:
+        """Pass the lane on (callable from a plain callback, e.g. once a request is sent)."""
+        self._lock.release()
+        self._leave()
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._lock.release()
-        self._leave()
+        self.release()
 
     def _leave(self) -> None:
         self._users -= 1

@@ -65,16 +65,15 @@ class _Connection(FrameProtocol):
             self.transport.close()
 
     def frame_received(self, frame: Frame) -> None:
-        task = asyncio.ensure_future(self._serve(frame, self._lane_turn(frame)))
+        produce = _produce_head(frame) if frame.kind == PRODUCE else None
+        turn = self._lane_turn(produce.ordering_lane) if produce is not None else None
+        task = asyncio.ensure_future(self._serve(frame, produce, turn))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    def _lane_turn(self, frame: Frame) -> _Turn | None:
+    def _lane_turn(self, lane: int) -> _Turn | None:
         """A Produce on an ordering lane waits for the lane's previous append; frames are
         handled here in arrival order, so the lane's order is the sender's."""
-        if frame.kind != PRODUCE or len(frame.meta) == 0:
-            return None
-        lane = _ordering_lane(frame.meta)
         if not lane:
             return None
         ours: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -87,9 +86,11 @@ class _Connection(FrameProtocol):
         if self.lane_tails.get(lane) is done:
             del self.lane_tails[lane]
 
-    async def _serve(self, frame: Frame, turn: _Turn | None) -> None:
+    async def _serve(
+        self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
+    ) -> None:
         try:
-            kind, meta, blobs = await self._answer(frame, turn)
+            kind, meta, blobs = await self._answer(frame, produce, turn)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -102,8 +103,10 @@ class _Connection(FrameProtocol):
         if transport is not None and not transport.is_closing():
             transport.writelines(encode(frame.correlation_id, kind, meta, blobs))
 
-    async def _answer(self, frame: Frame, turn: _Turn | None) -> tuple[int, bytes, list[Buffer]]:
-        if turn is not None and turn.previous is not None:
+    async def _answer(
+        self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
+    ) -> tuple[int, bytes, list[Buffer]]:
+        if turn is not None and turn.previous is not None and not turn.previous.done():
             await asyncio.shield(turn.previous)  # never raises: always set_result
         handlers = self.server.handlers()
         if handlers is None:
@@ -113,7 +116,8 @@ class _Connection(FrameProtocol):
             response, records = await handlers.fetch.fetch_split(fetch)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
-            produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
+            if produce is None:  # the head did not parse: fail the call with the reason
+                produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
             staged = await handlers.produce.append(produce, frame.blobs)
             if turn is not None:
                 turn.ours.set_result(None)  # appended: the lane's next request may go
@@ -130,13 +134,14 @@ class _Turn:
     ours: asyncio.Future[None]
 
 
-def _ordering_lane(meta: memoryview) -> int:
-    """``ProduceRequest.ordering_lane`` (0 when the head does not parse: the call then
-    fails in :meth:`_Connection._answer` with the parse error)."""
+def _produce_head(frame: Frame) -> storage_pb2.ProduceRequest | None:
+    """A Produce frame's head, parsed once for its ``ordering_lane`` and its handling
+    (None when it does not parse: the call then fails in :meth:`_Connection._answer`
+    with the parse error)."""
     try:
-        return int(storage_pb2.ProduceRequest.FromString(bytes(meta)).ordering_lane)
+        return storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
     except Exception:
-        return 0
+        return None
 
 
 class DataLinkServer:

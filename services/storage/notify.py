@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 from collections.abc import Iterable, Iterator
 
 
@@ -35,6 +37,59 @@ class Notifier:
 
     def __len__(self) -> int:
         return len(self._events)
+
+
+class OffsetWaiter:
+    """One registration with :class:`OffsetWaiters`; ``active`` until woken or withdrawn."""
+
+    __slots__ = ("active", "event", "offset")
+
+    def __init__(self, offset: int, event: asyncio.Event) -> None:
+        self.offset = offset
+        self.event = event
+        self.active = True
+
+
+class OffsetWaiters:
+    """Events waiting for a partition's high watermark to reach an offset (acks=-1).
+
+    A high watermark advance wakes only the waiters it reached, in offset order (a heap),
+    so a backlog of N acks=-1 produces costs O(log N) per wake-up instead of waking all N
+    on every advance (Kafka's DelayedProduce purgatory is keyed by partition and checked
+    per completion; here the offset order does the checking). :meth:`wake_all` wakes
+    everyone, for changes other than the high watermark (role, leader epoch, ISR).
+    """
+
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, OffsetWaiter]] = []
+        self._seq = itertools.count()
+
+    def add(self, offset: int, event: asyncio.Event) -> OffsetWaiter:
+        waiter = OffsetWaiter(offset, event)
+        heapq.heappush(self._heap, (offset, next(self._seq), waiter))
+        return waiter
+
+    def wake_up_to(self, offset: int) -> None:
+        """Wake every waiter for an offset <= ``offset``."""
+        heap = self._heap
+        while heap and heap[0][0] <= offset:
+            waiter = heapq.heappop(heap)[2]
+            if waiter.active:
+                waiter.active = False
+                waiter.event.set()
+
+    def wake_all(self) -> None:
+        heap, self._heap = self._heap, []
+        for _, _, waiter in heap:
+            if waiter.active:
+                waiter.active = False
+                waiter.event.set()
+
+    def __len__(self) -> int:
+        """Registrations held, withdrawn ones not yet dropped included."""
+        return len(self._heap)
 
 
 @contextlib.contextmanager

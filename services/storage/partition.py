@@ -43,7 +43,7 @@ from odradek.log.producer_state import AppendOrigin, ProducerStateEntry, Verific
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.rpc.v1 import common_pb2
-from odradek.storage.notify import Notifier
+from odradek.storage.notify import Notifier, OffsetWaiters
 from odradek.storage.replica_state import UNKNOWN_OFFSET, FollowerState
 from odradek.topic_config import LogConfig
 
@@ -142,6 +142,8 @@ class Partition:
 
         self.hw_changed = Notifier()  # HW moved, role/epoch/ISR changed: consumers, acks=-1
         self.data_changed = Notifier()  # LEO or log start moved, role changed: replica fetches
+        # acks=-1 produces: woken when the HW reaches their offset, or role/epoch/ISR change
+        self.replication_waiters = OffsetWaiters()
         self.followers_changed = Notifier()  # follower log starts moved: DeleteRecords
 
     # -- identity ---------------------------------------------------------------------
@@ -232,6 +234,7 @@ class Partition:
 
     def notify_all(self) -> None:
         self.hw_changed.notify()
+        self.replication_waiters.wake_all()
         self.data_changed.notify()
         self.followers_changed.notify()
 
@@ -322,6 +325,7 @@ class Partition:
         self.pending_isr = None
         self.maybe_increment_high_watermark(self.clock_ms())
         self.hw_changed.notify()
+        self.replication_waiters.wake_all()
         return True
 
     # -- checks -------------------------------------------------------------------------
@@ -453,6 +457,7 @@ class Partition:
         if new_hw > self.high_watermark:
             self.log.high_watermark = new_hw
             self.hw_changed.notify()
+            self.replication_waiters.wake_up_to(new_hw)
             return True
         return False
 

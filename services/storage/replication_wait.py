@@ -6,6 +6,11 @@ waiter is NONE once the high watermark reached the required offset with an ISR o
 least ``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it got there with a
 smaller ISR, NOT_LEADER_OR_FOLLOWER if leadership or the epoch moved first, and
 REQUEST_TIMED_OUT when ``timeout_ms`` passes first.
+
+A waiter is woken only when its partition's high watermark reaches its offset, or on a
+change of role, epoch or ISR (:class:`~odradek.storage.notify.OffsetWaiters`), never by
+every advance of the high watermark: with thousands of one-record acks=-1 requests in
+flight, waking all of them on each advance made the cost quadratic.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 from collections.abc import Sequence
 
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.notify import subscribed, wait_until
+from odradek.storage.notify import OffsetWaiter, wait_until
 from odradek.storage.partition import Partition
 
 Waiter = tuple[Partition, int, int]
@@ -26,8 +31,8 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
     pending = list(range(len(waiting)))
     deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000.0
     event = asyncio.Event()
-    notifiers = {id(w[0]): w[0].hw_changed for w in waiting}.values()
-    with subscribed(event, notifiers):
+    registered: dict[int, OffsetWaiter] = {}
+    try:
         while pending:
             event.clear()
             still = []
@@ -36,9 +41,15 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
                 done, error = part.replication_status(required, epoch)
                 if done:
                     outcome[i] = error
-                else:
-                    still.append(i)
+                    continue
+                still.append(i)
+                waiter = registered.get(i)
+                if waiter is None or not waiter.active:
+                    registered[i] = part.replication_waiters.add(required, event)
             pending = still
             if not pending or not await wait_until(event, deadline):
                 break
+    finally:
+        for waiter in registered.values():
+            waiter.active = False
     return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in outcome]

@@ -112,8 +112,20 @@ class DataLinkPool:
         """One call to ``node_id``; raises DataLinkError, TimeoutError. ``on_sent`` runs
         once the request is written to the connection (frames written one after another
         reach the node in that order)."""
-        conn = await asyncio.wait_for(self._connection(node_id), timeout)
+        conn = self._open_connection(node_id)
+        if conn is None:
+            conn = await asyncio.wait_for(self._connection(node_id), timeout)
         return await conn.call(kind, meta, blobs, timeout, on_sent)
+
+    def _open_connection(self, node_id: int) -> _Connection | None:
+        """The node's connection when it is open at the node's current address: the
+        common case, served without creating a task per call."""
+        entry = self._conns.get(node_id)
+        if entry is None or entry[1].closed:
+            return None
+        if entry[0] != self.metadata.current.data_address(node_id):
+            return None
+        return entry[1]
 
     async def _connection(self, node_id: int) -> _Connection:
         address = self.metadata.current.data_address(node_id)

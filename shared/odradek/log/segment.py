@@ -31,12 +31,19 @@ in a partial batch, garbage, or zeros (a preallocated or grown-but-unwritten tai
 increasing offsets), truncates at the first invalid byte and rebuilds both indexes;
 given the producer state at the segment's base offset it also rebuilds ``.txnindex``.
 
+Tail reads: followers, consumers and the high watermark bound of a consumer read ask
+for offsets near the end of the active segment, up to ``index.interval.bytes`` past
+the last index entry (about fifty headers with one-record batches). The positions of
+the latest appended batches are kept in memory, so such a lookup reads one header
+instead of scanning; truncation and recovery forget them.
+
 Concurrency: readers use ``pread`` only (no shared file position), so a worker
 thread may read, recover or flush a segment that the loop thread does not append to.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import time
@@ -84,6 +91,7 @@ _MIN_BATCH = HEADER_SIZE  # 61: a v2 batch with no records
 _SCAN_CHUNK = 64 * 1024
 _FIRST_CHUNK = 4 * 1024
 _RECOVER_CHUNK = 4 * 1024 * 1024
+_TAIL_BATCHES = 256  # latest batch positions kept for tail reads (see the module docstring)
 
 
 def log_file_name(base_offset: int) -> str:
@@ -172,6 +180,9 @@ class LogSegment:
         self._unflushed = False
         self.index_corrupt = False
         self._next_fetch: tuple[int, int] | None = None  # (offset, position) after the last read
+        # base offset and position of the latest appended batches (ascending)
+        self._tail_offsets: list[int] = []
+        self._tail_positions: list[int] = []
         if active:
             self.offset_index  # noqa: B018 - open (and preallocate) now
             self.time_index  # noqa: B018
@@ -328,7 +339,10 @@ class LogSegment:
         interval = self.settings.index_interval_bytes
         since = self._bytes_since_index
         batch_position = position
+        tail_offsets, tail_positions = self._tail_offsets, self._tail_positions
         for h in headers:
+            tail_offsets.append(h.base_offset)
+            tail_positions.append(batch_position)
             max_ts = h.max_timestamp
             if max_ts > self._max_ts:
                 self._max_ts = max_ts
@@ -341,7 +355,15 @@ class LogSegment:
             since += size
             batch_position += size
         self._bytes_since_index = since
+        if len(tail_offsets) > 2 * _TAIL_BATCHES:
+            del tail_offsets[:-_TAIL_BATCHES]
+            del tail_positions[:-_TAIL_BATCHES]
         return position
+
+    def _forget_tail(self) -> None:
+        self._next_fetch = None
+        self._tail_offsets = []
+        self._tail_positions = []
 
     # -- reading ------------------------------------------------------------------------
     def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[LocatedBatch]:
@@ -413,6 +435,17 @@ class LogSegment:
             b = self.header_at(cached[1])
             if b is not None and b.header.last_offset >= offset:
                 return b
+        tail = self._tail_offsets
+        if tail and offset >= tail[0]:
+            i = bisect.bisect_right(tail, offset) - 1
+            position = self._tail_positions[i]
+            if position >= starting_position:
+                b = self.header_at(position)
+                if b is not None and b.header.base_offset == tail[i]:
+                    if b.header.last_offset >= offset:
+                        return b
+                    # the batch after it, if any, is the first one ending at or past offset
+                    return next(self.iter_headers(position + b.size), None)
         position, b = self._checked_index_entry(offset)
         if b is not None and position >= starting_position:
             if b.header.last_offset >= offset:
@@ -546,7 +579,7 @@ class LogSegment:
         The segment becomes the active one (its indexes writable and preallocated).
         """
         mapping = self.translate_offset(offset)
-        self._next_fetch = None
+        self._forget_tail()
         self.make_active()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -586,7 +619,7 @@ class LogSegment:
         """
         oi = self.offset_index
         ti = self.time_index
-        self._next_fetch = None
+        self._forget_tail()
         oi.make_writable()
         ti.make_writable()
         oi.reset()

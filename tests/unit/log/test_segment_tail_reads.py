@@ -1,0 +1,83 @@
+"""Reads near the log end (followers, consumers, a consumer read's high watermark bound)
+find their batch from the positions of the latest appends: one header read, not a scan
+from the last index entry over up to ``index.interval.bytes`` of small batches (issue 18:
+that scan was a large share of a leader's CPU per one-record acks=all produce)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from log_testkit import batch, decode_all, open_log
+
+from odradek.log import segment as segment_module
+from odradek.log.log import PartitionLog
+from odradek.records.header import read_located_batch
+from odradek.topic_config import LogConfig
+
+
+def _log_of_small_batches(path: Path, count: int) -> PartitionLog:
+    log = open_log(path, LogConfig(segment_bytes=1 << 20, index_interval_bytes=4096))
+    for _ in range(count):
+        log.append_as_leader(batch(2, value=b"v"), 0)  # offsets 2i, 2i+1
+    return log
+
+
+@pytest.fixture
+def headers_parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many batch headers the segment parses (a counting wrapper, same results)."""
+    parsed = [0]
+
+    def counting(*args: object, **kwargs: object) -> object:
+        parsed[0] += 1
+        return read_located_batch(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segment_module, "read_located_batch", counting)
+    return parsed
+
+
+def test_tail_lookup_reads_one_header(tmp_path: Path, headers_parsed: list[int]) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 300)
+    seg = log.active_segment
+    # Batches of ~75 bytes: about 55 of them lie between two index entries.
+    for offset in (598, 599, 560, 540):
+        headers_parsed[0] = 0
+        found = seg.translate_offset(offset)
+        assert found is not None and found.header.base_offset == offset - offset % 2
+        assert headers_parsed[0] <= 1, (offset, headers_parsed[0])
+    # A follower's or consumer's read at a recent offset, with the HW as its bound.
+    headers_parsed[0] = 0
+    result = log.read(590, 1 << 20, max_offset=596)
+    assert [r[0] for r in decode_all(result.records)] == list(range(590, 596))
+    assert headers_parsed[0] <= 8, headers_parsed[0]
+
+
+def test_every_offset_is_found_tail_or_not(tmp_path: Path) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 600)  # more than the tail keeps
+    seg = log.active_segment
+    for offset in range(log.log_end_offset):
+        found = seg.translate_offset(offset)
+        assert found is not None and found.header.base_offset == offset - offset % 2, offset
+    assert seg.translate_offset(log.log_end_offset) is None
+    for offset in range(0, log.log_end_offset, 7):
+        got = decode_all(log.read(offset, 200).records)
+        assert got and got[0][0] == offset - offset % 2
+
+
+def test_tail_is_forgotten_on_truncation_and_recovery(tmp_path: Path) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 100)
+    log.truncate_to(150)
+    assert log.log_end_offset == 150
+    assert log.active_segment.translate_offset(150) is None
+    for _ in range(5):
+        log.append_as_leader(batch(3, value=b"w"), 1)  # offsets 150..164, batches of 3
+    seg = log.active_segment
+    for offset in range(140, 165):
+        found = seg.translate_offset(offset)
+        expected = offset - offset % 2 if offset < 150 else 150 + (offset - 150) // 3 * 3
+        assert found is not None and found.header.base_offset == expected, offset
+    assert [r[0] for r in decode_all(log.read(151, 1 << 20).records)][:3] == [150, 151, 152]
+    log.close()
+    reopened = open_log(tmp_path / "t-0", LogConfig(segment_bytes=1 << 20))
+    assert reopened.log_end_offset == 165
+    assert [r[0] for r in decode_all(reopened.read(160, 1 << 20).records)] == list(range(159, 165))
