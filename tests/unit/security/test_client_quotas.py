@@ -68,9 +68,10 @@ def test_alter_refuses_what_kafka_refuses() -> None:
         INVALID,
         "Empty user not supported",
     )
-    assert _error(quotas, _user("a"), [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)])[
-        0
-    ] == INVALID
+    assert (
+        _error(quotas, _user("a"), [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)])[0]
+        == INVALID
+    )
     assert quotas == {}  # nothing refused was stored
     # request_percentage is a double; removing an unknown key is not an error (Kafka).
     assert _error(quotas, _user("a"), [("request_percentage", 12.5), ("nothing", None)]) == (0, "")
