@@ -6,6 +6,7 @@ metrics and ``odradek quotas``."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import subprocess
@@ -17,12 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from helpers.batches import producer_batch
 from helpers.waiting import wait_until
 from helpers.wire import WireClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.protocol.headers import parse_response_header
 from odradek.protocol.messages import (
@@ -266,7 +267,6 @@ def _stats_throttle(stats: list[dict[str, Any]]) -> int:
 
 
 def test_producer_byte_rate_holds_a_confluent_producer(cluster: Cluster) -> None:
-    import json
 
     first, _ = _gateways(cluster)
     topic = _topic(first)
