@@ -86,9 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--client", action=_EntityAction, metavar="NAME")
     p.add_argument("--user-defaults", action=_EntityAction, nargs=0)
     p.add_argument("--client-defaults", action=_EntityAction, nargs=0)
-    p.add_argument(
-        "--validate-only", action="store_true", help="--alter: check, change nothing"
-    )
+    p.add_argument("--validate-only", action="store_true", help="--alter: check, change nothing")
     p.set_defaults(
         func=lambda args: run_tool(_run, args, "Error while executing config command: "),
         entities=None,
@@ -133,7 +131,9 @@ def _run(args: argparse.Namespace) -> int:
     for etype, name in args.entities or []:
         if name is _UNNAMED:
             if args.alter:
-                raise UsageError("--alter needs --entity-name or --entity-default per --entity-type")
+                raise UsageError(
+                    "--alter needs --entity-name or --entity-default per --entity-type"
+                )
             entities.append((etype, _UNNAMED))  # type: ignore[arg-type]
         else:
             entities.append((etype, name))
