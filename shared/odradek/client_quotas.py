@@ -94,6 +94,8 @@ def validate_entity(e: Entity) -> QuotaError | None:
 def validate_value(key: str, value: float) -> QuotaError | None:
     """Kafka's ``validateQuotaKeyValue``."""
     integral = QUOTA_KEYS.get(key)
+    if key == CONTROLLER_MUTATION_RATE:
+        return _invalid(f"Invalid configuration key {key}: not supported by this cluster")
     if integral is None:
         return _invalid(f"Invalid configuration key {key}")
     if not value > 0.0:  # (NaN too)

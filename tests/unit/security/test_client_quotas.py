@@ -52,6 +52,11 @@ def test_alter_refuses_what_kafka_refuses() -> None:
         "Quota producer_byte_rate must be greater than 0",
     )
     assert _error(quotas, _user("a"), [("producer_byte_rate", 0.0)])[0] == INVALID
+    assert _error(quotas, _user("a"), [("controller_mutation_rate", 10.0)])[0] == INVALID
+    assert (
+        _error(quotas, entity([("ip", "1.2.3.4")]), [("connection_creation_rate", 1.0)])[0]
+        == INVALID
+    )
     assert _error(quotas, _user("a"), [("consumer_byte_rate", 1.5)]) == (
         INVALID,
         "consumer_byte_rate cannot be a fractional value.",
