@@ -43,6 +43,7 @@ from prometheus_client.metrics_core import Metric
 
 from odradek.client_quotas import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     Entity,
@@ -208,6 +209,86 @@ class ClientQuotaManager:
             sensor.throttled += 1
 
 
+class TokenBucket:
+    """Kafka's ``TokenBucket`` (KIP-599): ``bound`` tokens a second, at most
+    ``samples * window`` seconds' worth; recording takes tokens, which may go negative."""
+
+    __slots__ = ("burst_s", "last_ms", "tokens")
+
+    def __init__(self, burst_s: float) -> None:
+        self.burst_s = burst_s
+        self.tokens: float | None = None  # full on first use
+        self.last_ms = 0
+
+    def measure(self, bound: float, now_ms: int) -> float:
+        burst = self.burst_s * bound
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + bound * (now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+        return self.tokens
+
+    def record(self, value: float, bound: float, now_ms: int) -> None:
+        self.tokens = min(self.burst_s * bound, self.measure(bound, now_ms) - value)
+
+
+class _BucketSensor:
+    __slots__ = ("bucket", "last_used_ms", "throttle_ms", "throttled")
+
+    def __init__(self, burst_s: float, now_ms: int) -> None:
+        self.bucket = TokenBucket(burst_s)
+        self.last_used_ms = now_ms
+        self.throttle_ms = 0
+        self.throttled = 0
+
+
+class ControllerMutationQuotaManager:
+    """``controller_mutation_rate``: partitions created or deleted per second (Kafka's
+    ControllerMutationQuotaManager). Throttle time ``-tokens / bound`` seconds."""
+
+    quota_type = "ControllerMutation"
+    key = CONTROLLER_MUTATION_RATE
+
+    def __init__(self, samples: int, window_s: int) -> None:
+        self.burst_s = float(samples * window_s)
+        self.sensors: dict[tuple[str, str], _BucketSensor] = {}
+        self.bounds: dict[tuple[str, str], float] = {}
+
+    def _sensor(self, q: Resolved, now_ms: int) -> _BucketSensor:
+        tags = (q.user, q.client_id)
+        sensor = self.sensors.get(tags)
+        if sensor is None:
+            if len(self.sensors) > 10_000:
+                self._purge(now_ms)
+            sensor = self.sensors[tags] = _BucketSensor(self.burst_s, now_ms)
+        sensor.last_used_ms = now_ms
+        self.bounds[tags] = q.bound
+        return sensor
+
+    def _purge(self, now_ms: int) -> None:
+        for tags, s in list(self.sensors.items()):
+            if now_ms - s.last_used_ms > INACTIVE_SENSOR_EXPIRATION_MS:
+                del self.sensors[tags]
+                self.bounds.pop(tags, None)
+
+    def throttle_ms(self, q: Resolved, now_ms: int) -> int:
+        """0 while tokens remain, else the time until the bucket is back at zero."""
+        tokens = self._sensor(q, now_ms).bucket.measure(q.bound, now_ms)
+        return 0 if tokens >= 0 else _java_round(-tokens / q.bound * 1000)
+
+    def record(self, q: Resolved, partitions: float, now_ms: int) -> None:
+        self._sensor(q, now_ms).bucket.record(partitions, q.bound, now_ms)
+
+    def throttled(self, q: Resolved | None, throttle_ms: int) -> None:
+        if q is None or throttle_ms <= 0:
+            return
+        sensor = self.sensors.get((q.user, q.client_id))
+        if sensor is not None:
+            sensor.throttle_ms += throttle_ms
+            sensor.throttled += 1
+
+
 @dataclass(frozen=True, slots=True)
 class Who:
     """The quota identity of a request: principal name and client id."""
@@ -239,6 +320,10 @@ class ClientQuotas:
         self.fetch = ClientQuotaManager("Fetch", CONSUMER_BYTE_RATE, samples, window_s)
         self.request = ClientQuotaManager(
             "Request", REQUEST_PERCENTAGE, samples, window_s, max_throttle_ms=window_s * 1000
+        )
+        self.mutation = ControllerMutationQuotaManager(
+            GATEWAY_CONFIGS.read_int(config, "controller.quota.window.num"),
+            GATEWAY_CONFIGS.read_int(config, "controller.quota.window.size.seconds"),
         )
         self._snapshot: Snapshot | None = None
         self._quotas: dict[Entity, dict[str, float]] = {}
@@ -274,7 +359,9 @@ class ClientQuotas:
         self.quotas()
         return key in self._keys
 
-    def resolve(self, manager: ClientQuotaManager, who: Who) -> Resolved | None:
+    def resolve(
+        self, manager: ClientQuotaManager | ControllerMutationQuotaManager, who: Who
+    ) -> Resolved | None:
         quotas = self.quotas()
         if manager.key not in self._keys:
             return None
@@ -376,12 +463,21 @@ def _families(gateways: Sequence[ClientQuotas]) -> list[Metric]:
                 throttled.add_metric(values, float(sensor.throttled))
                 rate.add_metric(values, sensor.rate.measure(now))
                 bound.add_metric(values, manager.bounds.get((user, client_id), math.inf))
+        m = gw.mutation
+        for (user, client_id), bucket in _exported(m.sensors):
+            values = [m.quota_type, user, client_id]
+            throttle.add_metric(values, float(bucket.throttle_ms))
+            throttled.add_metric(values, float(bucket.throttled))
+            bound.add_metric(values, m.bounds.get((user, client_id), math.inf))
     return [throttle, throttled, rate, bound]
 
 
+S = TypeVar("S", _Sensor, _BucketSensor)
+
+
 def _exported(
-    sensors: Mapping[tuple[str, str], _Sensor],
-) -> Iterator[tuple[tuple[str, str], _Sensor]]:
+    sensors: Mapping[tuple[str, str], S],
+) -> Iterator[tuple[tuple[str, str], S]]:
     if len(sensors) <= MAX_EXPORTED:
         yield from sensors.items()
         return

@@ -93,6 +93,67 @@ async def apply_quotas(
     THROTTLED.labels(winner.quota_type).inc()
     if ctx.mute is not None:
         ctx.mute(throttle)
-    if response is not None and hasattr(response, "throttle_time_ms"):
-        setattr(response, "throttle_time_ms", throttle)  # noqa: B010 (not every message has it)
+    _set_throttle(response, throttle)
     return response
+
+
+def _set_throttle(response: Message | None, throttle: int) -> None:
+    """The larger of ``throttle`` and what the handler set (controller mutations)."""
+    if response is not None and hasattr(response, "throttle_time_ms"):
+        throttle = max(throttle, int(getattr(response, "throttle_time_ms", 0) or 0))
+        setattr(response, "throttle_time_ms", throttle)  # noqa: B010 (not every message has it)
+
+
+THROTTLING_QUOTA_EXCEEDED_MESSAGE = "The throttling quota has been exceeded."
+
+
+class MutationQuota:
+    """One CreateTopics, CreatePartitions or DeleteTopics request against
+    ``controller_mutation_rate`` (KIP-599; Kafka's Strict/PermissiveControllerMutationQuota).
+
+    Strict (the versions that know THROTTLING_QUOTA_EXCEEDED): a topic is refused while
+    the client's token bucket is below zero, else its partitions are taken (the bucket
+    may go below zero then); the response carries the throttle time only when a topic
+    was refused. Permissive (older versions): everything is taken and the response
+    carries the time until the bucket is back at zero. The partitions of a topic the
+    controller then refuses are given back."""
+
+    def __init__(
+        self, quotas: ClientQuotas, ctx: ConnectionContext, header: RequestHeader, strict_since: int
+    ) -> None:
+        self.quotas = quotas
+        self.ctx = ctx
+        self.q = quotas.resolve(quotas.mutation, Who.of(ctx.principal, header.client_id))
+        self.strict = header.api_version >= strict_since
+        self.throttle = 0
+
+    def admit(self, partitions: int) -> bool:
+        """False: refuse this topic with THROTTLING_QUOTA_EXCEEDED."""
+        if self.q is None:
+            return True
+        now = self.quotas.now_ms()
+        if self.strict:
+            wait = self.quotas.mutation.throttle_ms(self.q, now)
+            if wait > 0:
+                self.throttle = max(self.throttle, wait)
+                return False
+        self.quotas.mutation.record(self.q, max(0, partitions), now)
+        return True
+
+    def give_back(self, partitions: int) -> None:
+        if self.q is not None and partitions > 0:
+            self.quotas.mutation.record(self.q, -partitions, self.quotas.now_ms())
+
+    def finish(self, response: Message) -> None:
+        """Put the throttle time in ``response`` and mute the connection for it."""
+        if self.q is None:
+            return
+        if not self.strict:
+            self.throttle = self.quotas.mutation.throttle_ms(self.q, self.quotas.now_ms())
+        if self.throttle <= 0:
+            return
+        self.quotas.mutation.throttled(self.q, self.throttle)
+        THROTTLED.labels(self.quotas.mutation.quota_type).inc()
+        if self.ctx.mute is not None:
+            self.ctx.mute(self.throttle)
+        _set_throttle(response, self.throttle)

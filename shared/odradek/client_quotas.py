@@ -7,7 +7,8 @@ What the controller stores, the gateways enforce and the tools print, in one pla
   entity (``<default>`` in kafka-configs.sh, ``--entity-default``);
 - the keys are Kafka's ``QuotaConfig`` names: ``producer_byte_rate`` and
   ``consumer_byte_rate`` (integral bytes/s), ``request_percentage`` (percent of one
-  request-handling thread per quota window);
+  request-handling thread per quota window), ``controller_mutation_rate`` (partitions
+  created or deleted per second, KIP-599);
 - :func:`validate_alteration` answers what Kafka's ``ClientQuotaControlManager``
   answers (INVALID_REQUEST with Kafka's messages);
 - :func:`describe` filters as Kafka's ``ClientQuotasImage.describe`` does;
@@ -15,9 +16,9 @@ What the controller stores, the gateways enforce and the tools print, in one pla
   the most specific entity that has the key wins, and its metric tags say which
   clients share one rate (a ``user`` quota is shared by all of that user's client ids).
 
-Deviations: the ``ip`` entity (``connection_creation_rate``) and
-``controller_mutation_rate`` are refused (INVALID_REQUEST): connection creation is
-bounded per gateway by ``max.connection.creation.rate`` (docs/security.md).
+Deviation: the ``ip`` entity (``connection_creation_rate``) is refused
+(INVALID_REQUEST): connection creation is bounded per gateway by
+``max.connection.creation.rate`` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ QUOTA_KEYS: dict[str, bool] = {
     PRODUCER_BYTE_RATE: True,
     CONSUMER_BYTE_RATE: True,
     REQUEST_PERCENTAGE: False,
+    CONTROLLER_MUTATION_RATE: False,
 }
 LONG_MAX = float((1 << 63) - 1)
 
@@ -94,8 +96,6 @@ def validate_entity(e: Entity) -> QuotaError | None:
 def validate_value(key: str, value: float) -> QuotaError | None:
     """Kafka's ``validateQuotaKeyValue``."""
     integral = QUOTA_KEYS.get(key)
-    if key == CONTROLLER_MUTATION_RATE:
-        return _invalid(f"Invalid configuration key {key}: not supported by this cluster")
     if integral is None:
         return _invalid(f"Invalid configuration key {key}")
     if not value > 0.0:  # (NaN too)

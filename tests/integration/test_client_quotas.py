@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from odradek.protocol.headers import parse_response_header
 from odradek.protocol.messages import (
     AlterClientQuotasRequest,
+    CreateTopicsRequest,
     DescribeClientQuotasRequest,
     MetadataRequest,
     ProduceRequest,
@@ -41,6 +42,7 @@ E = AlterClientQuotasRequest.EntryData
 C = DescribeClientQuotasRequest.ComponentData
 INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
+THROTTLING_QUOTA_EXCEEDED = 89
 RATE = 200_000  # bytes/s for the rate tests
 WINDOWS = 3  # quota.window.num
 
@@ -257,6 +259,43 @@ def test_request_percentage_throttles_any_api(cluster: Cluster) -> None:
         assert 0 < throttles[-1] <= 1000
     finally:
         _set(first, [("client-id", client)], request_percentage=None)
+
+
+def _create_topics(bootstrap: str, client_id: str, version: int, name: str, partitions: int) -> Any:
+    host, port = bootstrap.rsplit(":", 1)
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        request = CreateTopicsRequest(topics=[topic], timeout_ms=30000, validate_only=False)
+        s.sendall(encode_request(19, version, 1, client_id, request))
+        return _receive(s, 19, version)
+
+
+def test_controller_mutation_rate(cluster: Cluster) -> None:
+    """KIP-599: partitions created per second, a token bucket of 11 s' worth."""
+    first, _ = _gateways(cluster)
+    client = f"mutator-{uuid.uuid4().hex[:6]}"
+    _set(first, [("client-id", client)], controller_mutation_rate=0.5)  # 5.5 in the bucket
+    tag = uuid.uuid4().hex[:6]
+    try:
+        for name in ("a", "b"):  # 5.5 - 3 - 3: the second may still take the bucket below 0
+            (created,) = _create_topics(first, client, 7, f"m{name}-{tag}", 3).topics
+            assert created.error_code == 0, created.error_message
+        refused = _create_topics(first, client, 7, f"mc-{tag}", 3)
+        assert (refused.topics[0].error_code, refused.topics[0].error_message) == (
+            THROTTLING_QUOTA_EXCEEDED,
+            "The throttling quota has been exceeded.",
+        )
+        # The bucket is at -0.5 (less what refilled since): up to 0.5 / 0.5 per s.
+        assert 0 < refused.throttle_time_ms <= 1000
+        # v5 cannot say THROTTLING_QUOTA_EXCEEDED: created, and throttled after.
+        time.sleep(refused.throttle_time_ms / 1000)
+        permissive = _create_topics(first, client, 5, f"md-{tag}", 3)
+        assert permissive.topics[0].error_code == 0
+        assert permissive.throttle_time_ms > 0
+    finally:
+        _set(first, [("client-id", client)], controller_mutation_rate=None)
 
 
 def _stats_throttle(stats: list[dict[str, Any]]) -> int:

@@ -167,6 +167,21 @@ GATEWAY_CONFIGS = Catalog(
             at_least=1,
         ),
         ConfigDef(
+            "controller.quota.window.num",
+            _INT,
+            11,
+            "The number of samples to retain in memory for controller mutation quotas "
+            "(controller_mutation_rate: the token bucket holds this many windows' worth).",
+            at_least=1,
+        ),
+        ConfigDef(
+            "controller.quota.window.size.seconds",
+            _INT,
+            1,
+            "The time span of each sample for controller mutations quotas.",
+            at_least=1,
+        ),
+        ConfigDef(
             "max.connections.per.ip.overrides",
             _STRING,
             "",

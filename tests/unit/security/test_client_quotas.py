@@ -21,7 +21,14 @@ from odradek.client_quotas import (
 )
 from odradek.controller.model import ClusterModel
 from odradek.controller.quota_state import ClientQuotaState
-from odradek.gateway.client_quotas import ClientQuotaManager, Rate, ThreadTime, Who, timed
+from odradek.gateway.client_quotas import (
+    ClientQuotaManager,
+    ControllerMutationQuotaManager,
+    Rate,
+    ThreadTime,
+    Who,
+    timed,
+)
 from odradek.protocol.errors import ErrorCode
 
 INVALID = int(ErrorCode.INVALID_REQUEST)
@@ -52,7 +59,6 @@ def test_alter_refuses_what_kafka_refuses() -> None:
         "Quota producer_byte_rate must be greater than 0",
     )
     assert _error(quotas, _user("a"), [("producer_byte_rate", 0.0)])[0] == INVALID
-    assert _error(quotas, _user("a"), [("controller_mutation_rate", 10.0)])[0] == INVALID
     assert (
         _error(quotas, entity([("ip", "1.2.3.4")]), [("connection_creation_rate", 1.0)])[0]
         == INVALID
@@ -190,6 +196,19 @@ def test_throttle_time_is_kafkas() -> None:
     # request_percentage throttles are capped at one window.
     r = ClientQuotaManager("Request", "request_percentage", 11, 1, max_throttle_ms=1000)
     assert r.record(q, 1e6, 0) == 1000
+
+
+def test_controller_mutation_bucket_is_kafkas() -> None:
+    m = ControllerMutationQuotaManager(samples=11, window_s=1)
+    q = resolve(
+        {_user(None): {"controller_mutation_rate": 2.0}}, "controller_mutation_rate", "u", ""
+    )
+    assert q is not None
+    assert m.throttle_ms(q, 0) == 0  # a full bucket: 11 s * 2/s = 22 partitions
+    m.record(q, 30, 0)
+    assert m.throttle_ms(q, 0) == 4000  # 8 partitions short at 2/s
+    assert m.throttle_ms(q, 4000) == 0  # refilled
+    assert m.throttle_ms(q, 100_000) == 0  # never more than the burst
 
 
 def test_timed_counts_only_running_steps() -> None:
