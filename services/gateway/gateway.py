@@ -350,7 +350,11 @@ class Gateway:
     async def dispatch(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
     ) -> Result:
-        if header.api_key in SASL_APIS or not self.quotas.enabled(REQUEST_PERCENTAGE):
+        if (
+            header.api_key in SASL_APIS
+            or not ctx.authenticated
+            or not self.quotas.enabled(REQUEST_PERCENTAGE)
+        ):
             return await self._dispatch(ctx, header, body, None)
         # request_percentage: count the event-loop time this request takes.
         clock = ThreadTime()
@@ -412,7 +416,9 @@ class Gateway:
                 )
             raise CloseConnection() from None
         response = await handler(self, ctx, header, request)
-        if key not in SASL_APIS and self.quotas.any():
+        # Client quotas (throttling.py); not on the SASL exchange, which Kafka's
+        # authenticator answers before any quota applies.
+        if key not in SASL_APIS and ctx.authenticated and self.quotas.any():
             response = await apply_quotas(
                 self.quotas, ctx, header, request, response, len(body), clock
             )
