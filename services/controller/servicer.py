@@ -23,7 +23,7 @@ from odradek.acl import (
     PatternType,
 )
 from odradek.acl import ResourceType as AclResourceType
-from odradek.client_quotas import entity
+from odradek.client_quota_proto import entity_from_proto, entity_to_proto
 from odradek.controller.cluster_state import NodeInfo, NodeKind
 from odradek.controller.controller import (
     ConfigResourceChange,
@@ -39,7 +39,7 @@ from odradek.controller.model import (
     TopicResult,
     TopicSpec,
 )
-from odradek.controller.snapshot import acl_proto, entity_proto, partition_proto
+from odradek.controller.snapshot import acl_proto, partition_proto
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 from odradek.sasl.scram import ScramCredential, ScramMechanism
@@ -461,10 +461,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
     ) -> controller_pb2.AlterClientQuotasResponse:
         alterations = [
             (
-                entity(
-                    (p.entity_type, p.entity_name if p.HasField("entity_name") else None)
-                    for p in a.entity
-                ),
+                entity_from_proto(a.entity),
                 [(op.key, None if op.remove else op.value) for op in a.ops],
             )
             for a in request.entries
@@ -475,7 +472,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
         return controller_pb2.AlterClientQuotasResponse(
             results=[
                 controller_pb2.ClientQuotaResult(
-                    entity=entity_proto(e),
+                    entity=entity_to_proto(e),
                     error_code=error.code if error else 0,
                     error_message=error.message if error else "",
                 )

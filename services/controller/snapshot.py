@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from odradek.acl import AclBinding
-from odradek.client_quotas import Entity
+from odradek.client_quota_proto import entity_to_proto
 from odradek.controller.cluster_state import NodeInfo, PartitionState, ShardState, TopicState
 from odradek.controller.model import ClusterModel
 from odradek.rpc.v1 import common_pb2
@@ -86,19 +86,10 @@ def build_metadata(
         ],
         acls=[acl_proto(a) for a in model.security.acls],
         client_quotas=[
-            common_pb2.ClientQuota(entity=entity_proto(e), values=values)
+            common_pb2.ClientQuota(entity=entity_to_proto(e), values=values)
             for e, values in model.client_quotas.quotas.items()
         ],
     )
-
-
-def entity_proto(e: Entity) -> list[common_pb2.QuotaEntityPart]:
-    return [
-        common_pb2.QuotaEntityPart(entity_type=t)
-        if n is None
-        else common_pb2.QuotaEntityPart(entity_type=t, entity_name=n)
-        for t, n in e
-    ]
 
 
 def acl_proto(a: AclBinding) -> common_pb2.AclBinding:

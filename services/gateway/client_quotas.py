@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from odradek.client_quota_proto import entity_from_proto
 from odradek.client_quotas import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
@@ -48,7 +49,6 @@ from odradek.client_quotas import (
     REQUEST_PERCENTAGE,
     Entity,
     Resolved,
-    entity,
     resolve,
 )
 from odradek.config import Config
@@ -201,12 +201,7 @@ class ClientQuotaManager:
 
     def throttled(self, q: Resolved | None, throttle_ms: int) -> None:
         """Count a response answered with ``throttle_ms`` (Kafka's throttle-time sensor)."""
-        if q is None or throttle_ms <= 0:
-            return
-        sensor = self.sensors.get((q.user, q.client_id))
-        if sensor is not None:
-            sensor.throttle_ms += throttle_ms
-            sensor.throttled += 1
+        _count_throttle(self.sensors, q, throttle_ms)
 
 
 class TokenBucket:
@@ -281,12 +276,18 @@ class ControllerMutationQuotaManager:
         self._sensor(q, now_ms).bucket.record(partitions, q.bound, now_ms)
 
     def throttled(self, q: Resolved | None, throttle_ms: int) -> None:
-        if q is None or throttle_ms <= 0:
-            return
-        sensor = self.sensors.get((q.user, q.client_id))
-        if sensor is not None:
-            sensor.throttle_ms += throttle_ms
-            sensor.throttled += 1
+        _count_throttle(self.sensors, q, throttle_ms)
+
+
+def _count_throttle(
+    sensors: Mapping[tuple[str, str], _Sensor | _BucketSensor], q: Resolved | None, ms: int
+) -> None:
+    if q is None or ms <= 0:
+        return
+    sensor = sensors.get((q.user, q.client_id))
+    if sensor is not None:
+        sensor.throttle_ms += ms
+        sensor.throttled += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,11 +339,7 @@ class ClientQuotas:
         snap = self.metadata.current
         if snap is not self._snapshot:
             self._quotas = {
-                entity(
-                    (p.entity_type, p.entity_name if p.HasField("entity_name") else None)
-                    for p in q.entity
-                ): dict(q.values)
-                for q in snap.raw.client_quotas
+                entity_from_proto(q.entity): dict(q.values) for q in snap.raw.client_quotas
             }
             self._keys = frozenset(k for values in self._quotas.values() for k in values)
             self._resolved = {}

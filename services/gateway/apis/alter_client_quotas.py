@@ -11,6 +11,7 @@ metadata holds it, so the client's next request here is measured against it.
 
 from __future__ import annotations
 
+from odradek.client_quota_proto import entity_from_proto, entity_to_proto
 from odradek.client_quotas import Entity, entity
 from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.connection import ConnectionContext
@@ -25,25 +26,10 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import AlterClientQuotasRequest, AlterClientQuotasResponse
-from odradek.rpc.v1 import common_pb2, controller_pb2
+from odradek.rpc.v1 import controller_pb2
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 Entry = AlterClientQuotasResponse.EntryData
-
-
-def _entity(parts: list[common_pb2.QuotaEntityPart]) -> Entity:
-    return entity(
-        (p.entity_type, p.entity_name if p.HasField("entity_name") else None) for p in parts
-    )
-
-
-def _parts(e: Entity) -> list[common_pb2.QuotaEntityPart]:
-    return [
-        common_pb2.QuotaEntityPart(entity_type=t)
-        if n is None
-        else common_pb2.QuotaEntityPart(entity_type=t, entity_name=n)
-        for t, n in e
-    ]
 
 
 def _entry(e: Entity, code: int, message: str | None) -> AlterClientQuotasResponse.EntryData:
@@ -78,7 +64,7 @@ async def handle(
     rpc = controller_pb2.AlterClientQuotasRequest(
         entries=[
             controller_pb2.ClientQuotaAlteration(
-                entity=_parts(e),
+                entity=entity_to_proto(e),
                 ops=[
                     controller_pb2.QuotaOp(key=op.key, value=op.value, remove=op.remove)
                     for op in entry.ops
@@ -91,7 +77,7 @@ async def handle(
     deadline = AdminDeadline(gw, gw.request_timeout_ms)
     answer = await call_controller(gw, lambda st: st.AlterClientQuotas, rpc, deadline)
     if not isinstance(answer, ControllerFailure) and not request.validate_only:
-        ok = {_entity(list(r.entity)) for r in answer.results if r.error_code == 0}
+        ok = {entity_from_proto(r.entity) for r in answer.results if r.error_code == 0}
         wanted = [
             (e, op.key, None if op.remove else op.value)
             for e, entry in zip(entities, request.entries, strict=True)
@@ -108,6 +94,7 @@ async def handle(
     return AlterClientQuotasResponse(
         throttle_time_ms=0,
         entries=[
-            _entry(_entity(list(r.entity)), r.error_code, r.error_message) for r in answer.results
+            _entry(entity_from_proto(r.entity), r.error_code, r.error_message)
+            for r in answer.results
         ],
     )
