@@ -34,6 +34,7 @@ from functools import partial
 from typing import TypeVar
 
 from odradek.acl import AclBinding, AclFilter
+from odradek.client_quotas import Entity, Ops, QuotaError
 from odradek.config_catalog.controller import CONTROLLER_CONFIGS
 from odradek.controller import metrics
 from odradek.controller.cluster_state import NodeInfo, NodeState, PartitionState
@@ -725,6 +726,11 @@ class Controller:
         return await self._mutate(
             lambda m: (m.security.create_acls(creations), m.security.delete_acls(deletions))
         )
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[tuple[Entity, Ops]], validate_only: bool
+    ) -> list[tuple[Entity, QuotaError | None]]:
+        return await self._mutate(lambda m: m.client_quotas.alter(alterations, validate_only))
 
     # ------------------------------------------------------------------ producer ids and partitions
 

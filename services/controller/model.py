@@ -12,7 +12,8 @@ Logical keys: ``cluster`` (id, metadata version, last incarnation),
 ``producer_ids``, ``cluster_configs`` (dynamic overrides), ``shards`` (group
 coordinator shards), ``transaction_shards``, ``nodes/<id>``, ``topics/<name>``,
 ``broker_configs/<id>`` (per-broker dynamic configs of storage node ``id``),
-``scram/<user>`` and ``acls`` (:mod:`odradek.controller.security_state`).
+``scram/<user>`` and ``acls`` (:mod:`odradek.controller.security_state`),
+``client_quotas`` (:mod:`odradek.controller.quota_state`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from odradek.controller.cluster_state import (
 from odradek.controller.election import Change, apply_change, choose_leader
 from odradek.controller.errors import ControllerError
 from odradek.controller.names import collision_key, validate_topic_name
+from odradek.controller.quota_state import ClientQuotaState
 from odradek.controller.security_state import SecurityState
 from odradek.controller.shards import balance_shards
 from odradek.protocol.errors import ErrorCode
@@ -184,6 +186,8 @@ class ClusterModel:
         self.stats = Stats()
         # SCRAM credentials and ACLs (``scram/<user>``, ``acls``; security_state.py).
         self.security = SecurityState()
+        # Client quotas (``client_quotas``; quota_state.py).
+        self.client_quotas = ClientQuotaState()
         self._dirty: set[str] = set()
 
     # ------------------------------------------------------------------ persistence
@@ -213,7 +217,7 @@ class ClusterModel:
                 self.topics_by_id[topic.topic_id] = topic.name
             elif key.startswith(BROKER_CONFIGS_PREFIX) and value:
                 self.broker_configs[int(key[len(BROKER_CONFIGS_PREFIX) :])] = dict(value)
-            else:
+            elif not self.client_quotas.load(key, value):
                 self.security.load(key, value)
 
     def bootstrap(self) -> bool:
@@ -242,8 +246,9 @@ class ClusterModel:
 
     def take_changes(self) -> dict[str, Any | None]:
         """Records to persist (None = delete), bumping the metadata version if needed."""
-        self._dirty |= self.security.dirty
+        self._dirty |= self.security.dirty | self.client_quotas.dirty
         self.security.dirty.clear()
+        self.client_quotas.dirty.clear()
         if not self._dirty:
             return {}
         if self._dirty - {KEY_PRODUCER_IDS}:
@@ -255,7 +260,7 @@ class ClusterModel:
 
     @property
     def has_changes(self) -> bool:
-        return bool(self._dirty or self.security.dirty)
+        return bool(self._dirty or self.security.dirty or self.client_quotas.dirty)
 
     def record(self, key: str) -> Any | None:
         if key == KEY_CLUSTER:
@@ -281,6 +286,8 @@ class ClusterModel:
         if key.startswith(BROKER_CONFIGS_PREFIX):
             configs = self.broker_configs.get(int(key[len(BROKER_CONFIGS_PREFIX) :]))
             return dict(sorted(configs.items())) if configs else None
+        if self.client_quotas.owns(key):
+            return self.client_quotas.record(key)
         return self.security.record(key)
 
     def _mark_topic(self, topic: TopicState | str) -> None:

@@ -23,6 +23,7 @@ from odradek.acl import (
     PatternType,
 )
 from odradek.acl import ResourceType as AclResourceType
+from odradek.client_quota_proto import entity_from_proto, entity_to_proto
 from odradek.controller.cluster_state import NodeInfo, NodeKind
 from odradek.controller.controller import (
     ConfigResourceChange,
@@ -453,6 +454,30 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
                 )
                 for d in deleted
             ],
+        )
+
+    async def AlterClientQuotas(
+        self, request: controller_pb2.AlterClientQuotasRequest, context: grpc.aio.ServicerContext
+    ) -> controller_pb2.AlterClientQuotasResponse:
+        alterations = [
+            (
+                entity_from_proto(a.entity),
+                [(op.key, None if op.remove else op.value) for op in a.ops],
+            )
+            for a in request.entries
+        ]
+        results = await _on_active(
+            context, self.controller.alter_client_quotas(alterations, request.validate_only)
+        )
+        return controller_pb2.AlterClientQuotasResponse(
+            results=[
+                controller_pb2.ClientQuotaResult(
+                    entity=entity_to_proto(e),
+                    error_code=error.code if error else 0,
+                    error_message=error.message if error else "",
+                )
+                for e, error in results
+            ]
         )
 
 

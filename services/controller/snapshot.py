@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from odradek.acl import AclBinding
+from odradek.client_quota_proto import entity_to_proto
 from odradek.controller.cluster_state import NodeInfo, PartitionState, ShardState, TopicState
 from odradek.controller.model import ClusterModel
 from odradek.rpc.v1 import common_pb2
@@ -84,6 +85,10 @@ def build_metadata(
             for c in creds.values()
         ],
         acls=[acl_proto(a) for a in model.security.acls],
+        client_quotas=[
+            common_pb2.ClientQuota(entity=entity_to_proto(e), values=values)
+            for e, values in model.client_quotas.quotas.items()
+        ],
     )
 
 

@@ -156,6 +156,12 @@ class CloseConnection(Exception):
     """Raised by a handler to drop this connection (Kafka's reaction to bad requests)."""
 
 
+def _set_event() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
 @dataclass(slots=True)
 class ConnectionContext:
     """What a request handler knows of its connection (one per connection)."""
@@ -186,6 +192,11 @@ class ConnectionContext:
     reauth_ms: int = 0
     # Produce and OffsetCommit requests keep their order per connection (ordered_lanes.py).
     lanes: OrderedLanes = field(default_factory=OrderedLanes)
+    # Client quotas (KIP-219): stop reading from this connection for that many ms;
+    # the response carrying the throttle time goes out at once (set by KafkaConnection).
+    mute: Callable[[int], None] | None = None
+    # Set while not throttled; what waits for a throttle to pass waits on it.
+    unmuted: asyncio.Event = field(default_factory=_set_event)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -228,6 +239,8 @@ class KafkaConnection(asyncio.Protocol):
         self.partial_since: float | None = None  # when the incomplete request began
         self.unsent_since: float | None = None  # when the peer last read nothing of ours
         self._last_unsent = 0
+        self.muted_until = 0.0  # client quota throttle (KIP-219): not read from until then
+        self.ctx.mute = self.mute
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -267,6 +280,33 @@ class KafkaConnection(asyncio.Protocol):
                     self.data_received(data)
 
         asyncio.get_running_loop().call_later(delay, turn)
+
+    def mute(self, throttle_ms: int) -> None:
+        """KIP-219: read nothing more from this client for ``throttle_ms`` (Kafka mutes
+        the channel until the throttle time has passed; responses still go out)."""
+        if throttle_ms <= 0 or self.closed:
+            return
+        until = time.monotonic() + throttle_ms / 1000.0
+        if until <= self.muted_until:
+            return
+        self.muted_until = until
+        self.ctx.unmuted.clear()
+        self._pause_reading()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._unmute)
+
+    def _unmute(self) -> None:
+        if self.closed or time.monotonic() < self.muted_until - 0.001:
+            return  # closed, or muted again for longer (that timer unmutes)
+        self.muted_until = 0.0
+        self.ctx.unmuted.set()
+        self.last_activity = time.monotonic()
+        if self.partial_since is not None:
+            self.partial_since = self.last_activity
+        if (
+            len(self.pending) < self.limits.max_inflight_requests
+            and self.inflight_bytes < self.limits.max_inflight_bytes
+        ):
+            self._resume_reading()
 
     def _secure(self, transport: asyncio.BaseTransport) -> None:
         sec = self.security
@@ -381,6 +421,10 @@ class KafkaConnection(asyncio.Protocol):
             )
 
     async def _run(self, header: RequestHeader, body: memoryview) -> Result:
+        if self.muted_until:
+            # Read before the connection was throttled: Kafka would not have read it
+            # yet, so it waits for the throttle to pass too.
+            await self.ctx.unmuted.wait()
         return await self.dispatch(self.ctx, header, body)
 
     async def _write_loop(self) -> None:
@@ -438,7 +482,7 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self.waiting_turn:
+        if self.waiting_turn or self.muted_until:
             return
         if self.transport is not None and self.reading_paused and not self.closed:
             self.reading_paused = False
@@ -447,11 +491,15 @@ class KafkaConnection(asyncio.Protocol):
     @property
     def idle(self) -> bool:
         return (
-            not self.pending and time.monotonic() - self.last_activity > self.limits.idle_timeout_s
+            not self.pending
+            and not self.muted_until
+            and time.monotonic() - self.last_activity > self.limits.idle_timeout_s
         )
 
     def overdue(self, now: float) -> str | None:
         """Why this connection must be aborted now (a timeout passed), if it must."""
+        if self.muted_until:
+            return None  # throttled: we are the ones not reading
         if self.partial_since is not None and (
             now - self.partial_since > self.limits.request_read_timeout_s
         ):

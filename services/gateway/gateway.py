@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from odradek.client_quotas import REQUEST_PERCENTAGE
 from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
@@ -39,6 +40,7 @@ from odradek.gateway import apis
 from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker, advertise
+from odradek.gateway.client_quotas import ClientQuotas, ThreadTime, timed
 from odradek.gateway.connection import (
     CloseConnection,
     ConnectionContext,
@@ -49,6 +51,7 @@ from odradek.gateway.connection import (
 )
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.listeners import parse_advertised, parse_listener
+from odradek.gateway.throttling import apply_quotas
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache, Snapshot
 from odradek.metrics import MetricsServer
@@ -91,9 +94,6 @@ REQUEST_ERRORS = Counter(
     ["request"],
 )
 CONNECTIONS = Gauge("odradek_gateway_connections", "Open Kafka client connections.")
-THROTTLED = Counter(
-    "odradek_gateway_throttled_requests_total", "Requests answered with a throttle time."
-)
 
 
 SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -134,6 +134,8 @@ class Gateway:
         self.controller = ControllerClient(config.str("controller.address"))
         self.metadata = MetadataCache()
         self.authorizer = Authorizer(config, self.metadata)
+        # Client quotas (client_quotas.py, throttling.py; docs/quotas.md).
+        self.quotas = ClientQuotas(config, self.metadata)
         self.storage = StoragePool(self.metadata)
         self.request_timeout_ms = GATEWAY_CONFIGS.read_int(config, "request.timeout.ms")
         self.metadata_wait_s = GATEWAY_CONFIGS.read_int(config, "metadata.wait.ms") / 1000.0
@@ -371,6 +373,23 @@ class Gateway:
     async def dispatch(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
     ) -> Result:
+        if (
+            header.api_key in SASL_APIS
+            or not ctx.authenticated
+            or not self.quotas.enabled(REQUEST_PERCENTAGE)
+        ):
+            return await self._dispatch(ctx, header, body, None)
+        # request_percentage: count the event-loop time this request takes.
+        clock = ThreadTime()
+        return await timed(self._dispatch(ctx, header, body, clock), clock)
+
+    async def _dispatch(
+        self,
+        ctx: ConnectionContext,
+        header: RequestHeader,
+        body: memoryview,
+        clock: ThreadTime | None,
+    ) -> Result:
         key = header.api_key
         metrics = self._request_metrics(key, header.api_version)
         name = metrics.name
@@ -421,6 +440,12 @@ class Gateway:
                 )
             raise CloseConnection() from None
         response = await handler(self, ctx, header, request)
+        # Client quotas (throttling.py); not on the SASL exchange, which Kafka's
+        # authenticator answers before any quota applies.
+        if key not in SASL_APIS and ctx.authenticated and self.quotas.any():
+            response = await apply_quotas(
+                self.quotas, ctx, header, request, response, len(body), clock
+            )
         metrics.seconds.observe(time.perf_counter() - start)
         if response is None or not expects_response(header, request):
             return None

@@ -22,6 +22,7 @@ from odradek.datalink.frame import Buffer
 from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker
+from odradek.gateway.client_quotas import ClientQuotas
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache
@@ -103,6 +104,11 @@ class GatewayApi(Protocol):
     @property
     def authorizer(self) -> Authorizer:
         """ACL checks (a no-op without ``authorizer.class.name``)."""
+        ...
+
+    @property
+    def quotas(self) -> ClientQuotas:
+        """Client quotas (producer_byte_rate, consumer_byte_rate, request_percentage)."""
         ...
 
     @property

@@ -26,6 +26,7 @@ COMMANDS: list[str] = [
     "odradek.tools.certs",
     "odradek.tools.users",
     "odradek.tools.acls",
+    "odradek.tools.quotas",
 ]
 
 

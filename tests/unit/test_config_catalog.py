@@ -146,6 +146,10 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "max.connections": "2147483647",
     "connections.max.reauth.ms": "0",
     "max.connection.creation.rate": "2147483647",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
+    "controller.quota.window.num": "11",
+    "controller.quota.window.size.seconds": "1",
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",
     # security (SocketServerConfigs, BrokerSecurityConfigs, SslConfigs, StandardAuthorizer)

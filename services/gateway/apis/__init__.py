@@ -73,6 +73,8 @@ MODULES = [
     "create_acls",
     "describe_acls",
     "delete_acls",
+    "describe_client_quotas",
+    "alter_client_quotas",
     "write_txn_markers",
 ]
 

@@ -5,7 +5,9 @@ it does not grow the topic), the manual assignments (INVALID_REPLICA_ASSIGNMENT)
 and the replication factor against live storage nodes, with Kafka's messages.
 Every requested topic gets a result entry (docs/compatibility.md C19); a topic named
 twice gets INVALID_REQUEST "Duplicate topic name." once, as KRaft answers.
-``validate_only`` checks and changes nothing.
+``validate_only`` checks and changes nothing. ``controller_mutation_rate`` (KIP-599,
+odradek.gateway.throttling) counts the added partitions; from v3 a topic over the
+quota gets THROTTLING_QUOTA_EXCEEDED.
 
 ``timeout_ms``: after the controller added the partitions we wait, bounded by it,
 until this gateway's metadata shows them with leaders, so producing to a new
@@ -26,6 +28,7 @@ from odradek.gateway.controller_forward import (
     wait_visible,
 )
 from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.throttling import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -45,6 +48,9 @@ async def handle(
     counts = Counter(t.name for t in request.topics)
     outcomes: dict[str, tuple[int, str | None]] = {}
     changes: list[controller_pb2.PartitionCountChange] = []
+    quota = MutationQuota(gw.quotas, ctx, header, strict_since=3)
+    taken: dict[str, int] = {}  # partitions taken from controller_mutation_rate
+    snap = gw.metadata.current
     for topic in request.topics:
         if topic.name in outcomes:
             continue
@@ -57,6 +63,16 @@ async def handle(
                 "The topic authorization is failed.",
             )
             continue
+        current = snap.topics.get(topic.name)
+        added = topic.count - len(current.partitions) if current is not None else 0
+        if not request.validate_only:
+            if not quota.admit(added):
+                outcomes[topic.name] = (
+                    int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+                    THROTTLING_QUOTA_EXCEEDED_MESSAGE,
+                )
+                continue
+            taken[topic.name] = added
         outcomes[topic.name] = (0, None)
         changes.append(
             controller_pb2.PartitionCountChange(
@@ -84,6 +100,9 @@ async def handle(
             for r in answer.results:
                 if r.name in outcomes:
                     outcomes[r.name] = (r.error_code, r.error_message or None)
+        for name, added in taken.items():
+            if outcomes[name][0]:
+                quota.give_back(added)
         grown = {
             c.topic: c.count
             for c in changes
@@ -95,10 +114,12 @@ async def handle(
                 return all(leaders_ready(snap.topics.get(n), count) for n, count in grown.items())
 
             await wait_visible(gw, visible, deadline.remaining())
-    return CreatePartitionsResponse(
+    response = CreatePartitionsResponse(
         throttle_time_ms=0,
         results=[
             Result(name=name, error_code=code, error_message=message if code else None)
             for name, (code, message) in outcomes.items()
         ],
     )
+    quota.finish(response)
+    return response

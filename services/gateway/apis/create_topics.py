@@ -15,6 +15,9 @@ client that creates a topic and produces at once does not race the metadata
 stream. Running out of time is not an error: the topic exists (as in KRaft mode,
 where the answer follows the controller's commit).
 
+``controller_mutation_rate`` (KIP-599, odradek.gateway.throttling): from v6 a topic
+over the quota gets THROTTLING_QUOTA_EXCEEDED; older versions are throttled after.
+
 Deviations: names starting with ``__`` are reserved for internal topics and
 refused with INVALID_TOPIC_EXCEPTION (Kafka only warns). A topic named twice in
 one request gets INVALID_REQUEST "Duplicate topic name." once, as KRaft answers.
@@ -40,6 +43,7 @@ from odradek.gateway.controller_forward import (
     wait_visible,
 )
 from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.throttling import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -99,6 +103,8 @@ async def handle(
     outcomes: dict[str, _Outcome] = {}
     specs: list[controller_pb2.CreatableTopic] = []
     may_create = gw.authorizer.cluster(ctx, AclOperation.CREATE)
+    quota = MutationQuota(gw.quotas, ctx, header, strict_since=6)
+    taken: dict[str, int] = {}  # partitions taken from controller_mutation_rate
     for topic in request.topics:
         if topic.name in outcomes:
             continue
@@ -116,9 +122,17 @@ async def handle(
         spec = _spec(topic)
         if isinstance(spec, _Outcome):
             outcomes[topic.name] = spec
-        else:
-            outcomes[topic.name] = _Outcome()
-            specs.append(spec)
+            continue
+        partitions = _partitions(gw, spec)
+        if not validate_only and not quota.admit(partitions):
+            outcomes[topic.name] = _Outcome(
+                int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), THROTTLING_QUOTA_EXCEEDED_MESSAGE
+            )
+            continue
+        if not validate_only:
+            taken[topic.name] = partitions
+        outcomes[topic.name] = _Outcome()
+        specs.append(spec)
 
     if specs:
         answer = await call_controller(
@@ -145,6 +159,9 @@ async def handle(
                         overrides=requested.get(r.name, {}),
                     )
                 )
+        for name, partitions in taken.items():
+            if outcomes[name].error_code:
+                quota.give_back(partitions)
         created = [spec.name for spec in specs if not outcomes[spec.name].error_code]
         if created and not validate_only:
 
@@ -156,7 +173,21 @@ async def handle(
 
     snap: Snapshot = gw.metadata.current
     results = [_result(snap, version, name, o) for name, o in outcomes.items()]
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    response = CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    quota.finish(response)
+    return response
+
+
+def _partitions(gw: GatewayApi, spec: controller_pb2.CreatableTopic) -> int:
+    """The partitions a new topic will have (what controller_mutation_rate counts)."""
+    if spec.assignments:
+        return len(spec.assignments)
+    if spec.num_partitions > 0:
+        return spec.num_partitions
+    try:
+        return int(gw.cluster_config("num.partitions"))
+    except ValueError:
+        return 1
 
 
 def _result(snap: Snapshot, version: int, name: str, o: _Outcome) -> Result:

@@ -12,6 +12,8 @@ Error messages are sent from v5.
 ``timeout_ms``: once the controller deleted the topics we wait, bounded by it,
 until this gateway's metadata no longer shows them; running out of time is not an
 error (KRaft answers after the controller's commit).
+``controller_mutation_rate`` (KIP-599, odradek.gateway.throttling) counts the deleted
+partitions; from v5 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED.
 Deviation: internal topics cannot be deleted (INVALID_REQUEST from the controller).
 """
 
@@ -31,6 +33,7 @@ from odradek.gateway.controller_forward import (
     wait_visible,
 )
 from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.throttling import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -125,6 +128,22 @@ async def handle(
             ctx, AclOperation.DELETE, ResourceType.TOPIC, name
         ):
             row.fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    # controller_mutation_rate (KIP-599): the partitions of each topic deleted.
+    quota = MutationQuota(gw.quotas, ctx, header, strict_since=5)
+    taken: dict[int, int] = {}
+    for row in [*by_name, *by_id]:
+        if row.error_code:
+            continue
+        found = (
+            snap.topics.get(row.name)
+            if row.name is not None
+            else snap.topics_by_id.get(row.topic_id.bytes)
+        )
+        partitions = len(found.partitions) if found is not None else 0
+        if not quota.admit(partitions):
+            row.fail(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+        else:
+            taken[id(row)] = partitions
     by_name = [row for row in by_name if not row.error_code]
     by_id = [row for row in by_id if not row.error_code]
     if by_name or by_id:
@@ -147,6 +166,9 @@ async def handle(
                 _apply(row, r, version)
             for row in targets[len(answer.results) :]:
                 row.fail(ErrorCode.UNKNOWN_SERVER_ERROR, "The controller gave no answer.")
+        for row in targets:
+            if row.error_code:
+                quota.give_back(taken.get(id(row), 0))
         deleted = [row for row in targets if not row.error_code]
         if deleted:
             gone_names = {row.name for row in deleted if row.name}
@@ -158,7 +180,7 @@ async def handle(
                 )
 
             await wait_visible(gw, gone, deadline.remaining())
-    return DeleteTopicsResponse(
+    response = DeleteTopicsResponse(
         throttle_time_ms=0,
         responses=[
             Result(
@@ -170,6 +192,8 @@ async def handle(
             for row in rows
         ],
     )
+    quota.finish(response)
+    return response
 
 
 def _apply(row: _Row, r: controller_pb2.TopicResult, version: int) -> None:

@@ -21,6 +21,9 @@ Versions 0-3 can only read magic 0/1 message sets: batches are down-converted
 (magic 0 for v0-v1, magic 1 for v2-v3), as Kafka does for old consumers; zstd cannot
 be down-converted (UNSUPPORTED_COMPRESSION_TYPE). v13+ name topics by id. Large
 down-conversions run off the event loop, bounded (odradek.gateway.offload).
+Client quotas (odradek.gateway.throttling): ``max_bytes`` is capped by what
+``consumer_byte_rate`` allows in one quota window; a throttled fetch is answered
+empty with its throttle time, as Kafka answers it.
 Deviations: fetch sessions (KIP-227) are not kept: every response carries session id
 0, which makes clients fetch sessionless (docs/compatibility.md C11). No rack-aware
 ``preferred_read_replica`` (always -1).
@@ -43,6 +46,7 @@ from prometheus_client import Counter
 
 from odradek.datalink.frame import Buffer
 from odradek.gateway.authorizer import AclOperation, ResourceType
+from odradek.gateway.client_quotas import Who
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
@@ -129,11 +133,16 @@ async def handle(
                     )
                 )
     max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    min_bytes = request.min_bytes
+    # KafkaApis: never more than consumer_byte_rate allows in one quota window, which
+    # would be throttled for certain (client_quotas.py).
+    cap = gw.quotas.fetch_max_bytes(Who.of(ctx.principal, header.client_id))
+    if cap is not None:
+        max_bytes = min(max_bytes, cap)
+        min_bytes = min(min_bytes, max_bytes)
     isolation = request.isolation_level if version >= 4 else 0
     if by_node:
-        await _fan_out(
-            gw, by_node, request.max_wait_ms, request.min_bytes, max_bytes, isolation, results
-        )
+        await _fan_out(gw, by_node, request.max_wait_ms, min_bytes, max_bytes, isolation, results)
     if version <= 3:  # down-conversion of every batch: off the loop when large
         size = sum(len(records) for _, records in results.values())
         return await run_heavy(

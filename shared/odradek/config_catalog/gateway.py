@@ -152,6 +152,36 @@ GATEWAY_CONFIGS = Catalog(
             at_least=0,
         ),
         ConfigDef(
+            "quota.window.num",
+            _INT,
+            11,
+            "The number of samples to retain in memory for client quotas "
+            "(producer_byte_rate, consumer_byte_rate, request_percentage; docs/quotas.md).",
+            at_least=1,
+        ),
+        ConfigDef(
+            "quota.window.size.seconds",
+            _INT,
+            1,
+            "The time span of each sample for client quotas.",
+            at_least=1,
+        ),
+        ConfigDef(
+            "controller.quota.window.num",
+            _INT,
+            11,
+            "The number of samples to retain in memory for controller mutation quotas "
+            "(controller_mutation_rate: the token bucket holds this many windows' worth).",
+            at_least=1,
+        ),
+        ConfigDef(
+            "controller.quota.window.size.seconds",
+            _INT,
+            1,
+            "The time span of each sample for controller mutations quotas.",
+            at_least=1,
+        ),
+        ConfigDef(
             "max.connections.per.ip.overrides",
             _STRING,
             "",

@@ -45,6 +45,12 @@ from kafka.protocol.admin.acl import (
     DescribeAclsRequest,
     DescribeAclsResponse,
 )
+from kafka.protocol.admin.client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from kafka.protocol.admin.cluster import (
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
@@ -184,6 +190,8 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
@@ -214,6 +222,8 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",

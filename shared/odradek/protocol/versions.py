@@ -65,6 +65,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (1, 3),  # codec 0-3; v0 gone from Kafka 4
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # codec 0-0
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),  # codec 0-0
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),  # codec 0-1
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),  # codec 0-1
     # KIP-848, Kafka 4's versions (odradek.protocol.consumer_group_messages):
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 adds SubscribedTopicRegex
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),  # v1 adds MemberType (KIP-1099)

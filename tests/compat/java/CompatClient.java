@@ -61,6 +61,11 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.clients.admin.AlterClientQuotasOptions;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -483,6 +488,53 @@ public final class CompatClient {
                 System.out.println("LOW\t" + low);
                 return 0;
             }
+            case "alter-client-quota": {
+                // user=NAME|<default>, client=NAME|<default>, key=K, value=V (none: remove)
+                Map<String, String> parts = new HashMap<>();
+                if (opts.containsKey("user")) {
+                    parts.put(ClientQuotaEntity.USER, quotaName(opts.get("user")));
+                }
+                if (opts.containsKey("client")) {
+                    parts.put(ClientQuotaEntity.CLIENT_ID, quotaName(opts.get("client")));
+                }
+                ClientQuotaAlteration.Op op = new ClientQuotaAlteration.Op(opts.get("key"),
+                        opts.containsKey("value") ? Double.valueOf(opts.get("value")) : null);
+                admin.alterClientQuotas(
+                        Collections.singleton(new ClientQuotaAlteration(
+                                new ClientQuotaEntity(parts), Collections.singleton(op))),
+                        new AlterClientQuotasOptions().validateOnly(
+                                Boolean.parseBoolean(opts.getOrDefault("validate", "false"))))
+                        .all().get(30, TimeUnit.SECONDS);
+                System.out.println("OK");
+                return 0;
+            }
+            case "describe-client-quotas": {
+                // QUOTA USER CLIENT KEY VALUE per value ("-": no such part).
+                List<ClientQuotaFilterComponent> components = new ArrayList<>();
+                for (String[] t : new String[][] {{"user", ClientQuotaEntity.USER},
+                        {"client", ClientQuotaEntity.CLIENT_ID}}) {
+                    String v = opts.get(t[0]);
+                    if (v != null) {
+                        components.add(v.equals("<default>")
+                                ? ClientQuotaFilterComponent.ofDefaultEntity(t[1])
+                                : ClientQuotaFilterComponent.ofEntity(t[1], v));
+                    }
+                }
+                ClientQuotaFilter filter = opts.containsKey("strict")
+                        ? ClientQuotaFilter.containsOnly(components)
+                        : ClientQuotaFilter.contains(components);
+                Map<ClientQuotaEntity, Map<String, Double>> found =
+                        admin.describeClientQuotas(filter).entities().get(30, TimeUnit.SECONDS);
+                for (Map.Entry<ClientQuotaEntity, Map<String, Double>> e : found.entrySet()) {
+                    Map<String, String> parts = e.getKey().entries();
+                    for (Map.Entry<String, Double> v : e.getValue().entrySet()) {
+                        System.out.println("QUOTA\t" + quotaPart(parts, ClientQuotaEntity.USER)
+                                + "\t" + quotaPart(parts, ClientQuotaEntity.CLIENT_ID) + "\t"
+                                + v.getKey() + "\t" + v.getValue());
+                    }
+                }
+                return 0;
+            }
             case "describe-cluster": {
                 DescribeClusterResult d = admin.describeCluster();
                 Node controller = d.controller().get(30, TimeUnit.SECONDS);
@@ -612,6 +664,18 @@ public final class CompatClient {
     }
 
     // -- helpers -----------------------------------------------------------------------
+
+    private static String quotaName(String name) {
+        return name.equals("<default>") ? null : name;
+    }
+
+    private static String quotaPart(Map<String, String> parts, String type) {
+        if (!parts.containsKey(type)) {
+            return "-";
+        }
+        String name = parts.get(type);
+        return name == null ? "<default>" : name;
+    }
 
     private static Properties clientProps(String bootstrap, Map<String, String> opts,
             String prefix) {

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17odradek/v1/common.proto\x12\nodradek.v1\"\xe8\x02\n\x04Node\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\"\n\x04kind\x18\x02 \x01(\x0e\x32\x14.odradek.v1.NodeKind\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x12\n\nkafka_port\x18\x04 \x01(\x05\x12\x11\n\tgrpc_port\x18\x05 \x01(\x05\x12\x14\n\x0cmetrics_port\x18\x06 \x01(\x05\x12\x0c\n\x04rack\x18\x07 \x01(\t\x12$\n\x05state\x18\x08 \x01(\x0e\x32\x15.odradek.v1.NodeState\x12\x13\n\x0bincarnation\x18\t \x01(\x03\x12\x17\n\x0f\x61\x64vertised_host\x18\n \x01(\t\x12\x37\n\x0c\x62roker_ports\x18\x0b \x03(\x0b\x32!.odradek.v1.Node.BrokerPortsEntry\x12\x11\n\tdata_port\x18\x0c \x01(\x05\x1a\x32\n\x10\x42rokerPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xca\x01\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x10\n\x08replicas\x18\x02 \x03(\x05\x12\x0b\n\x03isr\x18\x03 \x03(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\x12\x18\n\x10offline_replicas\x18\x07 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\x12\x19\n\x11removing_replicas\x18\t \x03(\x05\"\xc5\x01\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12/\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32\x1e.odradek.v1.Topic.ConfigsEntry\x12)\n\npartitions\x18\x04 \x03(\x0b\x32\x15.odradek.v1.Partition\x12\x10\n\x08internal\x18\x05 \x01(\x08\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"H\n\x10\x43oordinatorShard\x12\r\n\x05shard\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\r\n\x05\x65poch\x18\x03 \x01(\x05\"\xae\x06\n\x0f\x43lusterMetadata\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x04 \x01(\x05\x12\x1f\n\x05nodes\x18\x05 \x03(\x0b\x32\x10.odradek.v1.Node\x12!\n\x06topics\x18\x06 \x03(\x0b\x32\x11.odradek.v1.Topic\x12H\n\x0f\x63luster_configs\x18\x07 \x03(\x0b\x32/.odradek.v1.ClusterMetadata.ClusterConfigsEntry\x12\x38\n\x12\x63oordinator_shards\x18\x08 \x03(\x0b\x32\x1c.odradek.v1.CoordinatorShard\x12W\n\x17\x64ynamic_cluster_configs\x18\t \x03(\x0b\x32\x36.odradek.v1.ClusterMetadata.DynamicClusterConfigsEntry\x12\x46\n\x0e\x62roker_configs\x18\n \x03(\x0b\x32..odradek.v1.ClusterMetadata.BrokerConfigsEntry\x12\x38\n\x12transaction_shards\x18\x0b \x03(\x0b\x32\x1c.odradek.v1.CoordinatorShard\x12\x36\n\x11scram_credentials\x18\x0c \x03(\x0b\x32\x1b.odradek.v1.ScramCredential\x12$\n\x04\x61\x63ls\x18\r \x03(\x0b\x32\x16.odradek.v1.AclBinding\x1a\x35\n\x13\x43lusterConfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a<\n\x1a\x44ynamicClusterConfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aO\n\x12\x42rokerConfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.odradek.v1.BrokerConfigs:\x02\x38\x01\"|\n\x0fScramCredential\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"\x9d\x01\n\nAclBinding\x12\x15\n\rresource_type\x18\x01 \x01(\x05\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x14\n\x0cpattern_type\x18\x03 \x01(\x05\x12\x11\n\tprincipal\x18\x04 \x01(\t\x12\x0c\n\x04host\x18\x05 \x01(\t\x12\x11\n\toperation\x18\x06 \x01(\x05\x12\x17\n\x0fpermission_type\x18\x07 \x01(\x05\"x\n\rBrokerConfigs\x12\x37\n\x07\x63onfigs\x18\x01 \x03(\x0b\x32&.odradek.v1.BrokerConfigs.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05*\x8f\x01\n\x08NodeKind\x12\x19\n\x15NODE_KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07GATEWAY\x10\x01\x12\x0b\n\x07STORAGE\x10\x02\x12\x0e\n\nCONTROLLER\x10\x03\x12\x0f\n\x0b\x43OORDINATOR\x10\x04\x12\x10\n\x0cOFFSET_STORE\x10\x05\x12\x1b\n\x17TRANSACTION_COORDINATOR\x10\x06*S\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06ONLINE\x10\x01\x12\x0b\n\x07OFFLINE\x10\x02\x12\x11\n\rSHUTTING_DOWN\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17odradek/v1/common.proto\x12\nodradek.v1\"\xe8\x02\n\x04Node\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\"\n\x04kind\x18\x02 \x01(\x0e\x32\x14.odradek.v1.NodeKind\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x12\n\nkafka_port\x18\x04 \x01(\x05\x12\x11\n\tgrpc_port\x18\x05 \x01(\x05\x12\x14\n\x0cmetrics_port\x18\x06 \x01(\x05\x12\x0c\n\x04rack\x18\x07 \x01(\t\x12$\n\x05state\x18\x08 \x01(\x0e\x32\x15.odradek.v1.NodeState\x12\x13\n\x0bincarnation\x18\t \x01(\x03\x12\x17\n\x0f\x61\x64vertised_host\x18\n \x01(\t\x12\x37\n\x0c\x62roker_ports\x18\x0b \x03(\x0b\x32!.odradek.v1.Node.BrokerPortsEntry\x12\x11\n\tdata_port\x18\x0c \x01(\x05\x1a\x32\n\x10\x42rokerPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xca\x01\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x10\n\x08replicas\x18\x02 \x03(\x05\x12\x0b\n\x03isr\x18\x03 \x03(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\x12\x18\n\x10offline_replicas\x18\x07 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\x12\x19\n\x11removing_replicas\x18\t \x03(\x05\"\xc5\x01\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12/\n\x07\x63onfigs\x18\x03 \x03(\x0b\x32\x1e.odradek.v1.Topic.ConfigsEntry\x12)\n\npartitions\x18\x04 \x03(\x0b\x32\x15.odradek.v1.Partition\x12\x10\n\x08internal\x18\x05 \x01(\x08\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"H\n\x10\x43oordinatorShard\x12\r\n\x05shard\x18\x01 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x02 \x01(\x05\x12\r\n\x05\x65poch\x18\x03 \x01(\x05\"\xde\x06\n\x0f\x43lusterMetadata\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x04 \x01(\x05\x12\x1f\n\x05nodes\x18\x05 \x03(\x0b\x32\x10.odradek.v1.Node\x12!\n\x06topics\x18\x06 \x03(\x0b\x32\x11.odradek.v1.Topic\x12H\n\x0f\x63luster_configs\x18\x07 \x03(\x0b\x32/.odradek.v1.ClusterMetadata.ClusterConfigsEntry\x12\x38\n\x12\x63oordinator_shards\x18\x08 \x03(\x0b\x32\x1c.odradek.v1.CoordinatorShard\x12W\n\x17\x64ynamic_cluster_configs\x18\t \x03(\x0b\x32\x36.odradek.v1.ClusterMetadata.DynamicClusterConfigsEntry\x12\x46\n\x0e\x62roker_configs\x18\n \x03(\x0b\x32..odradek.v1.ClusterMetadata.BrokerConfigsEntry\x12\x38\n\x12transaction_shards\x18\x0b \x03(\x0b\x32\x1c.odradek.v1.CoordinatorShard\x12\x36\n\x11scram_credentials\x18\x0c \x03(\x0b\x32\x1b.odradek.v1.ScramCredential\x12$\n\x04\x61\x63ls\x18\r \x03(\x0b\x32\x16.odradek.v1.AclBinding\x12.\n\rclient_quotas\x18\x0e \x03(\x0b\x32\x17.odradek.v1.ClientQuota\x1a\x35\n\x13\x43lusterConfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a<\n\x1a\x44ynamicClusterConfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aO\n\x12\x42rokerConfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.odradek.v1.BrokerConfigs:\x02\x38\x01\"P\n\x0fQuotaEntityPart\x12\x13\n\x0b\x65ntity_type\x18\x01 \x01(\t\x12\x18\n\x0b\x65ntity_name\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x0e\n\x0c_entity_name\"\x9e\x01\n\x0b\x43lientQuota\x12+\n\x06\x65ntity\x18\x01 \x03(\x0b\x32\x1b.odradek.v1.QuotaEntityPart\x12\x33\n\x06values\x18\x02 \x03(\x0b\x32#.odradek.v1.ClientQuota.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"|\n\x0fScramCredential\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"\x9d\x01\n\nAclBinding\x12\x15\n\rresource_type\x18\x01 \x01(\x05\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x14\n\x0cpattern_type\x18\x03 \x01(\x05\x12\x11\n\tprincipal\x18\x04 \x01(\t\x12\x0c\n\x04host\x18\x05 \x01(\t\x12\x11\n\toperation\x18\x06 \x01(\x05\x12\x17\n\x0fpermission_type\x18\x07 \x01(\x05\"x\n\rBrokerConfigs\x12\x37\n\x07\x63onfigs\x18\x01 \x03(\x0b\x32&.odradek.v1.BrokerConfigs.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05*\x8f\x01\n\x08NodeKind\x12\x19\n\x15NODE_KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07GATEWAY\x10\x01\x12\x0b\n\x07STORAGE\x10\x02\x12\x0e\n\nCONTROLLER\x10\x03\x12\x0f\n\x0b\x43OORDINATOR\x10\x04\x12\x10\n\x0cOFFSET_STORE\x10\x05\x12\x1b\n\x17TRANSACTION_COORDINATOR\x10\x06*S\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06ONLINE\x10\x01\x12\x0b\n\x07OFFLINE\x10\x02\x12\x11\n\rSHUTTING_DOWN\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,12 +41,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLUSTERMETADATA_DYNAMICCLUSTERCONFIGSENTRY']._serialized_options = b'8\001'
   _globals['_CLUSTERMETADATA_BROKERCONFIGSENTRY']._loaded_options = None
   _globals['_CLUSTERMETADATA_BROKERCONFIGSENTRY']._serialized_options = b'8\001'
+  _globals['_CLIENTQUOTA_VALUESENTRY']._loaded_options = None
+  _globals['_CLIENTQUOTA_VALUESENTRY']._serialized_options = b'8\001'
   _globals['_BROKERCONFIGS_CONFIGSENTRY']._loaded_options = None
   _globals['_BROKERCONFIGS_CONFIGSENTRY']._serialized_options = b'8\001'
-  _globals['_NODEKIND']._serialized_start=2159
-  _globals['_NODEKIND']._serialized_end=2302
-  _globals['_NODESTATE']._serialized_start=2304
-  _globals['_NODESTATE']._serialized_end=2387
+  _globals['_NODEKIND']._serialized_start=2450
+  _globals['_NODEKIND']._serialized_end=2593
+  _globals['_NODESTATE']._serialized_start=2595
+  _globals['_NODESTATE']._serialized_end=2678
   _globals['_NODE']._serialized_start=40
   _globals['_NODE']._serialized_end=400
   _globals['_NODE_BROKERPORTSENTRY']._serialized_start=350
@@ -60,21 +62,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COORDINATORSHARD']._serialized_start=807
   _globals['_COORDINATORSHARD']._serialized_end=879
   _globals['_CLUSTERMETADATA']._serialized_start=882
-  _globals['_CLUSTERMETADATA']._serialized_end=1696
-  _globals['_CLUSTERMETADATA_CLUSTERCONFIGSENTRY']._serialized_start=1500
-  _globals['_CLUSTERMETADATA_CLUSTERCONFIGSENTRY']._serialized_end=1553
-  _globals['_CLUSTERMETADATA_DYNAMICCLUSTERCONFIGSENTRY']._serialized_start=1555
-  _globals['_CLUSTERMETADATA_DYNAMICCLUSTERCONFIGSENTRY']._serialized_end=1615
-  _globals['_CLUSTERMETADATA_BROKERCONFIGSENTRY']._serialized_start=1617
-  _globals['_CLUSTERMETADATA_BROKERCONFIGSENTRY']._serialized_end=1696
-  _globals['_SCRAMCREDENTIAL']._serialized_start=1698
-  _globals['_SCRAMCREDENTIAL']._serialized_end=1822
-  _globals['_ACLBINDING']._serialized_start=1825
-  _globals['_ACLBINDING']._serialized_end=1982
-  _globals['_BROKERCONFIGS']._serialized_start=1984
-  _globals['_BROKERCONFIGS']._serialized_end=2104
+  _globals['_CLUSTERMETADATA']._serialized_end=1744
+  _globals['_CLUSTERMETADATA_CLUSTERCONFIGSENTRY']._serialized_start=1548
+  _globals['_CLUSTERMETADATA_CLUSTERCONFIGSENTRY']._serialized_end=1601
+  _globals['_CLUSTERMETADATA_DYNAMICCLUSTERCONFIGSENTRY']._serialized_start=1603
+  _globals['_CLUSTERMETADATA_DYNAMICCLUSTERCONFIGSENTRY']._serialized_end=1663
+  _globals['_CLUSTERMETADATA_BROKERCONFIGSENTRY']._serialized_start=1665
+  _globals['_CLUSTERMETADATA_BROKERCONFIGSENTRY']._serialized_end=1744
+  _globals['_QUOTAENTITYPART']._serialized_start=1746
+  _globals['_QUOTAENTITYPART']._serialized_end=1826
+  _globals['_CLIENTQUOTA']._serialized_start=1829
+  _globals['_CLIENTQUOTA']._serialized_end=1987
+  _globals['_CLIENTQUOTA_VALUESENTRY']._serialized_start=1942
+  _globals['_CLIENTQUOTA_VALUESENTRY']._serialized_end=1987
+  _globals['_SCRAMCREDENTIAL']._serialized_start=1989
+  _globals['_SCRAMCREDENTIAL']._serialized_end=2113
+  _globals['_ACLBINDING']._serialized_start=2116
+  _globals['_ACLBINDING']._serialized_end=2273
+  _globals['_BROKERCONFIGS']._serialized_start=2275
+  _globals['_BROKERCONFIGS']._serialized_end=2395
   _globals['_BROKERCONFIGS_CONFIGSENTRY']._serialized_start=759
   _globals['_BROKERCONFIGS_CONFIGSENTRY']._serialized_end=805
-  _globals['_TOPICPARTITION']._serialized_start=2106
-  _globals['_TOPICPARTITION']._serialized_end=2156
+  _globals['_TOPICPARTITION']._serialized_start=2397
+  _globals['_TOPICPARTITION']._serialized_end=2447
 # @@protoc_insertion_point(module_scope)

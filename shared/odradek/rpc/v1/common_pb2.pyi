@@ -124,7 +124,7 @@ class CoordinatorShard(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ClusterMetadata(_message.Message):
-    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "dynamic_cluster_configs", "broker_configs", "transaction_shards", "scram_credentials", "acls")
+    __slots__ = ("version", "cluster_id", "controller_id", "controller_epoch", "nodes", "topics", "cluster_configs", "coordinator_shards", "dynamic_cluster_configs", "broker_configs", "transaction_shards", "scram_credentials", "acls", "client_quotas")
     class ClusterConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +159,7 @@ class ClusterMetadata(_message.Message):
     TRANSACTION_SHARDS_FIELD_NUMBER: _ClassVar[int]
     SCRAM_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     ACLS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_QUOTAS_FIELD_NUMBER: _ClassVar[int]
     version: int
     cluster_id: str
     controller_id: int
@@ -172,7 +173,31 @@ class ClusterMetadata(_message.Message):
     transaction_shards: _containers.RepeatedCompositeFieldContainer[CoordinatorShard]
     scram_credentials: _containers.RepeatedCompositeFieldContainer[ScramCredential]
     acls: _containers.RepeatedCompositeFieldContainer[AclBinding]
-    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., dynamic_cluster_configs: _Optional[_Mapping[str, str]] = ..., broker_configs: _Optional[_Mapping[int, BrokerConfigs]] = ..., transaction_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., scram_credentials: _Optional[_Iterable[_Union[ScramCredential, _Mapping]]] = ..., acls: _Optional[_Iterable[_Union[AclBinding, _Mapping]]] = ...) -> None: ...
+    client_quotas: _containers.RepeatedCompositeFieldContainer[ClientQuota]
+    def __init__(self, version: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., cluster_configs: _Optional[_Mapping[str, str]] = ..., coordinator_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., dynamic_cluster_configs: _Optional[_Mapping[str, str]] = ..., broker_configs: _Optional[_Mapping[int, BrokerConfigs]] = ..., transaction_shards: _Optional[_Iterable[_Union[CoordinatorShard, _Mapping]]] = ..., scram_credentials: _Optional[_Iterable[_Union[ScramCredential, _Mapping]]] = ..., acls: _Optional[_Iterable[_Union[AclBinding, _Mapping]]] = ..., client_quotas: _Optional[_Iterable[_Union[ClientQuota, _Mapping]]] = ...) -> None: ...
+
+class QuotaEntityPart(_message.Message):
+    __slots__ = ("entity_type", "entity_name")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    entity_name: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ...) -> None: ...
+
+class ClientQuota(_message.Message):
+    __slots__ = ("entity", "values")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[QuotaEntityPart]
+    values: _containers.ScalarMap[str, float]
+    def __init__(self, entity: _Optional[_Iterable[_Union[QuotaEntityPart, _Mapping]]] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class ScramCredential(_message.Message):
     __slots__ = ("user", "mechanism", "salt", "stored_key", "server_key", "iterations")

@@ -35,6 +35,48 @@ SUBTRACT: ConfigOp
 PREFERRED: ElectionType
 UNCLEAN: ElectionType
 
+class QuotaOp(_message.Message):
+    __slots__ = ("key", "value", "remove")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: float
+    remove: bool
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ..., remove: _Optional[bool] = ...) -> None: ...
+
+class ClientQuotaAlteration(_message.Message):
+    __slots__ = ("entity", "ops")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[_common_pb2.QuotaEntityPart]
+    ops: _containers.RepeatedCompositeFieldContainer[QuotaOp]
+    def __init__(self, entity: _Optional[_Iterable[_Union[_common_pb2.QuotaEntityPart, _Mapping]]] = ..., ops: _Optional[_Iterable[_Union[QuotaOp, _Mapping]]] = ...) -> None: ...
+
+class AlterClientQuotasRequest(_message.Message):
+    __slots__ = ("entries", "validate_only")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ClientQuotaAlteration]
+    validate_only: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[ClientQuotaAlteration, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class ClientQuotaResult(_message.Message):
+    __slots__ = ("entity", "error_code", "error_message")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[_common_pb2.QuotaEntityPart]
+    error_code: int
+    error_message: str
+    def __init__(self, entity: _Optional[_Iterable[_Union[_common_pb2.QuotaEntityPart, _Mapping]]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterClientQuotasResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ClientQuotaResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ClientQuotaResult, _Mapping]]] = ...) -> None: ...
+
 class ScramDeletion(_message.Message):
     __slots__ = ("user", "mechanism")
     USER_FIELD_NUMBER: _ClassVar[int]

@@ -120,6 +120,11 @@ class ControllerStub:
                 request_serializer=odradek_dot_v1_dot_controller__pb2.AlterAclsRequest.SerializeToString,
                 response_deserializer=odradek_dot_v1_dot_controller__pb2.AlterAclsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/odradek.v1.Controller/AlterClientQuotas',
+                request_serializer=odradek_dot_v1_dot_controller__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=odradek_dot_v1_dot_controller__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -237,6 +242,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """AlterClientQuotas (the gateway checks the caller's rights).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -324,6 +336,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AlterAcls,
                     request_deserializer=odradek_dot_v1_dot_controller__pb2.AlterAclsRequest.FromString,
                     response_serializer=odradek_dot_v1_dot_controller__pb2.AlterAclsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=odradek_dot_v1_dot_controller__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=odradek_dot_v1_dot_controller__pb2.AlterClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -785,6 +802,33 @@ class Controller:
             '/odradek.v1.Controller/AlterAcls',
             odradek_dot_v1_dot_controller__pb2.AlterAclsRequest.SerializeToString,
             odradek_dot_v1_dot_controller__pb2.AlterAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.v1.Controller/AlterClientQuotas',
+            odradek_dot_v1_dot_controller__pb2.AlterClientQuotasRequest.SerializeToString,
+            odradek_dot_v1_dot_controller__pb2.AlterClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,
