@@ -203,6 +203,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument(
+        "--only", choices=("throughput", "latency"), help="run one part (default: both)"
+    )
     args, _ = parser.parse_known_args(argv)
     kcat = "kcat"
     with tempfile.TemporaryDirectory(prefix="bench-mirror-") as d:
@@ -210,45 +213,57 @@ def main(argv: list[str]) -> None:
         env = kcat_env(tmp)
         print(f"  kcat with {kcat_version(kcat, env)}", flush=True)
         data = tmp / "messages.txt"
-        write_messages(data, args.messages, args.size)
+        if args.only != "latency":
+            write_messages(data, args.messages, args.size)
         with two_clusters(tmp) as (source, target):
-            create_topic(source, "orders", args.partitions)
-            fill = [kcat, "-P", "-b", source, "-t", "orders", "-l", str(data), "-X", "linger.ms=5"]
-            subprocess.run(fill, env=env, check=True)
-            mb = args.messages * args.size / 1e6
-            create_topic(target, "piped", args.partitions)
-            pipe = (
-                f"{kcat} -C -b {source} -t orders -o beginning -e -q -c {args.messages} -f '%s\\n' "
-                f"| {kcat} -P -b {target} -t piped -X acks=all -X linger.ms=5"
-            )
-            start = time.perf_counter()
-            subprocess.run(["bash", "-o", "pipefail", "-c", pipe], env=env, check=True)
-            pipe_s = time.perf_counter() - start
-            print(
-                f"  pipe:   {shlex.quote(pipe)}\n          {pipe_s:6.1f} s  {mb / pipe_s:7.1f} MB/s",
-                flush=True,
-            )
-            results = {}
-            for alias, mode in (("alo", "disabled"), ("eos", "requested")):
-                total, copy = time_mirror(
-                    source, target, alias, "orders", args,
-                    ["--set", f"exactly.once.support={mode}"], tmp,
-                )  # fmt: skip
-                results[alias] = (total, copy)
-                label = "at least once" if alias == "alo" else "exactly once"
+            if args.only != "latency":
+                throughput(source, target, data, env, args, tmp)
+            if args.only != "throughput":
+                p50, p99, n = latency(source, target, args, tmp)
                 print(
-                    f"  mirror ({label}): {total:6.1f} s with start-up ({mb / total:7.1f} MB/s), "
-                    f"{copy:6.1f} s from ready ({mb / copy:7.1f} MB/s)",
-                    flush=True,
+                    f"latency at {args.rate:,} records/s ({n:,} samples): "
+                    f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
                 )
-            for alias, (total, copy) in results.items():
-                print(
-                    f"ratio mirror({alias})/pipe: {pipe_s / copy:.2f}x from ready, "
-                    f"{pipe_s / total:.2f}x with process start-up "
-                    f"({args.messages:,} x {args.size} B, {args.partitions} partitions)"
-                )
-            p50, p99, n = latency(source, target, args, tmp)
-            print(
-                f"latency at {args.rate:,} records/s ({n:,} samples): p50 {p50:.1f} ms, p99 {p99:.1f} ms"
-            )
         os.sync()
+
+
+def throughput(
+    source: str, target: str, data: Path, env: dict[str, str], args: argparse.Namespace, tmp: Path
+) -> None:
+    """The kcat pipe, then the mirror at least once and exactly once, on the same data."""
+    kcat = "kcat"
+    create_topic(source, "orders", args.partitions)
+    fill = [kcat, "-P", "-b", source, "-t", "orders", "-l", str(data), "-X", "linger.ms=5"]
+    subprocess.run(fill, env=env, check=True)
+    mb = args.messages * args.size / 1e6
+    create_topic(target, "piped", args.partitions)
+    pipe = (
+        f"{kcat} -C -b {source} -t orders -o beginning -e -q -c {args.messages} -f '%s\\n' "
+        f"| {kcat} -P -b {target} -t piped -X acks=all -X linger.ms=5"
+    )
+    start = time.perf_counter()
+    subprocess.run(["bash", "-o", "pipefail", "-c", pipe], env=env, check=True)
+    pipe_s = time.perf_counter() - start
+    print(
+        f"  pipe:   {shlex.quote(pipe)}\n          {pipe_s:6.1f} s  {mb / pipe_s:7.1f} MB/s",
+        flush=True,
+    )
+    results = {}
+    for alias, mode in (("alo", "disabled"), ("eos", "requested")):
+        total, copy = time_mirror(
+            source, target, alias, "orders", args,
+            ["--set", f"exactly.once.support={mode}"], tmp,
+        )  # fmt: skip
+        results[alias] = (total, copy)
+        label = "at least once" if alias == "alo" else "exactly once"
+        print(
+            f"  mirror ({label}): {total:6.1f} s with start-up ({mb / total:7.1f} MB/s), "
+            f"{copy:6.1f} s from ready ({mb / copy:7.1f} MB/s)",
+            flush=True,
+        )
+    for alias, (total, copy) in results.items():
+        print(
+            f"ratio mirror({alias})/pipe: {pipe_s / copy:.2f}x from ready, "
+            f"{pipe_s / total:.2f}x with process start-up "
+            f"({args.messages:,} x {args.size} B, {args.partitions} partitions)"
+        )

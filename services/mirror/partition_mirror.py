@@ -64,9 +64,9 @@ class PartitionMirror:
         target: KafkaClient,
         source_tp: tuple[str, int],
         target_tp: tuple[str, int],
-        start: int | None,
         tuning: Tuning,
-        exactly_once: tuple[str, str] | None = None,
+        group_id: str,
+        transactional_id: str | None = None,
     ) -> None:
         self.alias = source_alias
         self.source = source
@@ -74,9 +74,11 @@ class PartitionMirror:
         self.source_tp = source_tp
         self.target_tp = target_tp
         self.tuning = tuning
-        # (transactional id, mirror group id): records and source offset in one transaction.
-        self.exactly_once = exactly_once
-        self.acked = start  # None: not known yet (start at the source's log start)
+        # The mirror's group on the target, where the source position is committed.
+        self.group_id = group_id
+        # Exactly once: records and source offset in one transaction of this id.
+        self.transactional_id = transactional_id
+        self.acked: int | None = None  # None: not read from the group yet
         self.target_next = -1
         self.high_watermark = -1
         self.records = 0
@@ -88,6 +90,7 @@ class PartitionMirror:
         self._producer: tuple[int, int] | None = None
         self._sequence = 0
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -95,8 +98,22 @@ class PartitionMirror:
             self._run(), name=f"mirror-{self.alias}-{self.source_tp[0]}-{self.source_tp[1]}"
         )
 
-    async def stop(self) -> None:
+    @property
+    def exactly_once(self) -> bool:
+        return self.transactional_id is not None
+
+    async def stop(self, *, graceful: bool = True, timeout: float = 5.0) -> None:
+        """Stop copying. Graceful (a revoked partition, a clean shutdown): no new fetch,
+        the batches in flight are awaited (at least once) or the open transaction is
+        finished (exactly once), so ``acked`` is what the target holds and may be
+        committed; after ``timeout`` seconds, or when not graceful (a partition lost to
+        another instance), the task is cancelled (an open transaction is then aborted by
+        the next owner's InitProducerId)."""
+        self._stopping = True
         if self._task is not None:
+            if graceful:
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(self._task), timeout)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -122,7 +139,7 @@ class PartitionMirror:
 
     async def _run(self) -> None:
         failures = 0
-        while True:
+        while not self._stopping:
             try:
                 await self._session()
                 failures = 0
@@ -176,13 +193,32 @@ class PartitionMirror:
         )
         return answer.get(self.source_tp)
 
+    async def _resume(self, coordinator: int | None = None) -> None:
+        """``acked`` from the position committed to the group on the target (the source
+        offset to copy from, and in its metadata the target offset it maps to); read with
+        require_stable, so a pending exactly-once commit is waited for."""
+        if coordinator is None:
+            coordinator = await wire.find_coordinator(self.target, self.group_id)
+        committed = await wire.offset_fetch(
+            self.target, coordinator, self.group_id, [self.target_tp]
+        )
+        if self.target_tp in committed:
+            offset, metadata = committed[self.target_tp]
+            source, target_offset = decode_metadata(metadata)
+            if source == self.alias:
+                self.acked = offset
+                if target_offset >= 0:
+                    self.syncs.append((offset, target_offset, 0))
+
     async def _session(self) -> None:
-        if self.exactly_once:
-            await self._transactional_session(*self.exactly_once)
+        if self.transactional_id is not None:
+            await self._transactional_session(self.transactional_id, self.group_id)
             return
         if self._producer is None:
             self._producer = await wire.init_producer_id(self.target)
             self._sequence = 0
+        if self.acked is None:
+            await self._resume()
         source_leader = await self._leader(self.source, self.source_tp)
         if self.acked is None:
             self.acked = await self._start_position(source_leader)
@@ -192,7 +228,7 @@ class PartitionMirror:
         aborted = AbortedTransactions()
         in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]] = deque()
         try:
-            while True:
+            while not self._stopping:
                 self._apply_acks(in_flight)
                 while len(in_flight) >= self.tuning.max_in_flight:
                     await asyncio.wait(
@@ -201,6 +237,8 @@ class PartitionMirror:
                     )
                     self._apply_acks(in_flight)
                 fetched = await self._fetch(source_leader, position)
+                if self._stopping:
+                    break
                 if fetched is None:
                     raise KafkaClientError(
                         "fetch answer without the partition", ErrorCode.UNKNOWN_SERVER_ERROR
@@ -254,11 +292,7 @@ class PartitionMirror:
             self._sequence = 0
         txn = (transactional_id, *self._producer)
         group_coordinator = await wire.find_coordinator(self.target, group_id)
-        committed = await wire.offset_fetch(self.target, group_coordinator, group_id)
-        if self.target_tp in committed:
-            offset, metadata = committed[self.target_tp]
-            if decode_metadata(metadata)[0] == self.alias:
-                self.acked = offset
+        await self._resume(group_coordinator)
         source_leader = await self._leader(self.source, self.source_tp)
         if self.acked is None:
             self.acked = await self._start_position(source_leader)
@@ -266,8 +300,10 @@ class PartitionMirror:
         self.target_next = await self._target_end()
         self.syncs.append((position, self.target_next, 0))
         aborted = AbortedTransactions()
-        while True:
+        while not self._stopping:
             fetched = await self._fetch(source_leader, position)
+            if self._stopping:
+                break
             if fetched is None or fetched.error_code:
                 code = ErrorCode.UNKNOWN_SERVER_ERROR if fetched is None else fetched.error_code
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:

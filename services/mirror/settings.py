@@ -46,6 +46,10 @@ DEFAULTS: dict[str, str] = {
     "sync.group.offsets.enabled": "false",
     "sync.group.offsets.interval.seconds": "10",
     "offset.flush.interval.ms": "1000",
+    # The instances' group (Kafka Connect's worker defaults, which MM2 runs on).
+    "session.timeout.ms": "10000",
+    "heartbeat.interval.ms": "3000",
+    "rebalance.timeout.ms": "60000",
     "exactly.once.support": "requested",
     "metrics.listener": "127.0.0.1:0",
     "progress.interval.seconds": "5",
