@@ -244,8 +244,8 @@ class GroupMembership:
             " as leader" if self.leader else "",
         )
         if revoked:
+            self.assigned -= revoked  # first: nothing may restart them meanwhile
             await self.on_revoked(revoked, False)
-            self.assigned -= revoked
             self._rejoin.set()  # cooperative: the next generation hands them to others
         if added:
             self.assigned |= added

@@ -6,7 +6,10 @@ source leader; each fetched batch is stamped with the next sequence
 (:func:`odradek.mirror.batches.stamp_producer`) and produced with acks=all, up to
 ``max.in.flight.requests.per.connection`` at once. The target keeps them in order and
 drops a resent duplicate by its sequence (Kafka's idempotent producer, KIP-98), so
-order per partition holds with several batches in flight.
+order per partition holds with several batches in flight. The small batches of one
+fetch are merged first (:func:`odradek.mirror.batches.merge_batches`): when the
+target is slower than the source's producer, the backlog one fetch brings back goes
+out in one Produce instead of one per source batch, so the mirror catches up.
 
 Acknowledgements are applied strictly in order: ``acked`` (the source offset after
 the last batch the target holds) only moves over a batch once every earlier batch
@@ -32,7 +35,13 @@ from dataclasses import dataclass
 from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.mirror import mirror_metrics as metrics
 from odradek.mirror import wire
-from odradek.mirror.batches import AbortedTransactions, MirrorBatch, mirror_batches, stamp_producer
+from odradek.mirror.batches import (
+    AbortedTransactions,
+    MirrorBatch,
+    merge_batches,
+    mirror_batches,
+    stamp_producer,
+)
 from odradek.mirror.offset_store import decode_metadata, encode_metadata
 from odradek.protocol.errors import ErrorCode
 
@@ -263,7 +272,7 @@ class PartitionMirror:
                     )
                 self.high_watermark = fetched.high_watermark
                 aborted.add(fetched.aborted)
-                for batch in mirror_batches(fetched.records, position, aborted):
+                for batch in merge_batches(mirror_batches(fetched.records, position, aborted)):
                     in_flight.append((batch, self._send(batch) if batch.data is not None else None))
                     position = batch.source_next
                 metrics.LAG.labels(*self._labels).set(
@@ -312,7 +321,7 @@ class PartitionMirror:
                 raise KafkaClientError(f"fetch {self.source_tp}: {ErrorCode(code).name}", code)
             self.high_watermark = fetched.high_watermark
             aborted.add(fetched.aborted)
-            batches = mirror_batches(fetched.records, position, aborted)
+            batches = merge_batches(mirror_batches(fetched.records, position, aborted))
             if not batches:
                 continue
             committed_position = self.acked

@@ -10,6 +10,7 @@ versions (Tansu, older Kafka) answer the same requests.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -476,10 +477,20 @@ async def add_partitions_to_txn(
         v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])],
     )
-    response = await client.send(ApiKey.ADD_PARTITIONS_TO_TXN, request, coordinator)
-    for t in response.results_by_topic_v3_and_below:
-        for p in t.results_by_partition:
-            check(p.partition_error_code)
+    # CONCURRENT_TRANSACTIONS: the previous transaction's markers are still being
+    # written; asked again shortly, as Kafka's TransactionManager does (retriable).
+    for backoff in (0.005, 0.01, 0.02, 0.05, 0.1, 0.1, 0.2, 0.5, 1.0, None):
+        response = await client.send(ApiKey.ADD_PARTITIONS_TO_TXN, request, coordinator)
+        codes = [
+            p.partition_error_code
+            for t in response.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        ]
+        if backoff is None or ErrorCode.CONCURRENT_TRANSACTIONS not in codes:
+            break
+        await asyncio.sleep(backoff)
+    for code in codes:
+        check(code)
 
 
 async def add_offsets_to_txn(
