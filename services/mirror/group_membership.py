@@ -97,6 +97,7 @@ class GroupMembership:
         self.topics: frozenset[str] = frozenset()
         self.counts: dict[str, int] = {}
         self.rebalances = 0
+        self.joined = asyncio.Event()  # set by the first completed rebalance
         self._coordinator: int | None = None
         self._rejoin = asyncio.Event()
         self._subscribed = asyncio.Event()
@@ -231,6 +232,7 @@ class GroupMembership:
         self._last_ok = time.monotonic()
         self.generation = joined.generation
         self.rebalances += 1
+        self.joined.set()
         assignment = decode_assignment(payload)
         new = {(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions}
         revoked, added = self.assigned - new, new - self.assigned

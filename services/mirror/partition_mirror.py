@@ -245,7 +245,7 @@ class PartitionMirror:
                         return_when=asyncio.FIRST_COMPLETED,
                     )
                     self._apply_acks(in_flight)
-                fetched = await self._fetch(source_leader, position)
+                fetched = await self._fetch_applying_acks(source_leader, position, in_flight)
                 if self._stopping:
                     break
                 if fetched is None:
@@ -280,6 +280,27 @@ class PartitionMirror:
                 )
         finally:
             await self._drain(in_flight)
+
+    async def _fetch_applying_acks(
+        self,
+        source_leader: int,
+        position: int,
+        in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]],
+    ) -> wire.FetchedPartition | None:
+        """The next Fetch; while it long-polls, acknowledgements are applied as they
+        arrive, so ``acked`` (what is committed) does not wait for new source records."""
+        fetch = asyncio.get_running_loop().create_task(self._fetch(source_leader, position))
+        try:
+            while not fetch.done():
+                pending = {t for _, t in in_flight if t is not None and not t.done()}
+                await asyncio.wait({fetch, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                self._apply_acks(in_flight)
+            return fetch.result()
+        finally:
+            if not fetch.done():
+                fetch.cancel()
+                with contextlib.suppress(asyncio.CancelledError, KafkaClientError, OSError):
+                    await fetch
 
     async def _target_end(self) -> int:
         leader = await self._leader(self.target, self.target_tp)

@@ -79,6 +79,7 @@ class MirrorService:
             loop.create_task(self._refresh_loop(), name="mirror-refresh"),
             loop.create_task(self._commit_loop(), name="mirror-commit"),
             loop.create_task(self._progress_loop(), name="mirror-progress"),
+            loop.create_task(self._ready_when_joined(), name="mirror-ready"),
         ]
         if self.settings.bool("emit.checkpoints.enabled"):
             self._tasks.append(loop.create_task(self._checkpoint_loop(), name="mirror-checkpoints"))
@@ -145,7 +146,12 @@ class MirrorService:
         self.membership.subscribe(counts)
         self.membership.start()
         self.reconcile()
-        self.metrics.ready = True  # /readyz: the target answered and the work is running
+
+    async def _ready_when_joined(self) -> None:
+        """/readyz: the target answered, the topics are synced and this instance has
+        its share of the partitions (the group's first rebalance is done)."""
+        await self.membership.joined.wait()
+        self.metrics.ready = True
 
     def _decide_exactly_once(self) -> bool:
         """``exactly.once.support``: requested (the default) uses transactions when the
