@@ -346,9 +346,14 @@ class PartitionMirror:
             if not batches:
                 continue
             committed_position = self.acked
+            adding_offsets: asyncio.Task[None] | None = None
             in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]]
             in_flight = deque()
             try:
+                # AddOffsetsToTxn does not depend on the records: sent alongside them.
+                adding_offsets = asyncio.get_running_loop().create_task(
+                    wire.add_offsets_to_txn(self.target, coordinator, txn, group_id)
+                )
                 if any(b.data is not None for b in batches):
                     await wire.add_partitions_to_txn(self.target, coordinator, txn, self.target_tp)
                 for batch in batches:
@@ -361,7 +366,7 @@ class PartitionMirror:
                     await asyncio.wait(tasks)
                 self._apply_acks(in_flight)
                 position = batches[-1].source_next
-                await wire.add_offsets_to_txn(self.target, coordinator, txn, group_id)
+                await adding_offsets
                 await wire.txn_offset_commit(
                     self.target,
                     group_coordinator,
@@ -372,6 +377,11 @@ class PartitionMirror:
                 await wire.end_txn(self.target, coordinator, txn, commit=True)
             except BaseException:
                 self.acked = committed_position
+                if adding_offsets is not None and not adding_offsets.done():
+                    adding_offsets.cancel()
+                if adding_offsets is not None:
+                    with contextlib.suppress(BaseException):
+                        await adding_offsets  # retrieved: the session's error is what counts
                 raise
             self.acked = position
             metrics.LAG.labels(*self._labels).set(max(0, self.high_watermark - position))

@@ -464,6 +464,11 @@ async def list_groups(client: KafkaClient) -> set[str]:
 
 
 # -- transactions (KIP-98): the calls of one exactly-once copy ---------------------------
+# CONCURRENT_TRANSACTIONS: the previous transaction's markers are still being written;
+# asked again after these pauses (None: give up), as Kafka's TransactionManager retries.
+CONCURRENT_TRANSACTIONS_BACKOFF_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.1, 0.2, 0.5, 1.0, None)
+
+
 async def add_partitions_to_txn(
     client: KafkaClient, coordinator: int, txn: tuple[str, int, int], tp: TopicPartition
 ) -> None:
@@ -477,9 +482,7 @@ async def add_partitions_to_txn(
         v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])],
     )
-    # CONCURRENT_TRANSACTIONS: the previous transaction's markers are still being
-    # written; asked again shortly, as Kafka's TransactionManager does (retriable).
-    for backoff in (0.005, 0.01, 0.02, 0.05, 0.1, 0.1, 0.2, 0.5, 1.0, None):
+    for backoff in CONCURRENT_TRANSACTIONS_BACKOFF_S:
         response = await client.send(ApiKey.ADD_PARTITIONS_TO_TXN, request, coordinator)
         codes = [
             p.partition_error_code
@@ -505,7 +508,11 @@ async def add_offsets_to_txn(
         producer_epoch=epoch,
         group_id=group_id,
     )
-    response = await client.send(ApiKey.ADD_OFFSETS_TO_TXN, request, coordinator)
+    for backoff in CONCURRENT_TRANSACTIONS_BACKOFF_S:
+        response = await client.send(ApiKey.ADD_OFFSETS_TO_TXN, request, coordinator)
+        if backoff is None or response.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+            break
+        await asyncio.sleep(backoff)
     check(response.error_code)
 
 
