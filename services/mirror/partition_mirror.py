@@ -31,6 +31,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.mirror import mirror_metrics as metrics
@@ -47,6 +48,7 @@ from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 MAX_SYNCS = 4096
 BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -330,61 +332,87 @@ class PartitionMirror:
         self.target_next = await self._target_end()
         self.syncs.append((position, self.target_next, 0))
         aborted = AbortedTransactions()
-        while not self._stopping:
-            fetched = await self._fetch(source_leader, position)
-            if self._stopping:
-                break
-            if fetched is None or fetched.error_code:
-                code = ErrorCode.UNKNOWN_SERVER_ERROR if fetched is None else fetched.error_code
-                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    position = await self._start_position(source_leader)
-                    continue
-                raise KafkaClientError(f"fetch {self.source_tp}: {ErrorCode(code).name}", code)
-            self.high_watermark = fetched.high_watermark
-            aborted.add(fetched.aborted)
-            batches = merge_batches(mirror_batches(fetched.records, position, aborted))
-            if not batches:
-                continue
-            committed_position = self.acked
-            adding_offsets: asyncio.Task[None] | None = None
-            in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]]
-            in_flight = deque()
-            try:
-                # AddOffsetsToTxn does not depend on the records: sent alongside them.
-                adding_offsets = asyncio.get_running_loop().create_task(
-                    wire.add_offsets_to_txn(self.target, coordinator, txn, group_id)
+        # The next chunk is fetched while the current transaction is produced and
+        # committed, so the source and the target work at the same time.
+        prefetch: asyncio.Task[wire.FetchedPartition | None] | None = None
+        try:
+            while not self._stopping:
+                fetched = await (prefetch or self._fetch(source_leader, position))
+                prefetch = None
+                if self._stopping:
+                    break
+                position, prefetch = await self._one_transaction(
+                    fetched, position, source_leader, aborted, coordinator, group_coordinator, txn
                 )
-                if any(b.data is not None for b in batches):
-                    await wire.add_partitions_to_txn(self.target, coordinator, txn, self.target_tp)
-                for batch in batches:
-                    task = None
-                    if batch.data is not None:
-                        task = self._send(batch, transactional_id)
-                    in_flight.append((batch, task))
-                tasks = [t for _, t in in_flight if t is not None]
-                if tasks:
-                    await asyncio.wait(tasks)
-                self._apply_acks(in_flight)
-                position = batches[-1].source_next
-                await adding_offsets
-                await wire.txn_offset_commit(
-                    self.target,
-                    group_coordinator,
-                    txn,
-                    group_id,
-                    {self.target_tp: (position, encode_metadata(self.alias, self.target_next))},
-                )
-                await wire.end_txn(self.target, coordinator, txn, commit=True)
-            except BaseException:
-                self.acked = committed_position
-                if adding_offsets is not None and not adding_offsets.done():
-                    adding_offsets.cancel()
-                if adding_offsets is not None:
-                    with contextlib.suppress(BaseException):
-                        await adding_offsets  # retrieved: the session's error is what counts
-                raise
-            self.acked = position
-            metrics.LAG.labels(*self._labels).set(max(0, self.high_watermark - position))
+        finally:
+            if prefetch is not None:
+                await _cancelled(prefetch)
+
+    async def _one_transaction(
+        self,
+        fetched: wire.FetchedPartition | None,
+        position: int,
+        source_leader: int,
+        aborted: AbortedTransactions,
+        coordinator: int,
+        group_coordinator: int,
+        txn: tuple[str, int, int],
+    ) -> tuple[int, asyncio.Task[wire.FetchedPartition | None] | None]:
+        """The fetched chunk's batches and the new source position in one transaction;
+        returns the position after it and the Fetch of the next chunk, already sent."""
+        transactional_id, group_id = txn[0], self.group_id
+        if fetched is None or fetched.error_code:
+            code = ErrorCode.UNKNOWN_SERVER_ERROR if fetched is None else fetched.error_code
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                return await self._start_position(source_leader), None
+            raise KafkaClientError(f"fetch {self.source_tp}: {ErrorCode(code).name}", code)
+        self.high_watermark = fetched.high_watermark
+        aborted.add(fetched.aborted)
+        batches = merge_batches(mirror_batches(fetched.records, position, aborted))
+        if not batches:
+            return position, None
+        prefetch = asyncio.get_running_loop().create_task(
+            self._fetch(source_leader, batches[-1].source_next)
+        )
+        committed_position = self.acked
+        adding_offsets: asyncio.Task[None] | None = None
+        in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]]
+        in_flight = deque()
+        try:
+            # AddOffsetsToTxn does not depend on the records: sent alongside them.
+            adding_offsets = asyncio.get_running_loop().create_task(
+                wire.add_offsets_to_txn(self.target, coordinator, txn, group_id)
+            )
+            if any(b.data is not None for b in batches):
+                await wire.add_partitions_to_txn(self.target, coordinator, txn, self.target_tp)
+            for batch in batches:
+                task = None
+                if batch.data is not None:
+                    task = self._send(batch, transactional_id)
+                in_flight.append((batch, task))
+            tasks = [t for _, t in in_flight if t is not None]
+            if tasks:
+                await asyncio.wait(tasks)
+            self._apply_acks(in_flight)
+            position = batches[-1].source_next
+            await adding_offsets
+            await wire.txn_offset_commit(
+                self.target,
+                group_coordinator,
+                txn,
+                group_id,
+                {self.target_tp: (position, encode_metadata(self.alias, self.target_next))},
+            )
+            await wire.end_txn(self.target, coordinator, txn, commit=True)
+        except BaseException:
+            self.acked = committed_position
+            for pending in (adding_offsets, prefetch):
+                if pending is not None:
+                    await _cancelled(pending)  # the session's error is what counts
+            raise
+        self.acked = position
+        metrics.LAG.labels(*self._labels).set(max(0, self.high_watermark - position))
+        return position, prefetch
 
     def _send(
         self, batch: MirrorBatch, transactional_id: str | None = None
@@ -471,3 +499,11 @@ class PartitionMirror:
         if in_flight:
             self._producer = None
         in_flight.clear()
+
+
+async def _cancelled(task: asyncio.Task[T]) -> None:
+    """Cancel ``task`` unless done, and retrieve its outcome (nothing left unobserved)."""
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
