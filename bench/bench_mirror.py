@@ -150,7 +150,14 @@ def time_mirror(
                 raise RuntimeError(f"mirror {alias} did not finish; see {tmp}/mirror-{alias}.log")
             time.sleep(0.05)
         end = time.perf_counter()
-        return end - start, end - up
+    warnings = [
+        line
+        for line in (tmp / f"mirror-{alias}.log").read_text(errors="replace").splitlines()
+        if " WARNING " in line
+    ]
+    if warnings:  # retries slow a copy down: say so next to its figure
+        print(f"  mirror {alias}: {len(warnings)} warnings, first: {warnings[0][:200]}")
+    return end - start, end - up
 
 
 def paced(producer: object, topic: str, rate: int, seconds: int) -> dict[int, tuple[float, float]]:
