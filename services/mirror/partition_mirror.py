@@ -332,8 +332,8 @@ class PartitionMirror:
         self.target_next = await self._target_end()
         self.syncs.append((position, self.target_next, 0))
         aborted = AbortedTransactions()
-        # The next chunk is fetched while the current transaction is produced and
-        # committed, so the source and the target work at the same time.
+        # When behind, the next chunk is fetched while the current transaction is
+        # produced and committed, so the source and the target work at the same time.
         prefetch: asyncio.Task[wire.FetchedPartition | None] | None = None
         try:
             while not self._stopping:
@@ -371,9 +371,15 @@ class PartitionMirror:
         batches = merge_batches(mirror_batches(fetched.records, position, aborted))
         if not batches:
             return position, None
-        prefetch = asyncio.get_running_loop().create_task(
-            self._fetch(source_leader, batches[-1].source_next)
-        )
+        prefetch = None
+        if fetched.high_watermark > batches[-1].source_next:
+            # Behind: the next chunk is already there; fetch it during this transaction.
+            # Caught up, the Fetch after the commit takes everything that arrived
+            # meanwhile into the next transaction instead (a prefetch would return
+            # early with the first record and leave the rest a transaction later).
+            prefetch = asyncio.get_running_loop().create_task(
+                self._fetch(source_leader, batches[-1].source_next)
+            )
         committed_position = self.acked
         adding_offsets: asyncio.Task[None] | None = None
         in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]]
