@@ -242,7 +242,8 @@ def latency(
         target,
         "lat",
         topic,
-        ["--set", f"exactly.once.support={args.latency_mode}"],
+        ["--set", f"exactly.once.support={args.latency_mode}"]
+        + [a for setting in args.mirror_set for a in ("--set", setting)],
         tmp / "mirror-lat.log",
         port,
     ):
@@ -332,6 +333,13 @@ def main(argv: list[str]) -> None:
         default="disabled",
         choices=("disabled", "requested"),
         help="exactly.once.support of the latency run (default: at least once)",
+    )
+    parser.add_argument(
+        "--mirror-set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a mirror setting for the latency run (e.g. fetch.min.bytes=65536)",
     )
     parser.add_argument(
         "--only", choices=("throughput", "latency"), help="run one part (default: both)"

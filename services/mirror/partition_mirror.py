@@ -56,6 +56,7 @@ BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 @dataclass(frozen=True)
 class Tuning:
     max_wait_ms: int = 500
+    min_bytes: int = 1
     partition_max_bytes: int = 4 << 20
     max_in_flight: int = 5
     timeout_ms: int = 30_000
@@ -199,6 +200,7 @@ class PartitionMirror:
             source_leader,
             {self.source_tp: position},
             max_wait_ms=self.tuning.max_wait_ms,
+            min_bytes=self.tuning.min_bytes,
             max_bytes=self.tuning.partition_max_bytes,
             partition_max_bytes=self.tuning.partition_max_bytes,
         )

@@ -46,6 +46,7 @@ class MirrorService:
         self.store = OffsetStore(self.target, settings.group_id)
         self.tuning = Tuning(
             max_wait_ms=settings.int("fetch.max.wait.ms"),
+            min_bytes=max(1, settings.int("fetch.min.bytes")),
             partition_max_bytes=settings.int("max.partition.fetch.bytes"),
             max_in_flight=max(1, settings.int("max.in.flight.requests.per.connection")),
             timeout_ms=settings.int("request.timeout.ms"),

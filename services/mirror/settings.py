@@ -54,6 +54,7 @@ DEFAULTS: dict[str, str] = {
     "metrics.listener": "127.0.0.1:0",
     "progress.interval.seconds": "5",
     "fetch.max.wait.ms": "500",
+    "fetch.min.bytes": "1",
     "fetch.max.bytes": "52428800",
     "max.partition.fetch.bytes": "4194304",
     "max.in.flight.requests.per.connection": "5",

@@ -91,6 +91,7 @@ async def fetch(
     positions: Mapping[TopicPartition, int],
     *,
     max_wait_ms: int,
+    min_bytes: int = 1,
     max_bytes: int,
     partition_max_bytes: int,
 ) -> dict[TopicPartition, FetchedPartition]:
@@ -99,7 +100,7 @@ async def fetch(
     request = cls(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
-        min_bytes=1,
+        min_bytes=min_bytes,
         max_bytes=max_bytes,
         isolation_level=READ_COMMITTED,
         session_id=0,
