@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import socket
 import sys
 import time
 
@@ -55,8 +57,16 @@ class MirrorService:
         if settings.values.get("metrics.port"):  # the name every other service uses
             host, port = "0.0.0.0", settings.values["metrics.port"]
         self.metrics = MetricsServer(host or "127.0.0.1", int(port or 0))
+        target_config = settings.clusters[settings.target]
         self.membership = GroupMembership(
-            KafkaClient(settings.clusters[settings.target]),
+            # client.id names the instance in the group's description (its member ids
+            # start with it): which host and process copies which partitions.
+            KafkaClient(
+                dataclasses.replace(
+                    target_config,
+                    client_id=f"{target_config.client_id}-{socket.gethostname()}-{os.getpid()}",
+                )
+            ),
             settings.group_id,
             session_timeout_ms=settings.int("session.timeout.ms"),
             rebalance_timeout_ms=settings.int("rebalance.timeout.ms"),
