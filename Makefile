@@ -45,9 +45,16 @@ bench: install
 	$(PY) -m bench $(BENCH_NAMES) $(ARGS)
 
 ## The frame fuzzer against a fresh cluster, a real client producing throughout
-## (bench/fuzz.py; default 100000 frames, e.g. ARGS="--frames 1000000").
+## (bench/fuzz.py; default 100000 frames, e.g. ARGS="--frames 1000000"), then
+## LOG_FUZZ_EXAMPLES damaged batches on the leader's append path and as many damaged
+## partitions fed to log recovery (tests/unit/log/test_log_{append,recovery}_fuzz.py;
+## the unit suite runs 60 and 40).
+LOG_FUZZ_EXAMPLES ?= 3000
 fuzz: install
 	$(PY) -m bench.fuzz $(ARGS)
+	LOG_APPEND_FUZZ_EXAMPLES=$(LOG_FUZZ_EXAMPLES) LOG_RECOVERY_FUZZ_EXAMPLES=$(LOG_FUZZ_EXAMPLES) \
+	  $(PY) -m pytest -q -p no:cacheprovider --timeout=0 \
+	  tests/unit/log/test_log_append_fuzz.py tests/unit/log/test_log_recovery_fuzz.py
 
 ## mypy and lint-imports cannot follow setuptools' package-dir mapping, so they check a
 ## copy of the tree shaped like the installed package: odradek/ = shared/odradek/* +
