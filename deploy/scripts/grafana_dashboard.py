@@ -468,6 +468,20 @@ def build() -> dict[str, Any]:
         8,
         8,
     )
+    lay.add(
+        timeseries(
+            "Mirror partitions by instance",
+            "short",
+            (
+                "sum by (instance, source) (odradek_mirror_assigned_partitions)",
+                "{{instance}} {{source}}",
+            ),
+            desc="Source partitions each mirror instance copies: instances with one "
+            "mirror.group.id share them (docs/mirror.md).",
+        ),
+        8,
+        8,
+    )
 
     return {
         "uid": "odradek-overview",

@@ -15,6 +15,15 @@ timestamp consumers saw), batches with offset gaps left by compaction (a produce
 batch's offsets are consecutive), and a first batch that starts before the resume
 position (only the records at or after it are sent again).
 
+Small batches are merged (:func:`merge_batches`): a Produce request carries one batch
+per partition (Kafka refuses more from v3 on), so copying N small source batches one
+by one costs N round trips to the target, and a mirror behind a producer that sends
+many small batches would never catch up. Consecutive batches of one fetch are
+spliced into one: their records sections (decompressed when compressed) are
+concatenated with each record's offset and timestamp deltas rewritten for the new
+batch's base, and compressed again with the same codec. Records, keys, values,
+headers and timestamps are unchanged.
+
 What is skipped, as a read_committed consumer skips it (Kafka's ``CompletedFetch``):
 control batches (transaction markers) and batches of aborted transactions, from the
 Fetch response's ``aborted_transactions`` list. Every skipped entry still advances the
@@ -29,17 +38,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from odradek.records.batch import BatchView, iter_entries
+from odradek.records.compression import compress, decompress
 from odradek.records.control import ControlRecordType, parse_control_key
 from odradek.records.convert import upconvert_legacy
 from odradek.records.header import (
     ATTRIBUTES_OFFSET,
     BASE_SEQUENCE_OFFSET,
+    COMPRESSION_CODEC_MASK,
     PRODUCER_EPOCH_OFFSET,
     PRODUCER_ID_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
 )
-from odradek.records.record import BatchBuilder, decode_batch
+from odradek.records.record import BatchBuilder, assemble_batch, decode_batch
+from odradek.records.varint import decode_varint, decode_varlong, write_varint, write_varlong
 
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
@@ -156,6 +168,105 @@ def _rebuild(view: BatchView, position: int) -> MirrorBatch:
     return MirrorBatch(bytearray(builder.build()), view.next_offset, len(builder), max_ts)
 
 
+# Batches at most this big are merged, into batches of at most MERGED_MAX_BYTES (well
+# under the 1 MiB max.message.bytes a target topic has by default).
+SMALL_BATCH_BYTES = 64 * 1024
+MERGED_MAX_BYTES = 512 * 1024
+
+
+def merge_batches(
+    batches: list[MirrorBatch],
+    *,
+    small: int = SMALL_BATCH_BYTES,
+    limit: int = MERGED_MAX_BYTES,
+) -> list[MirrorBatch]:
+    """``batches`` with each run of consecutive small batches of one codec spliced into
+    one batch (see the module docstring); placeholders and big batches stay as they are.
+    A merged batch is dense (exact offset translation) when all its parts were and
+    their source offsets are contiguous."""
+    out: list[MirrorBatch] = []
+    run: list[MirrorBatch] = []
+    size = 0
+
+    def flush() -> None:
+        out.append(run[0] if len(run) == 1 else _splice(run))
+        run.clear()
+
+    for batch in batches:
+        data = batch.data
+        if data is None or len(data) > small:
+            if run:
+                flush()
+            out.append(batch)
+            continue
+        codec = _codec(data)
+        if run and (size + len(data) > limit or codec != _codec(run[0].data)):
+            flush()
+        if not run:
+            size = 0
+        run.append(batch)
+        size += len(data)
+    if run:
+        flush()
+    return out
+
+
+def _codec(data: bytearray | None) -> int:
+    assert data is not None
+    return _H.unpack_from(data, ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK
+
+
+def _splice(run: list[MirrorBatch]) -> MirrorBatch:
+    """One batch holding the records of ``run`` (CreateTime v2 batches, consecutive
+    offset deltas), in order."""
+    first = BatchView(run[0].data or bytearray())
+    codec = first.compression
+    base_timestamp = first.base_timestamp
+    section = bytearray()
+    count = 0
+    max_timestamp = -1
+    dense = True
+    previous_next: int | None = None
+    for batch in run:
+        view = BatchView(batch.data or bytearray())
+        records = view.records()
+        if codec:
+            records = memoryview(decompress(codec, records))
+        shift = view.base_timestamp - base_timestamp
+        pos = 0
+        for _ in range(view.record_count):
+            length, body = decode_varint(records, pos)
+            end = body + length
+            timestamp_delta, at = decode_varlong(records, body + 1)
+            offset_delta, at = decode_varint(records, at)
+            record = bytearray(records[body : body + 1])  # attributes
+            write_varlong(record, timestamp_delta + shift)
+            write_varint(record, offset_delta + count)
+            record += records[at:end]
+            write_varint(section, len(record))
+            section += record
+            pos = end
+        first_offset = batch.source_next - batch.record_count
+        dense = dense and batch.dense and previous_next in (None, first_offset)
+        previous_next = batch.source_next
+        count += view.last_offset_delta + 1
+        max_timestamp = max(max_timestamp, view.max_timestamp)
+    data = assemble_batch(
+        compress(codec, section) if codec else section,
+        base_offset=0,
+        partition_leader_epoch=-1,
+        attributes=int(codec),
+        last_offset_delta=count - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        count=count,
+    )
+    return MirrorBatch(bytearray(data), run[-1].source_next, count, max_timestamp, dense=dense)
+
+
 def stamp_producer(
     data: bytearray,
     producer_id: int,
@@ -181,6 +292,7 @@ def stamp_producer(
 __all__ = [
     "AbortedTransactions",
     "MirrorBatch",
+    "merge_batches",
     "mirror_batches",
     "stamp_producer",
 ]

@@ -6,7 +6,10 @@ source leader; each fetched batch is stamped with the next sequence
 (:func:`odradek.mirror.batches.stamp_producer`) and produced with acks=all, up to
 ``max.in.flight.requests.per.connection`` at once. The target keeps them in order and
 drops a resent duplicate by its sequence (Kafka's idempotent producer, KIP-98), so
-order per partition holds with several batches in flight.
+order per partition holds with several batches in flight. The small batches of one
+fetch are merged first (:func:`odradek.mirror.batches.merge_batches`): when the
+target is slower than the source's producer, the backlog one fetch brings back goes
+out in one Produce instead of one per source batch, so the mirror catches up.
 
 Acknowledgements are applied strictly in order: ``acked`` (the source offset after
 the last batch the target holds) only moves over a batch once every earlier batch
@@ -28,16 +31,24 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.mirror import mirror_metrics as metrics
 from odradek.mirror import wire
-from odradek.mirror.batches import AbortedTransactions, MirrorBatch, mirror_batches, stamp_producer
+from odradek.mirror.batches import (
+    AbortedTransactions,
+    MirrorBatch,
+    merge_batches,
+    mirror_batches,
+    stamp_producer,
+)
 from odradek.mirror.offset_store import decode_metadata, encode_metadata
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 MAX_SYNCS = 4096
 BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -45,6 +56,7 @@ BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 @dataclass(frozen=True)
 class Tuning:
     max_wait_ms: int = 500
+    min_bytes: int = 1
     partition_max_bytes: int = 4 << 20
     max_in_flight: int = 5
     timeout_ms: int = 30_000
@@ -64,9 +76,9 @@ class PartitionMirror:
         target: KafkaClient,
         source_tp: tuple[str, int],
         target_tp: tuple[str, int],
-        start: int | None,
         tuning: Tuning,
-        exactly_once: tuple[str, str] | None = None,
+        group_id: str,
+        transactional_id: str | None = None,
     ) -> None:
         self.alias = source_alias
         self.source = source
@@ -74,9 +86,11 @@ class PartitionMirror:
         self.source_tp = source_tp
         self.target_tp = target_tp
         self.tuning = tuning
-        # (transactional id, mirror group id): records and source offset in one transaction.
-        self.exactly_once = exactly_once
-        self.acked = start  # None: not known yet (start at the source's log start)
+        # The mirror's group on the target, where the source position is committed.
+        self.group_id = group_id
+        # Exactly once: records and source offset in one transaction of this id.
+        self.transactional_id = transactional_id
+        self.acked: int | None = None  # None: not read from the group yet
         self.target_next = -1
         self.high_watermark = -1
         self.records = 0
@@ -88,6 +102,7 @@ class PartitionMirror:
         self._producer: tuple[int, int] | None = None
         self._sequence = 0
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -95,8 +110,22 @@ class PartitionMirror:
             self._run(), name=f"mirror-{self.alias}-{self.source_tp[0]}-{self.source_tp[1]}"
         )
 
-    async def stop(self) -> None:
+    @property
+    def exactly_once(self) -> bool:
+        return self.transactional_id is not None
+
+    async def stop(self, *, graceful: bool = True, timeout: float = 5.0) -> None:
+        """Stop copying. Graceful (a revoked partition, a clean shutdown): no new fetch,
+        the batches in flight are awaited (at least once) or the open transaction is
+        finished (exactly once), so ``acked`` is what the target holds and may be
+        committed; after ``timeout`` seconds, or when not graceful (a partition lost to
+        another instance), the task is cancelled (an open transaction is then aborted by
+        the next owner's InitProducerId)."""
+        self._stopping = True
         if self._task is not None:
+            if graceful:
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(self._task), timeout)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -122,7 +151,7 @@ class PartitionMirror:
 
     async def _run(self) -> None:
         failures = 0
-        while True:
+        while not self._stopping:
             try:
                 await self._session()
                 failures = 0
@@ -171,18 +200,38 @@ class PartitionMirror:
             source_leader,
             {self.source_tp: position},
             max_wait_ms=self.tuning.max_wait_ms,
+            min_bytes=self.tuning.min_bytes,
             max_bytes=self.tuning.partition_max_bytes,
             partition_max_bytes=self.tuning.partition_max_bytes,
         )
         return answer.get(self.source_tp)
 
+    async def _resume(self, coordinator: int | None = None) -> None:
+        """``acked`` from the position committed to the group on the target (the source
+        offset to copy from, and in its metadata the target offset it maps to); read with
+        require_stable, so a pending exactly-once commit is waited for."""
+        if coordinator is None:
+            coordinator = await wire.find_coordinator(self.target, self.group_id)
+        committed = await wire.offset_fetch(
+            self.target, coordinator, self.group_id, [self.target_tp]
+        )
+        if self.target_tp in committed:
+            offset, metadata = committed[self.target_tp]
+            source, target_offset = decode_metadata(metadata)
+            if source == self.alias:
+                self.acked = offset
+                if target_offset >= 0:
+                    self.syncs.append((offset, target_offset, 0))
+
     async def _session(self) -> None:
-        if self.exactly_once:
-            await self._transactional_session(*self.exactly_once)
+        if self.transactional_id is not None:
+            await self._transactional_session(self.transactional_id, self.group_id)
             return
         if self._producer is None:
             self._producer = await wire.init_producer_id(self.target)
             self._sequence = 0
+        if self.acked is None:
+            await self._resume()
         source_leader = await self._leader(self.source, self.source_tp)
         if self.acked is None:
             self.acked = await self._start_position(source_leader)
@@ -192,7 +241,7 @@ class PartitionMirror:
         aborted = AbortedTransactions()
         in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]] = deque()
         try:
-            while True:
+            while not self._stopping:
                 self._apply_acks(in_flight)
                 while len(in_flight) >= self.tuning.max_in_flight:
                     await asyncio.wait(
@@ -200,7 +249,9 @@ class PartitionMirror:
                         return_when=asyncio.FIRST_COMPLETED,
                     )
                     self._apply_acks(in_flight)
-                fetched = await self._fetch(source_leader, position)
+                fetched = await self._fetch_applying_acks(source_leader, position, in_flight)
+                if self._stopping:
+                    break
                 if fetched is None:
                     raise KafkaClientError(
                         "fetch answer without the partition", ErrorCode.UNKNOWN_SERVER_ERROR
@@ -225,7 +276,7 @@ class PartitionMirror:
                     )
                 self.high_watermark = fetched.high_watermark
                 aborted.add(fetched.aborted)
-                for batch in mirror_batches(fetched.records, position, aborted):
+                for batch in merge_batches(mirror_batches(fetched.records, position, aborted)):
                     in_flight.append((batch, self._send(batch) if batch.data is not None else None))
                     position = batch.source_next
                 metrics.LAG.labels(*self._labels).set(
@@ -233,6 +284,27 @@ class PartitionMirror:
                 )
         finally:
             await self._drain(in_flight)
+
+    async def _fetch_applying_acks(
+        self,
+        source_leader: int,
+        position: int,
+        in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]],
+    ) -> wire.FetchedPartition | None:
+        """The next Fetch; while it long-polls, acknowledgements are applied as they
+        arrive, so ``acked`` (what is committed) does not wait for new source records."""
+        fetch = asyncio.get_running_loop().create_task(self._fetch(source_leader, position))
+        try:
+            while not fetch.done():
+                pending = {t for _, t in in_flight if t is not None and not t.done()}
+                await asyncio.wait({fetch, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                self._apply_acks(in_flight)
+            return fetch.result()
+        finally:
+            if not fetch.done():
+                fetch.cancel()
+                with contextlib.suppress(asyncio.CancelledError, KafkaClientError, OSError):
+                    await fetch
 
     async def _target_end(self) -> int:
         leader = await self._leader(self.target, self.target_tp)
@@ -254,11 +326,7 @@ class PartitionMirror:
             self._sequence = 0
         txn = (transactional_id, *self._producer)
         group_coordinator = await wire.find_coordinator(self.target, group_id)
-        committed = await wire.offset_fetch(self.target, group_coordinator, group_id)
-        if self.target_tp in committed:
-            offset, metadata = committed[self.target_tp]
-            if decode_metadata(metadata)[0] == self.alias:
-                self.acked = offset
+        await self._resume(group_coordinator)
         source_leader = await self._leader(self.source, self.source_tp)
         if self.acked is None:
             self.acked = await self._start_position(source_leader)
@@ -266,49 +334,93 @@ class PartitionMirror:
         self.target_next = await self._target_end()
         self.syncs.append((position, self.target_next, 0))
         aborted = AbortedTransactions()
-        while True:
-            fetched = await self._fetch(source_leader, position)
-            if fetched is None or fetched.error_code:
-                code = ErrorCode.UNKNOWN_SERVER_ERROR if fetched is None else fetched.error_code
-                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    position = await self._start_position(source_leader)
-                    continue
-                raise KafkaClientError(f"fetch {self.source_tp}: {ErrorCode(code).name}", code)
-            self.high_watermark = fetched.high_watermark
-            aborted.add(fetched.aborted)
-            batches = mirror_batches(fetched.records, position, aborted)
-            if not batches:
-                continue
-            committed_position = self.acked
-            in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]]
-            in_flight = deque()
-            try:
-                if any(b.data is not None for b in batches):
-                    await wire.add_partitions_to_txn(self.target, coordinator, txn, self.target_tp)
-                for batch in batches:
-                    task = None
-                    if batch.data is not None:
-                        task = self._send(batch, transactional_id)
-                    in_flight.append((batch, task))
-                tasks = [t for _, t in in_flight if t is not None]
-                if tasks:
-                    await asyncio.wait(tasks)
-                self._apply_acks(in_flight)
-                position = batches[-1].source_next
-                await wire.add_offsets_to_txn(self.target, coordinator, txn, group_id)
-                await wire.txn_offset_commit(
-                    self.target,
-                    group_coordinator,
-                    txn,
-                    group_id,
-                    {self.target_tp: (position, encode_metadata(self.alias, self.target_next))},
+        # When behind, the next chunk is fetched while the current transaction is
+        # produced and committed, so the source and the target work at the same time.
+        prefetch: asyncio.Task[wire.FetchedPartition | None] | None = None
+        try:
+            while not self._stopping:
+                fetched = await (prefetch or self._fetch(source_leader, position))
+                prefetch = None
+                if self._stopping:
+                    break
+                position, prefetch = await self._one_transaction(
+                    fetched, position, source_leader, aborted, coordinator, group_coordinator, txn
                 )
-                await wire.end_txn(self.target, coordinator, txn, commit=True)
-            except BaseException:
-                self.acked = committed_position
-                raise
-            self.acked = position
-            metrics.LAG.labels(*self._labels).set(max(0, self.high_watermark - position))
+        finally:
+            if prefetch is not None:
+                await _cancelled(prefetch)
+
+    async def _one_transaction(
+        self,
+        fetched: wire.FetchedPartition | None,
+        position: int,
+        source_leader: int,
+        aborted: AbortedTransactions,
+        coordinator: int,
+        group_coordinator: int,
+        txn: tuple[str, int, int],
+    ) -> tuple[int, asyncio.Task[wire.FetchedPartition | None] | None]:
+        """The fetched chunk's batches and the new source position in one transaction;
+        returns the position after it and the Fetch of the next chunk, already sent."""
+        transactional_id, group_id = txn[0], self.group_id
+        if fetched is None or fetched.error_code:
+            code = ErrorCode.UNKNOWN_SERVER_ERROR if fetched is None else fetched.error_code
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                return await self._start_position(source_leader), None
+            raise KafkaClientError(f"fetch {self.source_tp}: {ErrorCode(code).name}", code)
+        self.high_watermark = fetched.high_watermark
+        aborted.add(fetched.aborted)
+        batches = merge_batches(mirror_batches(fetched.records, position, aborted))
+        if not batches:
+            return position, None
+        prefetch = None
+        if fetched.high_watermark > batches[-1].source_next:
+            # Behind: the next chunk is already there; fetch it during this transaction.
+            # Caught up, the Fetch after the commit takes everything that arrived
+            # meanwhile into the next transaction instead (a prefetch would return
+            # early with the first record and leave the rest a transaction later).
+            prefetch = asyncio.get_running_loop().create_task(
+                self._fetch(source_leader, batches[-1].source_next)
+            )
+        committed_position = self.acked
+        adding_offsets: asyncio.Task[None] | None = None
+        in_flight: deque[tuple[MirrorBatch, asyncio.Task[tuple[int, int, str]] | None]]
+        in_flight = deque()
+        try:
+            # AddOffsetsToTxn does not depend on the records: sent alongside them.
+            adding_offsets = asyncio.get_running_loop().create_task(
+                wire.add_offsets_to_txn(self.target, coordinator, txn, group_id)
+            )
+            if any(b.data is not None for b in batches):
+                await wire.add_partitions_to_txn(self.target, coordinator, txn, self.target_tp)
+            for batch in batches:
+                task = None
+                if batch.data is not None:
+                    task = self._send(batch, transactional_id)
+                in_flight.append((batch, task))
+            tasks = [t for _, t in in_flight if t is not None]
+            if tasks:
+                await asyncio.wait(tasks)
+            self._apply_acks(in_flight)
+            position = batches[-1].source_next
+            await adding_offsets
+            await wire.txn_offset_commit(
+                self.target,
+                group_coordinator,
+                txn,
+                group_id,
+                {self.target_tp: (position, encode_metadata(self.alias, self.target_next))},
+            )
+            await wire.end_txn(self.target, coordinator, txn, commit=True)
+        except BaseException:
+            self.acked = committed_position
+            for pending in (adding_offsets, prefetch):
+                if pending is not None:
+                    await _cancelled(pending)  # the session's error is what counts
+            raise
+        self.acked = position
+        metrics.LAG.labels(*self._labels).set(max(0, self.high_watermark - position))
+        return position, prefetch
 
     def _send(
         self, batch: MirrorBatch, transactional_id: str | None = None
@@ -395,3 +507,11 @@ class PartitionMirror:
         if in_flight:
             self._producer = None
         in_flight.clear()
+
+
+async def _cancelled(task: asyncio.Task[T]) -> None:
+    """Cancel ``task`` unless done, and retrieve its outcome (nothing left unobserved)."""
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(BaseException):
+        await task

@@ -1,18 +1,23 @@
-"""The mirror process: clients for every cluster, the flows' topic sync, one
-:class:`~odradek.mirror.partition_mirror.PartitionMirror` task per assigned source
-partition, the periodic commit of source positions, progress lines and ``/metrics``.
+"""The mirror process: clients for every cluster, the flows' topic sync, membership of
+the instances' group (:mod:`odradek.mirror.group_membership`), one
+:class:`~odradek.mirror.partition_mirror.PartitionMirror` task per source partition
+assigned to this instance, the periodic commit of source positions, progress lines
+and ``/metrics``.
 
 Started by ``odradek mirror`` or ``python -m odradek.mirror --config FILE``; runs in the
 foreground until SIGTERM/SIGINT, then drains: in-flight produces finish, positions are
-committed, and a restart resumes there.
+committed, the instance leaves its group (the others take its partitions over), and
+a restart resumes there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import socket
 import sys
 import time
 
@@ -21,7 +26,8 @@ from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metrics import MetricsServer
 from odradek.mirror import checkpoints
 from odradek.mirror import mirror_metrics as metrics
-from odradek.mirror.offset_store import OffsetStore, decode_metadata, encode_metadata
+from odradek.mirror.group_membership import GroupMembership
+from odradek.mirror.offset_store import OffsetStore, encode_metadata
 from odradek.mirror.partition_mirror import PartitionMirror, Tuning
 from odradek.mirror.settings import DEFAULTS, MirrorSettings, parse_settings
 from odradek.mirror.topic_sync import WorkUnit, sync_topics
@@ -42,6 +48,7 @@ class MirrorService:
         self.store = OffsetStore(self.target, settings.group_id)
         self.tuning = Tuning(
             max_wait_ms=settings.int("fetch.max.wait.ms"),
+            min_bytes=max(1, settings.int("fetch.min.bytes")),
             partition_max_bytes=settings.int("max.partition.fetch.bytes"),
             max_in_flight=max(1, settings.int("max.in.flight.requests.per.connection")),
             timeout_ms=settings.int("request.timeout.ms"),
@@ -50,6 +57,23 @@ class MirrorService:
         if settings.values.get("metrics.port"):  # the name every other service uses
             host, port = "0.0.0.0", settings.values["metrics.port"]
         self.metrics = MetricsServer(host or "127.0.0.1", int(port or 0))
+        target_config = settings.clusters[settings.target]
+        self.membership = GroupMembership(
+            # client.id names the instance in the group's description (its member ids
+            # start with it): which host and process copies which partitions.
+            KafkaClient(
+                dataclasses.replace(
+                    target_config,
+                    client_id=f"{target_config.client_id}-{socket.gethostname()}-{os.getpid()}",
+                )
+            ),
+            settings.group_id,
+            session_timeout_ms=settings.int("session.timeout.ms"),
+            rebalance_timeout_ms=settings.int("rebalance.timeout.ms"),
+            heartbeat_interval_ms=settings.int("heartbeat.interval.ms"),
+            on_assigned=self._assigned,
+            on_revoked=self._revoked,
+        )
         self.units: dict[str, list[WorkUnit]] = {}  # by source alias: what its flow selects
         self.mirrors: dict[WorkUnit, PartitionMirror] = {}
         self.committed: dict[tuple[str, int], tuple[int, str]] = {}
@@ -66,6 +90,7 @@ class MirrorService:
             loop.create_task(self._refresh_loop(), name="mirror-refresh"),
             loop.create_task(self._commit_loop(), name="mirror-commit"),
             loop.create_task(self._progress_loop(), name="mirror-progress"),
+            loop.create_task(self._ready_when_joined(), name="mirror-ready"),
         ]
         if self.settings.bool("emit.checkpoints.enabled"):
             self._tasks.append(loop.create_task(self._checkpoint_loop(), name="mirror-checkpoints"))
@@ -74,16 +99,19 @@ class MirrorService:
         return {"metrics": port}
 
     async def stop(self) -> None:
+        """Stop copying, commit where each partition got to, leave the group."""
         self._stopping = True
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.membership.stop()
         await asyncio.gather(*(m.stop() for m in self.mirrors.values()))
         with contextlib.suppress(KafkaClientError, OSError):
             await self._commit()
-        for client in self.clients.values():
+        await self.membership.leave()
+        for client in [*self.clients.values(), self.membership.client]:
             await client.close()
         await self.metrics.stop()
 
@@ -122,8 +150,19 @@ class MirrorService:
                     flow.target,
                     exc,
                 )
-        self.reconcile({u for units in self.units.values() for u in units})
-        self.metrics.ready = True  # /readyz: the target answered and the work is running
+        counts: dict[str, int] = {}
+        for units in self.units.values():
+            for u in units:
+                counts[u.target_topic] = max(counts.get(u.target_topic, 0), u.partition + 1)
+        self.membership.subscribe(counts)
+        self.membership.start()
+        self.reconcile()
+
+    async def _ready_when_joined(self) -> None:
+        """/readyz: the target answered, the topics are synced and this instance has
+        its share of the partitions (the group's first rebalance is done)."""
+        await self.membership.joined.wait()
+        self.metrics.ready = True
 
     def _decide_exactly_once(self) -> bool:
         """``exactly.once.support``: requested (the default) uses transactions when the
@@ -143,18 +182,45 @@ class MirrorService:
         _say("exactly once (transactions)" if chosen else "at least once (idempotent producer)")
         return chosen
 
-    def reconcile(self, wanted: set[WorkUnit]) -> None:
+    async def _assigned(self, partitions: set[tuple[str, int]]) -> None:
+        """The group gave this instance ``partitions`` (target topic, partition)."""
+        self.reconcile()
+
+    async def _revoked(self, partitions: set[tuple[str, int]], lost: bool) -> None:
+        """``partitions`` go to other instances: stop their copies; unless they were
+        lost (this member was fenced), commit where each got to before the group hands
+        them on, so the next owner resumes there."""
+        units = [u for u in self.mirrors if u.target_tp in partitions]
+        stopping = [self.mirrors.pop(u) for u in units]
+        await asyncio.gather(
+            *(
+                m.stop(graceful=not lost, timeout=self.settings.int("session.timeout.ms") / 2000.0)
+                for m in stopping
+            )
+        )
+        if not lost:
+            final = {
+                u.target_tp: (m.acked, encode_metadata(u.source, m.target_next))
+                for u, m in zip(units, stopping, strict=True)
+                if m.acked is not None and not m.exactly_once
+            }
+            try:
+                await self._commit_positions(final)
+            except (KafkaClientError, OSError) as exc:
+                log.warning("committing the positions of revoked partitions: %s", exc)
+        for unit in units:
+            metrics.forget(unit.source, unit.source_topic, unit.partition)
+        self._count_assigned()
+
+    def reconcile(self) -> None:
+        """Copy the selected partitions the group assigned to this instance, no others."""
+        assigned = self.membership.assigned
+        wanted = {u for units in self.units.values() for u in units if u.target_tp in assigned}
         for unit in [u for u in self.mirrors if u not in wanted]:
             mirror = self.mirrors.pop(unit)
             asyncio.get_running_loop().create_task(mirror.stop())
             metrics.forget(unit.source, unit.source_topic, unit.partition)
         for unit in sorted(wanted - set(self.mirrors)):
-            start, target_offset = None, -1
-            if unit.target_tp in self.committed:
-                offset, meta = self.committed[unit.target_tp]
-                source, target_offset = decode_metadata(meta)
-                if source == unit.source:
-                    start = offset
             mirror = PartitionMirror(
                 unit.source,
                 # Its own source connection: a broker answers one connection's requests in
@@ -163,19 +229,17 @@ class MirrorService:
                 self.target,
                 unit.source_tp,
                 unit.target_tp,
-                start,
                 self.tuning,
-                (
-                    f"{self.settings.group_id}-{unit.target_topic}-{unit.partition}",
-                    self.settings.group_id,
-                )
+                self.settings.group_id,
+                f"{self.settings.group_id}-{unit.target_topic}-{unit.partition}"
                 if self.exactly_once
                 else None,
             )
-            if start is not None and target_offset >= 0:
-                mirror.syncs.append((start, target_offset, 0))
             self.mirrors[unit] = mirror
             mirror.start()
+        self._count_assigned()
+
+    def _count_assigned(self) -> None:
         for alias in self.settings.sources:
             metrics.ASSIGNED.labels(alias).set(sum(1 for u in self.mirrors if u.source == alias))
 
@@ -200,10 +264,20 @@ class MirrorService:
 
     async def _commit(self) -> None:
         current = self.positions()
-        changed = {tp: v for tp, v in current.items() if self.committed.get(tp) != v}
-        if not changed:
+        await self._commit_positions(
+            {tp: v for tp, v in current.items() if self.committed.get(tp) != v}
+        )
+
+    async def _commit_positions(self, changed: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """OffsetCommit as the group member (generation and member id: a commit from an
+        instance the group has moved past is refused, Kafka's ILLEGAL_GENERATION)."""
+        if not changed or self.membership.generation < 0:
             return
-        failed = await self.store.commit(changed)
+        failed = await self.store.commit(
+            changed,
+            generation=self.membership.generation,
+            member_id=self.membership.member_id,
+        )
         for tp, value in changed.items():
             if tp not in failed:
                 self.committed[tp] = value

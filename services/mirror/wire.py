@@ -10,6 +10,7 @@ versions (Tansu, older Kafka) answer the same requests.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -23,12 +24,16 @@ from odradek.protocol.messages import (
     DescribeConfigsRequest,
     FetchRequest,
     FindCoordinatorRequest,
+    HeartbeatRequest,
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
     ListOffsetsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
     ProduceRequest,
+    SyncGroupRequest,
 )
 
 TopicPartition = tuple[str, int]
@@ -86,6 +91,7 @@ async def fetch(
     positions: Mapping[TopicPartition, int],
     *,
     max_wait_ms: int,
+    min_bytes: int = 1,
     max_bytes: int,
     partition_max_bytes: int,
 ) -> dict[TopicPartition, FetchedPartition]:
@@ -94,7 +100,7 @@ async def fetch(
     request = cls(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
-        min_bytes=1,
+        min_bytes=min_bytes,
         max_bytes=max_bytes,
         isolation_level=READ_COMMITTED,
         session_id=0,
@@ -205,14 +211,30 @@ async def find_coordinator(client: KafkaClient, key: str, key_type: int = 0) -> 
 
 
 async def offset_fetch(
-    client: KafkaClient, coordinator: int, group_id: str
+    client: KafkaClient,
+    coordinator: int,
+    group_id: str,
+    partitions: Iterable[TopicPartition] | None = None,
 ) -> dict[TopicPartition, tuple[int, str]]:
-    """Every committed offset of ``group_id``: (offset, metadata) by partition."""
+    """The committed offsets of ``group_id`` (all, or of ``partitions``): (offset,
+    metadata) by partition."""
     cls = OffsetFetchRequest
     version = await client.version_for(ApiKey.OFFSET_FETCH, coordinator)
+    wanted = None if partitions is None else by_topic({tp: None for tp in partitions})
     if version >= 8:
+        topic_cls = cls.OffsetFetchRequestGroup.OffsetFetchRequestTopics
         request = cls(
-            groups=[cls.OffsetFetchRequestGroup(group_id=group_id, topics=None)],
+            groups=[
+                cls.OffsetFetchRequestGroup(
+                    group_id=group_id,
+                    topics=None
+                    if wanted is None
+                    else [
+                        topic_cls(name=t, partition_indexes=[p for p, _ in parts])
+                        for t, parts in wanted.items()
+                    ],
+                )
+            ],
             require_stable=True,
         )
         response = await client.send(ApiKey.OFFSET_FETCH, request, coordinator)
@@ -220,8 +242,16 @@ async def offset_fetch(
         check(group.error_code)
         topics = group.topics
     else:
+        topics = (
+            None
+            if wanted is None
+            else [
+                cls.OffsetFetchRequestTopic(name=t, partition_indexes=[p for p, _ in parts])
+                for t, parts in wanted.items()
+            ]
+        )
         response = await client.send(
-            ApiKey.OFFSET_FETCH, cls(group_id=group_id, topics=None), coordinator
+            ApiKey.OFFSET_FETCH, cls(group_id=group_id, topics=topics), coordinator
         )
         check(getattr(response, "error_code", 0))
         topics = response.topics
@@ -435,6 +465,11 @@ async def list_groups(client: KafkaClient) -> set[str]:
 
 
 # -- transactions (KIP-98): the calls of one exactly-once copy ---------------------------
+# CONCURRENT_TRANSACTIONS: the previous transaction's markers are still being written;
+# asked again after these pauses (None: give up), as Kafka's TransactionManager retries.
+CONCURRENT_TRANSACTIONS_BACKOFF_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.1, 0.2, 0.5, 1.0, None)
+
+
 async def add_partitions_to_txn(
     client: KafkaClient, coordinator: int, txn: tuple[str, int, int], tp: TopicPartition
 ) -> None:
@@ -448,10 +483,18 @@ async def add_partitions_to_txn(
         v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])],
     )
-    response = await client.send(ApiKey.ADD_PARTITIONS_TO_TXN, request, coordinator)
-    for t in response.results_by_topic_v3_and_below:
-        for p in t.results_by_partition:
-            check(p.partition_error_code)
+    for backoff in CONCURRENT_TRANSACTIONS_BACKOFF_S:
+        response = await client.send(ApiKey.ADD_PARTITIONS_TO_TXN, request, coordinator)
+        codes = [
+            p.partition_error_code
+            for t in response.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        ]
+        if backoff is None or ErrorCode.CONCURRENT_TRANSACTIONS not in codes:
+            break
+        await asyncio.sleep(backoff)
+    for code in codes:
+        check(code)
 
 
 async def add_offsets_to_txn(
@@ -466,7 +509,11 @@ async def add_offsets_to_txn(
         producer_epoch=epoch,
         group_id=group_id,
     )
-    response = await client.send(ApiKey.ADD_OFFSETS_TO_TXN, request, coordinator)
+    for backoff in CONCURRENT_TRANSACTIONS_BACKOFF_S:
+        response = await client.send(ApiKey.ADD_OFFSETS_TO_TXN, request, coordinator)
+        if backoff is None or response.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+            break
+        await asyncio.sleep(backoff)
     check(response.error_code)
 
 
@@ -510,4 +557,110 @@ async def end_txn(
         committed=commit,
     )
     response = await client.send(ApiKey.END_TXN, request, coordinator)
+    check(response.error_code)
+
+
+# -- classic group membership (Kafka's JoinGroup protocol, KIP-345/KIP-394) --------------
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """A JoinGroup answer: the generation, who leads it, and (for the leader) every
+    member's protocol metadata."""
+
+    error_code: int
+    generation: int
+    member_id: str
+    leader: str
+    protocol_name: str
+    members: dict[str, bytes]
+
+
+async def join_group(
+    client: KafkaClient,
+    coordinator: int,
+    group_id: str,
+    member_id: str,
+    *,
+    protocol_type: str,
+    protocols: Mapping[str, bytes],
+    session_timeout_ms: int,
+    rebalance_timeout_ms: int,
+) -> Joined:
+    """One JoinGroup; the broker holds it until the rebalance completes (up to the
+    rebalance timeout), so it is sent with that much time to answer."""
+    cls = JoinGroupRequest
+    request = cls(
+        group_id=group_id,
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type=protocol_type,
+        protocols=[cls.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in protocols.items()],
+        reason=None,
+    )
+    response = await client.send(
+        ApiKey.JOIN_GROUP, request, coordinator, timeout=rebalance_timeout_ms / 1000.0 + 5.0
+    )
+    return Joined(
+        response.error_code,
+        response.generation_id,
+        response.member_id,
+        response.leader,
+        response.protocol_name or "",
+        {m.member_id: bytes(m.metadata or b"") for m in response.members},
+    )
+
+
+async def sync_group(
+    client: KafkaClient,
+    coordinator: int,
+    group_id: str,
+    generation: int,
+    member_id: str,
+    *,
+    protocol_type: str,
+    protocol_name: str,
+    assignments: Mapping[str, bytes],
+    timeout_s: float,
+) -> tuple[int, bytes]:
+    """SyncGroup: the leader hands out ``assignments``; every member gets its own
+    (error code, assignment bytes)."""
+    cls = SyncGroupRequest
+    request = cls(
+        group_id=group_id,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        assignments=[
+            cls.SyncGroupRequestAssignment(member_id=m, assignment=a)
+            for m, a in assignments.items()
+        ],
+    )
+    response = await client.send(ApiKey.SYNC_GROUP, request, coordinator, timeout=timeout_s)
+    return response.error_code, bytes(response.assignment or b"")
+
+
+async def heartbeat(
+    client: KafkaClient, coordinator: int, group_id: str, generation: int, member_id: str
+) -> int:
+    """Heartbeat: the error code (REBALANCE_IN_PROGRESS asks the member to rejoin)."""
+    request = HeartbeatRequest(
+        group_id=group_id, generation_id=generation, member_id=member_id, group_instance_id=None
+    )
+    response = await client.send(ApiKey.HEARTBEAT, request, coordinator)
+    return int(response.error_code)
+
+
+async def leave_group(client: KafkaClient, coordinator: int, group_id: str, member_id: str) -> None:
+    """LeaveGroup (v3+: a list of members): the group rebalances without waiting for
+    this member's session to expire."""
+    cls = LeaveGroupRequest
+    request = cls(
+        group_id=group_id,
+        member_id=member_id,
+        members=[cls.MemberIdentity(member_id=member_id, group_instance_id=None, reason=None)],
+    )
+    response = await client.send(ApiKey.LEAVE_GROUP, request, coordinator)
     check(response.error_code)

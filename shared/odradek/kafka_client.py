@@ -471,12 +471,23 @@ class KafkaClient:
                 return int(api_key) in conn.api_versions
         return False
 
-    async def send(self, api_key: ApiKey, request: Message, node_id: int | None = None) -> Message:
-        """Send to ``node_id`` (any broker when None); one reconnect on a dropped connection."""
+    async def send(
+        self,
+        api_key: ApiKey,
+        request: Message,
+        node_id: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Message:
+        """Send to ``node_id`` (any broker when None); one reconnect on a dropped connection.
+        ``timeout`` replaces ``request.timeout.ms`` for requests the broker may hold longer
+        (JoinGroup waits for a rebalance, as Kafka's consumer allows it)."""
         for attempt in (0, 1):
             conn = await (self._any_connection() if node_id is None else self.connection(node_id))
             try:
-                return await conn.call(api_key, conn.version(api_key), request, self.timeout)
+                return await conn.call(
+                    api_key, conn.version(api_key), request, timeout or self.timeout
+                )
             except KafkaClientError as exc:
                 if attempt or exc.code != ErrorCode.NETWORK_EXCEPTION:
                     raise

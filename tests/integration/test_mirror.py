@@ -13,6 +13,7 @@ cluster whose brokers go away and come back is caught up with.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from odradek.mirror.checkpoints import decode_checkpoint
 from odradek.tools.launcher import Cluster
@@ -344,3 +346,76 @@ def test_consumer_group_fails_over_to_the_target_at_translated_offsets(
     assert {(c.group, c.topic, c.partition, c.upstream) for c in decoded} >= {
         ("billing", "payments", p, o) for p, o in at_source.items()
     }
+
+
+def shares(bootstrap: str, group: str) -> list[int]:
+    """How many partitions each member of the mirrors' group owns, as the group
+    description shows it (the consumer protocol's assignments), smallest first."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(10)
+    except KafkaException:
+        return []
+    return sorted(len(m.assignment.topic_partitions) for m in described.members)
+
+
+def copied(mirror: MirrorProcess) -> int:
+    """Records this instance copied, from its last progress line."""
+    counts = re.findall(r"partitions: ([\d,]+) records", mirror.log())
+    return int(counts[-1].replace(",", "")) if counts else 0
+
+
+@pytest.mark.parametrize("support", ["requested", "disabled"])
+def test_instances_share_the_partitions_and_survive_kill9_of_one(
+    two_clusters: tuple[Cluster, Cluster], tmp_path: Path, support: str
+) -> None:
+    """Three instances with one mirror.group.id split six partitions two each; after
+    kill -9 of one, the other two take its partitions over (three each) and the target
+    holds every source record exactly once (exactly once) or at least once, in order."""
+    a, b = (c.bootstrap_servers for c in two_clusters)
+    topic, group = f"shared-{support}", f"mirrors-{support}"
+    create_topic(a, topic, 6)
+    stop_writing = threading.Event()
+    chunks: list[int] = []
+
+    def write() -> None:
+        while not stop_writing.is_set() or len(chunks) < 4:
+            produce(a, topic, 300, start=len(chunks) * 300, partitions=6)
+            chunks.append(300)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    common = [
+        *("--source", a, "--target", b, "--topics", topic, "--group-id", group),
+        *("--set", f"exactly.once.support={support}", "--set", "session.timeout.ms=6000"),
+        *("--set", "heartbeat.interval.ms=500", *FAST),
+    ]
+    mirrors = [MirrorProcess(tmp_path / f"mirror-{i}.log", *common) for i in range(3)]
+    try:
+        for mirror in mirrors:
+            mirror.start()
+        wait_until(lambda: shares(b, group) == [2, 2, 2], "two partitions each", timeout=90)
+        wait_until(
+            lambda: all(copied(m) > 0 for m in mirrors), "every instance copying", timeout=60
+        )
+        mirrors[0].kill9()
+        written = len(chunks)
+        wait_until(lambda: shares(b, group) == [3, 3], "the survivors take over", timeout=60)
+        wait_until(lambda: len(chunks) > written + 1, "the source still written", timeout=60)
+        stop_writing.set()
+        writer.join(120)
+        assert not writer.is_alive()
+        wait_until(lambda: mirrored(a, b, topic, group=group), "everything copied", timeout=90)
+    finally:
+        stop_writing.set()
+        for mirror in mirrors[1:]:
+            mirror.stop()
+    for mirror in mirrors:
+        print(f"--- {mirror.log_path.name} ---\n{mirror.log()}")  # shown if an assert fails
+    source, target = read_all(a, topic), read_all(b, topic)
+    assert sum(len(rows) for rows in source.values()) == sum(chunks)
+    if support == "requested":
+        assert target == source
+        return
+    for p, rows in source.items():
+        assert first_occurrences(target[p]) == rows, f"partition {p}"

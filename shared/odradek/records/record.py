@@ -485,7 +485,7 @@ class BatchBuilder:
         else:
             max_timestamp = self._max_timestamp
         assert self._base_timestamp is not None
-        return _assemble(
+        return assemble_batch(
             section,
             base_offset=self._base_offset,
             partition_leader_epoch=self._partition_leader_epoch,
@@ -500,7 +500,7 @@ class BatchBuilder:
         )
 
 
-def _assemble(
+def assemble_batch(
     section: Buffer,
     *,
     base_offset: int,
@@ -514,6 +514,8 @@ def _assemble(
     base_sequence: int,
     count: int,
 ) -> bytes:
+    """One v2 batch from its (already compressed) records section and header fields,
+    with the CRC-32C computed (what a producer sends; also used to merge batches)."""
     out = bytearray(HEADER_SIZE)
     out += section
     HEADER_STRUCT.pack_into(
@@ -563,7 +565,7 @@ def build_empty_batch(
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attributes |= CONTROL_FLAG_MASK
-    return _assemble(
+    return assemble_batch(
         b"",
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
@@ -584,6 +586,7 @@ __all__ = [
     "DecodedRecord",
     "Header",
     "Record",
+    "assemble_batch",
     "build_empty_batch",
     "decode_batch",
     "decode_batches",

@@ -86,3 +86,49 @@ def test_stamp_producer_rewrites_the_producer_fields_and_keeps_the_batch_valid()
     stamp_producer(data, 1234, 3, 80, transactional=True)
     assert BatchView(data).is_transactional and BatchView(data).is_valid()
     assert records(bytes(data)) == records(batch(40, 3))
+
+
+def test_small_batches_are_merged_into_one_with_every_record_unchanged() -> None:
+    from odradek.mirror.batches import merge_batches
+
+    parts = [
+        batch(0, 3, compression=Compression.LZ4),
+        batch(3, 1, compression=Compression.LZ4),
+        batch(4, 5, compression=Compression.LZ4),
+    ]
+    fetched = mirror_batches(b"".join(parts), 0)
+    merged = merge_batches(fetched)
+    assert len(merged) == 1
+    one = merged[0]
+    assert (one.source_next, one.record_count, one.dense) == (9, 9, True)
+    assert one.max_timestamp == 1_008
+    assert one.data is not None
+    view = BatchView(one.data)
+    assert view.is_valid() and view.compression == Compression.LZ4
+    assert records(bytes(one.data)) == [r for p in parts for r in records(p)]
+    # Stamped as the mirror's producer, it is still a valid batch.
+    stamp_producer(one.data, 7, 0, 0, transactional=False)
+    assert BatchView(one.data).is_valid()
+
+
+def test_merging_stops_at_placeholders_big_batches_codec_changes_and_the_limit() -> None:
+    from odradek.mirror.batches import merge_batches
+
+    marker = build_end_txn_marker_batch(
+        base_offset=5, producer_id=9, producer_epoch=0, control_type=ControlRecordType.COMMIT,
+        coordinator_epoch=0,
+        timestamp=1_000,
+    )  # fmt: skip
+    parts = [batch(0, 2), batch(2, 3, pid=9, txn=True), marker, batch(6, 2), batch(8, 2)]
+    parts.append(batch(10, 2, compression=Compression.GZIP))
+    fetched = mirror_batches(b"".join(parts), 0)
+    merged = merge_batches(fetched)
+    assert [(b.source_next, b.record_count, b.data is None) for b in merged] == [
+        (5, 5, False),  # 0-1 and the transaction's 2-4
+        (6, 0, True),  # the commit marker: only moves the position
+        (10, 4, False),  # 6-9
+        (12, 2, False),  # gzip: a codec of its own
+    ]
+    one_by_one = merge_batches(fetched, limit=1)
+    assert len(one_by_one) == len(fetched)
+    assert merge_batches(fetched, small=1) == fetched
