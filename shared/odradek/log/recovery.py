@@ -13,6 +13,8 @@ Steps, in order:
 3. Without a clean shutdown, every segment from the one holding the recovery point
    on is re-validated batch by batch (sizes, magic, CRC-32C, increasing offsets);
    the first bad byte truncates that segment, and every later segment is deleted.
+   A batch reaching the next segment's base offset is bad too (the CRC does not
+   cover the base offset, Kafka's DefaultRecordBatch).
    No batch before the first corruption is ever dropped.
 4. The leader epoch cache loses entries above the log end offset; producer state is
    reloaded from the newest snapshot at or below the log end offset and brought
@@ -167,7 +169,12 @@ def load_segments(
     """
 
     def recover(
-        seg: LogSegment, before: Sequence[LogSegment], *, epochs: bool, snapshot: bool = True
+        seg: LogSegment,
+        before: Sequence[LogSegment],
+        *,
+        epochs: bool,
+        snapshot: bool = True,
+        offset_limit: int | None = None,
     ) -> int:
         if producer_state is not None:
             rebuild_producer_state(
@@ -179,7 +186,9 @@ def load_segments(
                 take_snapshot=False,
             )
         if epochs:
-            truncated = seg.recover(max_message_size, producer_state, epoch_cache)
+            truncated = seg.recover(
+                max_message_size, producer_state, epoch_cache, offset_limit=offset_limit
+            )
         else:
             truncated = seg.rebuild_indexes(max_message_size, producer_state)
         if producer_state is not None and snapshot:
@@ -226,7 +235,10 @@ def load_segments(
             seg = segments[i]
             # No snapshot after the last one: the final replay then keeps its producers'
             # last 5 batches for duplicate detection, not just the last.
-            truncated = recover(seg, segments[:i], epochs=True, snapshot=i + 1 < len(segments))
+            later = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            truncated = recover(
+                seg, segments[:i], epochs=True, snapshot=later is not None, offset_limit=later
+            )
             recovered += 1
             truncated_total += truncated
             if truncated > 0 and i + 1 < len(segments):

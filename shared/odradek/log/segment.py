@@ -608,8 +608,13 @@ class LogSegment:
         epoch_cache: LeaderEpochCache | None = None,
         *,
         expected_start_offset: int | None = None,
+        offset_limit: int | None = None,
     ) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first bad byte.
+
+        ``offset_limit`` is the next segment's base offset: a batch reaching it is bad.
+        The CRC does not cover a batch's base offset, so a flipped bit there is only
+        visible as an offset out of order or beyond the segment.
 
         Also replays batches into the leader epoch cache and into ``producer_state``,
         which must then describe the log below this segment's base offset: the
@@ -639,6 +644,8 @@ class LogSegment:
             h = b.header
             last_offset = h.base_offset + h.last_offset_delta
             if not _batch_is_valid(h, data, last_offset, next_expected, self.base_offset):
+                break
+            if offset_limit is not None and last_offset >= offset_limit:
                 break
             if h.max_timestamp > max_ts:
                 max_ts, max_off = h.max_timestamp, last_offset
