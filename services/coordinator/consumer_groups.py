@@ -24,7 +24,9 @@ REBALANCE_IN_PROGRESS while the member has to rejoin (group epoch moved on, part
 to revoke, or partitions it waits for released). A member that does not rejoin or sync
 within its rebalance timeout is fenced. When the last consumer-protocol member of a
 group leaves or is fenced and only classic members remain, the group goes back to being
-a classic group (``downgrade``, :mod:`odradek.coordinator.migration`).
+a classic group (``downgrade``, :mod:`odradek.coordinator.migration`); so it does,
+without a rebalance, when that member is a static one whose ``group.instance.id`` a
+classic member takes over (Kafka's ``validateOnlineDowngradeWithReplacedMemberId``).
 
 Deviations: regular expressions are Python's ``re`` (Kafka uses RE2/J; the syntax of
 common patterns is the same) and are resolved on each heartbeat instead of in the
@@ -90,8 +92,9 @@ Record = tuple[bytes, bytes | None]
 # error answer, or None when no classic group holds the id.
 Adopt = Callable[[str, bool, list[Record]], "ConsumerGroup | HeartbeatResult | None"]
 # Called to turn a consumer group back into a classic one (downgrade): (group, the
-# member leaving, records to append the classic group's record to).
-Downgrade = Callable[[ConsumerGroup, str, list[Record]], None]
+# member leaving, or None when a static member was replaced by a classic one, records
+# to append the classic group's record to).
+Downgrade = Callable[[ConsumerGroup, str | None, list[Record]], None]
 
 
 @dataclass(slots=True)
@@ -355,7 +358,15 @@ class ConsumerGroups:
         if req.instance_id is not None:
             old_id = group.static_members.get(req.instance_id)
             old = group.members.get(old_id) if old_id is not None else None
-            if old is not None and old.member_id != member_id and not old.departed:
+            if (
+                old is not None
+                and old.member_id != member_id
+                and not old.departed
+                and not old.uses_classic_protocol
+            ):
+                # Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: only a
+                # consumer-protocol predecessor must have left first; a classic one
+                # (which sends no LeaveGroup when a static member closes) is replaced.
                 return _fail(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {old.member_id} with instance id {req.instance_id} is "
@@ -509,6 +520,18 @@ class ConsumerGroups:
             and len(group.members) - 1 <= self.config.max_size
         )
 
+    def _can_downgrade_replacing(self, group: ConsumerGroup, joined: ConsumerGroupMember) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithReplacedMemberId``: a classic static
+        member has taken its instance id over and no member uses the consumer protocol
+        any more (``joined`` already stands in its predecessor's place)."""
+        return (
+            self.downgrade is not None
+            and joined.uses_classic_protocol
+            and group.all_classic_except(joined.member_id)
+            and self.policy.downgrade_enabled
+            and len(group.members) <= self.config.max_size
+        )
+
     def _drop(self, group: ConsumerGroup, records: list[Record]) -> None:
         """The group ends here (converted): its timers stop and all its records go."""
         for member_id in group.members:
@@ -589,6 +612,17 @@ class ConsumerGroups:
             # It says it no longer owns what it had to give up (an eager member owns
             # nothing when it rejoins): move on in the same request.
             self._reconcile(group, member, normalized(owned), records)
+        if static_id is not None and self._can_downgrade_replacing(group, member):
+            assert self.downgrade is not None
+            log.info(
+                "consumer group %s: static member %s (instance %s) replaced by a classic "
+                "member, converting it to a classic group",
+                group.group_id,
+                static_id,
+                instance,
+            )
+            self._drop(group, records)
+            self.downgrade(group, None, records)
         result = JoinResult(
             ErrorCode.NONE,
             member_id=member.member_id,

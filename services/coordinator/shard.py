@@ -943,9 +943,14 @@ class GroupShard:
         if self._live(group):
             del self.groups[group.group_id]
 
-    def _downgrade(self, group: ConsumerGroup, leaving_id: str, records: list[Record]) -> None:
-        """The consumer side dropped ``group`` (its last consumer-protocol member left):
-        it lives on as a classic group that rebalances (Kafka's ``convertToClassicGroup``)."""
+    def _downgrade(
+        self, group: ConsumerGroup, leaving_id: str | None, records: list[Record]
+    ) -> None:
+        """The consumer side dropped ``group`` (Kafka's ``convertToClassicGroup``): its
+        last consumer-protocol member left (``leaving_id``) and it lives on as a classic
+        group that rebalances; or that member was a static one replaced by a classic
+        member (``leaving_id`` None) and the classic group is Stable at once, with no
+        rebalance, as Kafka's."""
         names = {tid: name for name, (tid, _n) in self.consumer.topics().items()}
         classic = classic_from_consumer(group, leaving_id, names, self.now())
         self.groups[group.group_id] = classic
@@ -961,7 +966,8 @@ class GroupShard:
         )
         for member in classic.members.values():
             self._schedule_heartbeat(group=classic, member=member)
-        self._prepare_rebalance(classic, f"downgrade of group {group.group_id} to classic")
+        if leaving_id is not None:
+            self._prepare_rebalance(classic, f"downgrade of group {group.group_id} to classic")
 
     # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------
     def describe(self, group_id: str) -> GroupDescription:
