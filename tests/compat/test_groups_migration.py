@@ -4,7 +4,8 @@ the members of a classic group are rolled one by one to ``group.protocol=consume
 and back while a producer runs. At every step no partition is owned by two members,
 no produced record is left unconsumed, and the group's committed offsets carry over
 (members of the other protocol start where the group left off, not from the
-beginning). With the policy ``disabled`` a consumer-protocol member cannot join a
+beginning). A classic static member taking over the instance id of the last
+consumer-protocol member turns the group classic without a rebalance. With the policy ``disabled`` a consumer-protocol member cannot join a
 running classic group: its heartbeat answers GROUP_ID_NOT_FOUND, as Kafka's."""
 
 from __future__ import annotations
@@ -276,6 +277,88 @@ def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str, strategy:
     finally:
         producer.finish()
         g.close()
+
+
+def test_static_classic_member_takes_over_from_the_last_consumer_member(bootstrap: str) -> None:
+    """Kafka 4 (``validateOnlineDowngradeWithReplacedMemberId``): the group's last
+    consumer-protocol member is a static one; it closes (a static leave, epoch -2) and a
+    classic member with its ``group.instance.id`` joins. The group is classic again at
+    once, without a rebalance: the newcomer gets exactly its predecessor's partitions
+    and the other classic member keeps its own, with no rebalance callback at all (it
+    uses the eager range assignor, which gives everything up on any rebalance)."""
+    topic = make_topic(bootstrap)
+    group = f"mig-static-{uuid.uuid4().hex[:6]}"
+    events: list[str] = []
+
+    def settings(protocol: str, **extra: Any) -> dict[str, Any]:
+        classic = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+        return {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            **(classic if protocol == "classic" else {}),
+            **extra,
+        }
+
+    a = Consumer(settings("classic", **{"partition.assignment.strategy": "range"}))
+    a.subscribe(
+        [topic],
+        on_assign=lambda _c, ps: events.append(f"assign {sorted(p.partition for p in ps)}"),
+        on_revoke=lambda _c, ps: events.append(f"revoke {sorted(p.partition for p in ps)}"),
+    )
+    g = Group(topic)
+    g.bootstrap, g.group_id = bootstrap, group
+    g.members = [("classic", a)]
+    try:
+        g.until_covered()
+        g.members.append(
+            ("consumer", member_with(settings("consumer", **{"group.instance.id": "s"}), topic))
+        )
+        g.until_covered()
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        deadline = time.monotonic() + 30
+        while not all(epoch == target for epoch, target in member_epochs(bootstrap, group)):
+            g.step()  # the classic member's last rejoin may still be on its way
+            assert time.monotonic() < deadline, member_epochs(bootstrap, group)
+        mine = {tp.partition for tp in a.assignment()}
+        theirs = {tp.partition for tp in g.members[1][1].assignment()}
+        events.clear()
+        g.members.pop()[1].close()
+        newcomer = member_with(
+            settings(
+                "classic",
+                **{"group.instance.id": "s", "partition.assignment.strategy": "range"},
+            ),
+            topic,
+        )
+        g.members.append(("classic", newcomer))
+        g.until_covered()
+        assert {tp.partition for tp in newcomer.assignment()} == theirs
+        assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        with WireClient(bootstrap) as wire:
+            d = wire.request(15, 5, DescribeGroupsRequest(groups=[group])).groups[0]
+        assert d.group_state == "Stable" and len(d.members) == 2
+        for _ in range(50):  # a rebalance would show within a few heartbeats
+            g.step()
+        assert {tp.partition for tp in a.assignment()} == mine
+        assert events == [], events
+    finally:
+        g.close()
+
+
+def member_with(config: dict[str, Any], topic: str) -> Any:
+    c = Consumer(config)
+    c.subscribe([topic])
+    return c
+
+
+def member_epochs(bootstrap: str, group: str) -> list[tuple[int, int]]:
+    """(member epoch, group epoch) of each member, through ConsumerGroupDescribe."""
+    with WireClient(bootstrap) as wire:
+        r = wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group]))
+    described = r.groups[0]
+    return [(int(m.member_epoch), int(described.group_epoch)) for m in described.members]
 
 
 @pytest.fixture(scope="module")
