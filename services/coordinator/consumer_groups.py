@@ -30,8 +30,11 @@ classic member takes over (Kafka's ``validateOnlineDowngradeWithReplacedMemberId
 
 Deviations: regular expressions are Python's ``re`` (Kafka uses RE2/J; the syntax of
 common patterns is the same) and are resolved on each heartbeat instead of in the
-background; a member whose epoch is behind because a response was lost is accepted
-when its previous epoch matches, whether or not it reported its partitions; a member
+background; a heartbeat of a known member (epoch > 0) to a group id that a classic
+group holds (the consumer group went back to classic while the member was away)
+answers UNKNOWN_MEMBER_ID, so that the member rejoins, where Kafka answers
+GROUP_ID_NOT_FOUND, which clients take as fatal; a member whose epoch is behind
+because a response was lost is accepted when its previous epoch matches, whether or not it reported its partitions; a member
 waiting for partitions to be released is told to heartbeat every 100 ms until it has
 them (faster settling; Kafka answers the configured interval).
 """
@@ -87,10 +90,10 @@ UNRELEASED_HEARTBEAT_INTERVAL_MS = 100
 # Current topics: name -> (topic id, partition count); internal topics left out.
 TopicView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 Record = tuple[bytes, bytes | None]
-# The shard's classic side, asked when a heartbeat names a group id this side does not
-# hold: (group id, may create, records) -> the classic group converted (upgrade), an
-# error answer, or None when no classic group holds the id.
-Adopt = Callable[[str, bool, list[Record]], "ConsumerGroup | HeartbeatResult | None"]
+# The shard's classic side, asked when a joining heartbeat (epoch 0) names a group id
+# this side does not hold: (group id, records) -> the classic group converted (upgrade),
+# an error answer, or None when no classic group holds the id.
+Adopt = Callable[[str, list[Record]], "ConsumerGroup | HeartbeatResult | None"]
 # Called to turn a consumer group back into a classic one (downgrade): (group, the
 # member leaving, or None when a static member was replaced by a classic one, records
 # to append the classic group's record to).
@@ -252,7 +255,20 @@ class ConsumerGroups:
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(group, req, records)
         if group is None:
-            adopted = adopt(req.group_id, req.member_epoch == 0, records)
+            if req.member_epoch != 0:
+                # No consumer group holds the id: it was deleted, or it went back to
+                # being a classic group (downgrade) while this member was away, e.g.
+                # fenced after missing its session. Either way the member is unknown
+                # and must rejoin with epoch 0, which upgrades the group again when
+                # the policy allows. Kafka answers GROUP_ID_NOT_FOUND when a classic
+                # group holds the id, which librdkafka 2.16 and the Java client take
+                # as fatal: that consumer would never consume again (a deviation,
+                # listed in the module docstring).
+                return _fail(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {req.group_id}.",
+                )
+            adopted = adopt(req.group_id, records)
             if isinstance(adopted, HeartbeatResult):
                 return adopted
             if adopted is not None:
@@ -261,8 +277,6 @@ class ConsumerGroups:
                 records.extend(self.group_records(adopted))
                 for m in adopted.members.values():
                     self._schedule_session(adopted, m)
-            elif req.member_epoch != 0:
-                return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
             else:
                 group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
         bump = False

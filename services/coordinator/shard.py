@@ -883,26 +883,24 @@ class GroupShard:
         self.consumer.heartbeat(req, respond, self._adopt)
 
     def _adopt(
-        self, group_id: str, create: bool, records: list[Record]
+        self, group_id: str, records: list[Record]
     ) -> ConsumerGroup | HeartbeatResult | None:
-        """A ConsumerGroupHeartbeat names a group id the consumer side does not hold
-        (Kafka's ``getOrMaybeCreateConsumerGroup``): an empty classic group gives the id
-        up; a non-empty one is upgraded when the migration policy allows (Kafka's
-        ``validateOnlineUpgrade``), else the heartbeat is GROUP_ID_NOT_FOUND."""
+        """A joining ConsumerGroupHeartbeat names a group id the consumer side does not
+        hold (Kafka's ``getOrMaybeCreateConsumerGroup``): an empty classic group gives
+        the id up; a non-empty one is upgraded when the migration policy allows
+        (Kafka's ``validateOnlineUpgrade``), else the heartbeat is GROUP_ID_NOT_FOUND."""
         group = self.groups.get(group_id)
         if group is None:
             return None
         if not group.members:
-            if create:
-                self._end_classic(group)
-                records.append((encode_group_key(group_id), None))
+            self._end_classic(group)
+            records.append((encode_group_key(group_id), None))
             return None
         not_consumer = HeartbeatResult(
             ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
         )
         if (
-            not create
-            or not self.consumer.policy.upgrade_enabled
+            not self.consumer.policy.upgrade_enabled
             or group.protocol_type != CONSUMER_PROTOCOL_TYPE
             or len(group.members) > self.config.consumer_max_size
         ):

@@ -10,6 +10,10 @@ running classic group: its heartbeat answers GROUP_ID_NOT_FOUND, as Kafka's."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -344,6 +348,115 @@ def test_static_classic_member_takes_over_from_the_last_consumer_member(bootstra
         assert {tp.partition for tp in a.assignment()} == mine
         assert events == [], events
     finally:
+        g.close()
+
+
+# A consumer-protocol member in its own process (so that it can be paused): prints its
+# assignment whenever it changes, and any error.
+PAUSABLE_MEMBER = """
+import sys, time
+from confluent_kafka import Consumer, KafkaException
+bootstrap, group, topic = sys.argv[1:4]
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+              "auto.offset.reset": "earliest"})
+c.subscribe([topic])
+last = None
+while sys.stdin.readline().strip() != "stop":
+    for _ in range(5):
+        try:
+            m = c.poll(0.02)
+            if m is not None and m.error() is not None:
+                print("ERROR", m.error().str(), flush=True)
+        except KafkaException as exc:
+            print("ERROR", exc, flush=True)
+    owned = sorted(tp.partition for tp in c.assignment())
+    print("OWNED", ",".join(map(str, owned)), flush=True)
+c.close()
+"""
+
+
+class PausableMember:
+    """Drives PAUSABLE_MEMBER one step per ``owned()`` call (it waits for a line on its
+    stdin before each step); SIGSTOP pauses it whole, librdkafka's threads included."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PAUSABLE_MEMBER, bootstrap, group, topic],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.errors: list[str] = []
+
+    def owned(self) -> set[int]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("step\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"the member process ended: {self.errors}"
+            kind, _, rest = line.strip().partition(" ")
+            if kind == "OWNED":
+                return {int(p) for p in rest.split(",") if p}
+            self.errors.append(rest)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_consumer_member_back_after_its_session_rejoins_the_downgraded_group(
+    bootstrap: str,
+) -> None:
+    """The group's only consumer-protocol member stops (a paused process, as on a
+    starved machine) past group.consumer.session.timeout.ms: it is fenced and the group
+    goes back to classic, its classic member taking everything. When the member comes
+    back it must rejoin (UNKNOWN_MEMBER_ID), upgrading the group again, and own
+    partitions again; answered Kafka's GROUP_ID_NOT_FOUND, librdkafka would stop it for
+    good (a fatal error)."""
+    topic = make_topic(bootstrap)
+    group = f"mig-fenced-{uuid.uuid4().hex[:6]}"
+    g = Group(topic)
+    g.bootstrap, g.group_id = bootstrap, group
+    g.members = [("classic", member(bootstrap, group, "classic", topic))]
+    g.until_covered()
+    paused = PausableMember(bootstrap, group, topic)  # polled only through shared()
+    try:
+
+        def shared() -> bool:
+            a, b = g.step()[0], paused.owned()
+            return bool(a and b and not a & b and a | b == set(range(PARTITIONS)))
+
+        deadline = time.monotonic() + 60
+        while not shared():
+            assert time.monotonic() < deadline, (g.described(), paused.errors)
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        # Stopped (no heartbeat) until the classic member owns everything: the
+        # session timed out and the classic group rebalanced.
+        paused.proc.send_signal(signal.SIGSTOP)
+        try:
+            session_s = int(SETTINGS["group.consumer.session.timeout.ms"]) / 1000
+            deadline = time.monotonic() + session_s + 30
+            while g.step()[0] != set(range(PARTITIONS)):
+                assert time.monotonic() < deadline, "the classic member never took over"
+            assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        finally:
+            paused.proc.send_signal(signal.SIGCONT)
+        # Back: it rejoins, the group is a consumer group again, both share the topic.
+        deadline = time.monotonic() + 60
+        while not shared():
+            assert time.monotonic() < deadline, (g.described(), paused.errors)
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        assert not [e for e in paused.errors if "fatal" in e.lower()], paused.errors
+    finally:
+        paused.close()
         g.close()
 
 

@@ -315,6 +315,38 @@ def test_consumer_member_replaces_a_classic_static_member_that_did_not_leave() -
     assert h.hb("e", 0, instance_id="i2").error == E.UNRELEASED_INSTANCE_ID
 
 
+def test_member_fenced_by_a_downgrade_rejoins_and_upgrades_again() -> None:
+    """The last consumer-protocol member misses its session (a paused client) and the
+    group goes back to classic. Its next heartbeat, with its old epoch, must make it
+    rejoin: UNKNOWN_MEMBER_ID. (Kafka answers GROUP_ID_NOT_FOUND here, which librdkafka
+    2.16 and the Java client take as fatal: the consumer would never consume again.)"""
+    h = Harness(consumer_session_timeout_ms=6_000)
+    a, b, generation = h.classic_group()
+    c = h.hb("c", 0)
+    for m in (a, b):
+        h.join(m)
+    h.clock.advance(5_000)
+    for m in (a, b):  # the classic members keep heartbeating
+        assert h.shard.heartbeat("g", generation + 1, m, None) == E.NONE
+    h.clock.advance(1_001)
+    h.flush()
+    assert "g" not in h.shard.consumer.groups
+    assert set(h.shard.groups["g"].members) == {a, b}
+    late = h.hb("c", c.member_epoch)
+    assert late.error == E.UNKNOWN_MEMBER_ID, late
+    assert late.message == "Member c is not a member of group g."
+    again = h.hb("c", 0)
+    assert again.error == E.NONE
+    group = h.shard.consumer.groups["g"]
+    assert "g" not in h.shard.groups and set(group.members) == {a, b, "c"}
+    # A heartbeat into a classic group that cannot be upgraded still answers Kafka's
+    # GROUP_ID_NOT_FOUND when the member joins (epoch 0).
+    h2 = Harness(consumer_migration_policy="downgrade")
+    h2.classic_group()
+    assert h2.hb("c", 0).error == E.GROUP_ID_NOT_FOUND
+    assert h2.hb("c", 3).error == E.UNKNOWN_MEMBER_ID
+
+
 def test_upgrade_only_policy_keeps_a_consumer_group() -> None:
     h = Harness(consumer_migration_policy="upgrade")
     a, b, _ = h.classic_group()
