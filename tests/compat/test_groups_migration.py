@@ -230,9 +230,10 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 
 # Classic members with an eager assignor (they give everything up before rejoining)
 # and with a cooperative one (they report what they own and revoke incrementally).
-# In the slow suite: on a loaded machine a roll sometimes stalls (a partition stays
-# unowned past the 60 s bound; cause not yet found, the failure message shows what the
-# coordinator holds).
+# In the slow suite (long). On a starved machine a member misses its session; the
+# last consumer-protocol member fenced turned the group classic and its next heartbeat
+# got GROUP_ID_NOT_FOUND, fatal in librdkafka: that member never owned anything again
+# and the roll stalled (test_consumer_member_back_after_its_session_... below).
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str, strategy: str) -> None:
