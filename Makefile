@@ -45,9 +45,13 @@ bench: install
 	$(PY) -m bench $(BENCH_NAMES) $(ARGS)
 
 ## The frame fuzzer against a fresh cluster, a real client producing throughout
-## (bench/fuzz.py; default 100000 frames, e.g. ARGS="--frames 1000000").
+## (bench/fuzz.py; default 100000 frames, e.g. ARGS="--frames 1000000"), then
+## LOG_RECOVERY_FUZZ_EXAMPLES damaged partitions fed to log recovery
+## (tests/unit/log/test_log_recovery_fuzz.py; the unit suite runs 40).
+LOG_RECOVERY_FUZZ_EXAMPLES ?= 2000
 fuzz: install
 	$(PY) -m bench.fuzz $(ARGS)
+	LOG_RECOVERY_FUZZ_EXAMPLES=$(LOG_RECOVERY_FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/unit/log/test_log_recovery_fuzz.py
 
 ## mypy and lint-imports cannot follow setuptools' package-dir mapping, so they check a
 ## copy of the tree shaped like the installed package: odradek/ = shared/odradek/* +

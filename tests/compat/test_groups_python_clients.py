@@ -9,6 +9,7 @@ leaving hands its partitions over; commits survive a consumer restart; seek.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 
 import aiokafka
 import pytest
+from helpers.kafka_python import JOIN_POLL_MS
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import NewTopic
 
@@ -60,15 +62,30 @@ def kp_consumer(bootstrap: str, group: str, topic: str, **extra: Any) -> KafkaCo
 
 
 def settle(consumers: list[KafkaConsumer], n: int, timeout: float = 40.0) -> list[set[int]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        for c in consumers:
-            c.poll(50)
-        assignments = [{tp.partition for tp in c.assignment()} for c in consumers]
-        flat = sorted(p for a in assignments for p in a)
-        if flat == list(range(PARTITIONS)) and all(assignments) and len(assignments) == n:
-            return assignments
-        assert time.monotonic() < deadline, f"assignments never settled: {assignments}"
+    """Each consumer polls in a thread of its own, long enough for a whole join
+    (helpers.kafka_python explains why)."""
+    stop = threading.Event()
+
+    def poll_loop(c: KafkaConsumer) -> None:
+        while not stop.is_set():
+            c.poll(JOIN_POLL_MS)
+
+    threads = [threading.Thread(target=poll_loop, args=(c,), daemon=True) for c in consumers]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assignments = [{tp.partition for tp in c.assignment()} for c in consumers]
+            flat = sorted(p for a in assignments for p in a)
+            if flat == list(range(PARTITIONS)) and all(assignments) and len(assignments) == n:
+                return assignments
+            assert time.monotonic() < deadline, f"assignments never settled: {assignments}"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(JOIN_POLL_MS / 1000 + 30)
 
 
 def test_kafka_python_group_lifecycle(bootstrap: str) -> None:
@@ -96,7 +113,7 @@ def test_kafka_python_commit_restart_and_seek(bootstrap: str) -> None:
         seen = 0
         deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
         while seen < 30 and time.monotonic() < deadline:
-            seen += sum(len(v) for v in c.poll(200).values())
+            seen += sum(len(v) for v in c.poll(JOIN_POLL_MS).values())
         assert seen == 30
         tp0 = TopicPartition(topic, 0)
         c.commit({tp0: OffsetAndMetadata(2, "two", -1)})
@@ -115,7 +132,7 @@ def test_kafka_python_commit_restart_and_seek(bootstrap: str) -> None:
     try:
         deadline = time.monotonic() + 60  # joining included: slow on a loaded 2-core machine
         while len(resumed) < 3 and time.monotonic() < deadline:
-            for tp, records in c.poll(200).items():
+            for tp, records in c.poll(JOIN_POLL_MS).items():
                 if tp.partition == 0:
                     resumed += [r.offset for r in records]
     finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.kafka_python import JOIN_POLL_MS
 from helpers.waiting import wait_until
 from helpers.wire import WireClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -421,7 +422,7 @@ def test_offset_delete_refused_while_subscribed(bootstrap: str) -> None:
     try:
         deadline = time.monotonic() + 20
         while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(200)
+            consumer.poll(JOIN_POLL_MS)
         consumer.commit()
         with WireClient(bootstrap) as c:
             DT = OffsetDeleteRequest.OffsetDeleteRequestTopic
@@ -465,7 +466,7 @@ def test_list_describe_delete_with_admin_client(bootstrap: str) -> None:
         got = 0
         deadline = time.monotonic() + 20
         while got < 10 and time.monotonic() < deadline:
-            got += sum(len(v) for v in consumer.poll(200).values())
+            got += sum(len(v) for v in consumer.poll(JOIN_POLL_MS).values())
         consumer.commit()
         listed = {g["group_id"]: g for g in admin.list_groups()}
         assert (
@@ -587,7 +588,7 @@ def test_offsets_and_groups_survive_a_whole_cluster_restart(
         got = 0
         deadline = time.monotonic() + 20
         while got < 30 and time.monotonic() < deadline:
-            got += sum(len(v) for v in consumer.poll(200).values())
+            got += sum(len(v) for v in consumer.poll(JOIN_POLL_MS).values())
         consumer.commit()
         consumer.close()
         with WireClient(bs) as c:
@@ -622,7 +623,7 @@ def test_offsets_and_groups_survive_a_whole_cluster_restart(
         seen: list[bytes] = []
         deadline = time.monotonic() + 20
         while not seen and time.monotonic() < deadline:
-            for records in consumer.poll(200).values():
+            for records in consumer.poll(JOIN_POLL_MS).values():
                 seen += [r.value for r in records]
         consumer.close()
         assert seen == [b"after-restart"]

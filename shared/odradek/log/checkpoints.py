@@ -82,6 +82,19 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
 TopicPartition = tuple[str, int]
 
 
+def read_text_file(path: Path) -> str | None:
+    """A small text file of the log dir (checkpoint, properties, partition metadata);
+    None when it does not exist. Bytes that are not UTF-8 are a corrupt file
+    (CheckpointError, so the log dir goes offline as Kafka's KafkaStorageException
+    does), never a UnicodeDecodeError escaping recovery."""
+    try:
+        return path.read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"Malformed checkpoint file {path}: not UTF-8") from None
+
+
 def format_offsets(offsets: Mapping[TopicPartition, int]) -> str:
     lines = [str(_VERSION), str(len(offsets))]
     for (topic, partition), offset in sorted(offsets.items()):
@@ -135,13 +148,8 @@ class OffsetCheckpointFile:
 
     def read(self) -> dict[TopicPartition, int]:
         """Entries of the file; a missing file is empty, a corrupt one raises CheckpointError."""
-        try:
-            text = self.path.read_text("utf-8")
-        except FileNotFoundError:
-            return {}
-        except UnicodeDecodeError:
-            raise CheckpointError(f"Malformed checkpoint file {self.path}: not UTF-8") from None
-        return parse_offsets(text, str(self.path))
+        text = read_text_file(self.path)
+        return {} if text is None else parse_offsets(text, str(self.path))
 
 
 # -- meta.properties ----------------------------------------------------------------------
@@ -216,9 +224,8 @@ class MetaProperties:
     @classmethod
     def read(cls, log_dir: Path) -> MetaProperties | None:
         path = Path(log_dir) / META_PROPERTIES
-        try:
-            text = path.read_text("utf-8")
-        except FileNotFoundError:
+        text = read_text_file(path)
+        if text is None:
             return None
         props = parse_properties(text, str(path))
         version = props.get("version")

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from odradek.log.checkpoints import CheckpointError, atomic_write_text
+from odradek.log.checkpoints import CheckpointError, atomic_write_text, read_text_file
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -86,8 +86,9 @@ class LeaderEpochCache:
         self._lock = threading.Lock()
         self._epochs: list[int] = []
         self._offsets: list[int] = []
-        if path is not None and path.exists():
-            for entry in parse_checkpoint(path.read_text("utf-8"), str(path)):
+        text = read_text_file(path) if path is not None else None
+        if text is not None:
+            for entry in parse_checkpoint(text, str(path)):
                 self._assign(entry.epoch, entry.start_offset)
 
     # -- queries ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from odradek.log.checkpoints import atomic_write_text
+from odradek.log.checkpoints import atomic_write_text, read_text_file
 from odradek.log.errors import KafkaStorageError
 
 PARTITION_METADATA_FILE = "partition.metadata"
@@ -27,9 +27,8 @@ VERSION = "0"
 def read_topic_id(directory: Path) -> str | None:
     """The topic id recorded in ``directory``; None when no file was written yet."""
     path = directory / PARTITION_METADATA_FILE
-    try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
+    text = read_text_file(path)
+    if text is None:
         return None
     fields = {}
     for line in text.splitlines():
