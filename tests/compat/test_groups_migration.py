@@ -233,7 +233,10 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 # In the slow suite (long). On a starved machine a member misses its session; the
 # last consumer-protocol member fenced turned the group classic and its next heartbeat
 # got GROUP_ID_NOT_FOUND, fatal in librdkafka: that member never owned anything again
-# and the roll stalled (test_consumer_member_back_after_its_session_... below).
+# and the roll stalled (test_consumer_member_back_after_its_session_... below). Still
+# seen once under load after that fix (1 of 4 runs, cooperative-sticky, upgrade roll 1):
+# the coordinator holds a consumer-protocol member Stable with a partition its client
+# never took; cause not found yet.
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str, strategy: str) -> None:
