@@ -24,12 +24,17 @@ REBALANCE_IN_PROGRESS while the member has to rejoin (group epoch moved on, part
 to revoke, or partitions it waits for released). A member that does not rejoin or sync
 within its rebalance timeout is fenced. When the last consumer-protocol member of a
 group leaves or is fenced and only classic members remain, the group goes back to being
-a classic group (``downgrade``, :mod:`odradek.coordinator.migration`).
+a classic group (``downgrade``, :mod:`odradek.coordinator.migration`); so it does,
+without a rebalance, when that member is a static one whose ``group.instance.id`` a
+classic member takes over (Kafka's ``validateOnlineDowngradeWithReplacedMemberId``).
 
 Deviations: regular expressions are Python's ``re`` (Kafka uses RE2/J; the syntax of
 common patterns is the same) and are resolved on each heartbeat instead of in the
-background; a member whose epoch is behind because a response was lost is accepted
-when its previous epoch matches, whether or not it reported its partitions; a member
+background; a heartbeat of a known member (epoch > 0) to a group id that a classic
+group holds (the consumer group went back to classic while the member was away)
+answers UNKNOWN_MEMBER_ID, so that the member rejoins, where Kafka answers
+GROUP_ID_NOT_FOUND, which clients take as fatal; a member whose epoch is behind
+because a response was lost is accepted when its previous epoch matches, whether or not it reported its partitions; a member
 waiting for partitions to be released is told to heartbeat every 100 ms until it has
 them (faster settling; Kafka answers the configured interval).
 """
@@ -85,13 +90,14 @@ UNRELEASED_HEARTBEAT_INTERVAL_MS = 100
 # Current topics: name -> (topic id, partition count); internal topics left out.
 TopicView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 Record = tuple[bytes, bytes | None]
-# The shard's classic side, asked when a heartbeat names a group id this side does not
-# hold: (group id, may create, records) -> the classic group converted (upgrade), an
-# error answer, or None when no classic group holds the id.
-Adopt = Callable[[str, bool, list[Record]], "ConsumerGroup | HeartbeatResult | None"]
+# The shard's classic side, asked when a joining heartbeat (epoch 0) names a group id
+# this side does not hold: (group id, records) -> the classic group converted (upgrade),
+# an error answer, or None when no classic group holds the id.
+Adopt = Callable[[str, list[Record]], "ConsumerGroup | HeartbeatResult | None"]
 # Called to turn a consumer group back into a classic one (downgrade): (group, the
-# member leaving, records to append the classic group's record to).
-Downgrade = Callable[[ConsumerGroup, str, list[Record]], None]
+# member leaving, or None when a static member was replaced by a classic one, records
+# to append the classic group's record to).
+Downgrade = Callable[[ConsumerGroup, str | None, list[Record]], None]
 
 
 @dataclass(slots=True)
@@ -249,7 +255,20 @@ class ConsumerGroups:
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(group, req, records)
         if group is None:
-            adopted = adopt(req.group_id, req.member_epoch == 0, records)
+            if req.member_epoch != 0:
+                # No consumer group holds the id: it was deleted, or it went back to
+                # being a classic group (downgrade) while this member was away, e.g.
+                # fenced after missing its session. Either way the member is unknown
+                # and must rejoin with epoch 0, which upgrades the group again when
+                # the policy allows. Kafka answers GROUP_ID_NOT_FOUND when a classic
+                # group holds the id, which librdkafka 2.16 and the Java client take
+                # as fatal: that consumer would never consume again (a deviation,
+                # listed in the module docstring).
+                return _fail(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {req.group_id}.",
+                )
+            adopted = adopt(req.group_id, records)
             if isinstance(adopted, HeartbeatResult):
                 return adopted
             if adopted is not None:
@@ -258,8 +277,6 @@ class ConsumerGroups:
                 records.extend(self.group_records(adopted))
                 for m in adopted.members.values():
                     self._schedule_session(adopted, m)
-            elif req.member_epoch != 0:
-                return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} not found.")
             else:
                 group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
         bump = False
@@ -355,7 +372,15 @@ class ConsumerGroups:
         if req.instance_id is not None:
             old_id = group.static_members.get(req.instance_id)
             old = group.members.get(old_id) if old_id is not None else None
-            if old is not None and old.member_id != member_id and not old.departed:
+            if (
+                old is not None
+                and old.member_id != member_id
+                and not old.departed
+                and not old.uses_classic_protocol
+            ):
+                # Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: only a
+                # consumer-protocol predecessor must have left first; a classic one
+                # (which sends no LeaveGroup when a static member closes) is replaced.
                 return _fail(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {old.member_id} with instance id {req.instance_id} is "
@@ -509,6 +534,18 @@ class ConsumerGroups:
             and len(group.members) - 1 <= self.config.max_size
         )
 
+    def _can_downgrade_replacing(self, group: ConsumerGroup, joined: ConsumerGroupMember) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithReplacedMemberId``: a classic static
+        member has taken its instance id over and no member uses the consumer protocol
+        any more (``joined`` already stands in its predecessor's place)."""
+        return (
+            self.downgrade is not None
+            and joined.uses_classic_protocol
+            and group.all_classic_except(joined.member_id)
+            and self.policy.downgrade_enabled
+            and len(group.members) <= self.config.max_size
+        )
+
     def _drop(self, group: ConsumerGroup, records: list[Record]) -> None:
         """The group ends here (converted): its timers stop and all its records go."""
         for member_id in group.members:
@@ -589,6 +626,17 @@ class ConsumerGroups:
             # It says it no longer owns what it had to give up (an eager member owns
             # nothing when it rejoins): move on in the same request.
             self._reconcile(group, member, normalized(owned), records)
+        if static_id is not None and self._can_downgrade_replacing(group, member):
+            assert self.downgrade is not None
+            log.info(
+                "consumer group %s: static member %s (instance %s) replaced by a classic "
+                "member, converting it to a classic group",
+                group.group_id,
+                static_id,
+                instance,
+            )
+            self._drop(group, records)
+            self.downgrade(group, None, records)
         result = JoinResult(
             ErrorCode.NONE,
             member_id=member.member_id,

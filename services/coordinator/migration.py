@@ -5,7 +5,10 @@ change type: *upgrade* (a classic group using the ``consumer`` embedded protocol
 becomes a consumer group when a member joins it with ConsumerGroupHeartbeat; its
 members keep their partitions and go on with JoinGroup/SyncGroup/Heartbeat inside it),
 *downgrade* (a consumer group whose last consumer-protocol member leaves while classic
-members remain becomes a classic group again, which then rebalances), both
+members remain becomes a classic group again, which then rebalances; or whose last
+consumer-protocol member is a static one replaced by a classic member with the same
+``group.instance.id``, which becomes a Stable classic group without a rebalance, the
+newcomer taking its predecessor's partitions), both
 (``bidirectional``, Kafka 4's default) or neither (``disabled``: the heartbeat to a
 classic group answers GROUP_ID_NOT_FOUND; as in Kafka, the policy does not stop a
 classic member from joining a consumer group that already has members). The conversions are Kafka's
@@ -113,14 +116,15 @@ def consumer_from_classic(
 
 def classic_from_consumer(
     group: ConsumerGroup,
-    leaving_id: str,
+    leaving_id: str | None,
     names: Mapping[uuid.UUID, str],
     now_ms: int,
 ) -> ClassicGroup:
     """Kafka's ``ClassicGroup.fromConsumerGroup``: a Stable classic group at the group
     epoch, without the leaving member, each member assigned its target assignment
-    (encoded in the version of the subscription it joined with). The caller then
-    starts a rebalance."""
+    (encoded in the version of the subscription it joined with). ``leaving_id`` is None
+    when a static member was replaced: the newcomer already holds its predecessor's
+    place (and target) in ``group``. The caller starts a rebalance when a member left."""
     classic = ClassicGroup(group.group_id, now_ms, GroupState.STABLE)
     classic.generation_id = group.group_epoch
     for m in group.members.values():

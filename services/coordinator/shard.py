@@ -883,26 +883,24 @@ class GroupShard:
         self.consumer.heartbeat(req, respond, self._adopt)
 
     def _adopt(
-        self, group_id: str, create: bool, records: list[Record]
+        self, group_id: str, records: list[Record]
     ) -> ConsumerGroup | HeartbeatResult | None:
-        """A ConsumerGroupHeartbeat names a group id the consumer side does not hold
-        (Kafka's ``getOrMaybeCreateConsumerGroup``): an empty classic group gives the id
-        up; a non-empty one is upgraded when the migration policy allows (Kafka's
-        ``validateOnlineUpgrade``), else the heartbeat is GROUP_ID_NOT_FOUND."""
+        """A joining ConsumerGroupHeartbeat names a group id the consumer side does not
+        hold (Kafka's ``getOrMaybeCreateConsumerGroup``): an empty classic group gives
+        the id up; a non-empty one is upgraded when the migration policy allows
+        (Kafka's ``validateOnlineUpgrade``), else the heartbeat is GROUP_ID_NOT_FOUND."""
         group = self.groups.get(group_id)
         if group is None:
             return None
         if not group.members:
-            if create:
-                self._end_classic(group)
-                records.append((encode_group_key(group_id), None))
+            self._end_classic(group)
+            records.append((encode_group_key(group_id), None))
             return None
         not_consumer = HeartbeatResult(
             ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
         )
         if (
-            not create
-            or not self.consumer.policy.upgrade_enabled
+            not self.consumer.policy.upgrade_enabled
             or group.protocol_type != CONSUMER_PROTOCOL_TYPE
             or len(group.members) > self.config.consumer_max_size
         ):
@@ -943,9 +941,14 @@ class GroupShard:
         if self._live(group):
             del self.groups[group.group_id]
 
-    def _downgrade(self, group: ConsumerGroup, leaving_id: str, records: list[Record]) -> None:
-        """The consumer side dropped ``group`` (its last consumer-protocol member left):
-        it lives on as a classic group that rebalances (Kafka's ``convertToClassicGroup``)."""
+    def _downgrade(
+        self, group: ConsumerGroup, leaving_id: str | None, records: list[Record]
+    ) -> None:
+        """The consumer side dropped ``group`` (Kafka's ``convertToClassicGroup``): its
+        last consumer-protocol member left (``leaving_id``) and it lives on as a classic
+        group that rebalances; or that member was a static one replaced by a classic
+        member (``leaving_id`` None) and the classic group is Stable at once, with no
+        rebalance, as Kafka's."""
         names = {tid: name for name, (tid, _n) in self.consumer.topics().items()}
         classic = classic_from_consumer(group, leaving_id, names, self.now())
         self.groups[group.group_id] = classic
@@ -961,7 +964,8 @@ class GroupShard:
         )
         for member in classic.members.values():
             self._schedule_heartbeat(group=classic, member=member)
-        self._prepare_rebalance(classic, f"downgrade of group {group.group_id} to classic")
+        if leaving_id is not None:
+            self._prepare_rebalance(classic, f"downgrade of group {group.group_id} to classic")
 
     # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------
     def describe(self, group_id: str) -> GroupDescription:

@@ -4,11 +4,16 @@ the members of a classic group are rolled one by one to ``group.protocol=consume
 and back while a producer runs. At every step no partition is owned by two members,
 no produced record is left unconsumed, and the group's committed offsets carry over
 (members of the other protocol start where the group left off, not from the
-beginning). With the policy ``disabled`` a consumer-protocol member cannot join a
+beginning). A classic static member taking over the instance id of the last
+consumer-protocol member turns the group classic without a rebalance. With the policy ``disabled`` a consumer-protocol member cannot join a
 running classic group: its heartbeat answers GROUP_ID_NOT_FOUND, as Kafka's."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -225,9 +230,13 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 
 # Classic members with an eager assignor (they give everything up before rejoining)
 # and with a cooperative one (they report what they own and revoke incrementally).
-# In the slow suite: on a loaded machine a roll sometimes stalls (a partition stays
-# unowned past the 60 s bound; cause not yet found, the failure message shows what the
-# coordinator holds).
+# In the slow suite (long). On a starved machine a member misses its session; the
+# last consumer-protocol member fenced turned the group classic and its next heartbeat
+# got GROUP_ID_NOT_FOUND, fatal in librdkafka: that member never owned anything again
+# and the roll stalled (test_consumer_member_back_after_its_session_... below). Still
+# seen once under load after that fix (1 of 4 runs, cooperative-sticky, upgrade roll 1):
+# the coordinator holds a consumer-protocol member Stable with a partition its client
+# never took; cause not found yet.
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str, strategy: str) -> None:
@@ -276,6 +285,197 @@ def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str, strategy:
     finally:
         producer.finish()
         g.close()
+
+
+def test_static_classic_member_takes_over_from_the_last_consumer_member(bootstrap: str) -> None:
+    """Kafka 4 (``validateOnlineDowngradeWithReplacedMemberId``): the group's last
+    consumer-protocol member is a static one; it closes (a static leave, epoch -2) and a
+    classic member with its ``group.instance.id`` joins. The group is classic again at
+    once, without a rebalance: the newcomer gets exactly its predecessor's partitions
+    and the other classic member keeps its own, with no rebalance callback at all (it
+    uses the eager range assignor, which gives everything up on any rebalance)."""
+    topic = make_topic(bootstrap)
+    group = f"mig-static-{uuid.uuid4().hex[:6]}"
+    events: list[str] = []
+
+    def settings(protocol: str, **extra: Any) -> dict[str, Any]:
+        classic = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+        return {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            **(classic if protocol == "classic" else {}),
+            **extra,
+        }
+
+    a = Consumer(settings("classic", **{"partition.assignment.strategy": "range"}))
+    a.subscribe(
+        [topic],
+        on_assign=lambda _c, ps: events.append(f"assign {sorted(p.partition for p in ps)}"),
+        on_revoke=lambda _c, ps: events.append(f"revoke {sorted(p.partition for p in ps)}"),
+    )
+    g = Group(topic)
+    g.bootstrap, g.group_id = bootstrap, group
+    g.members = [("classic", a)]
+    try:
+        g.until_covered()
+        g.members.append(
+            ("consumer", member_with(settings("consumer", **{"group.instance.id": "s"}), topic))
+        )
+        g.until_covered()
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        deadline = time.monotonic() + 30
+        while not all(epoch == target for epoch, target in member_epochs(bootstrap, group)):
+            g.step()  # the classic member's last rejoin may still be on its way
+            assert time.monotonic() < deadline, member_epochs(bootstrap, group)
+        mine = {tp.partition for tp in a.assignment()}
+        theirs = {tp.partition for tp in g.members[1][1].assignment()}
+        events.clear()
+        g.members.pop()[1].close()
+        newcomer = member_with(
+            settings(
+                "classic",
+                **{"group.instance.id": "s", "partition.assignment.strategy": "range"},
+            ),
+            topic,
+        )
+        g.members.append(("classic", newcomer))
+        g.until_covered()
+        assert {tp.partition for tp in newcomer.assignment()} == theirs
+        assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        with WireClient(bootstrap) as wire:
+            d = wire.request(15, 5, DescribeGroupsRequest(groups=[group])).groups[0]
+        assert d.group_state == "Stable" and len(d.members) == 2
+        for _ in range(50):  # a rebalance would show within a few heartbeats
+            g.step()
+        assert {tp.partition for tp in a.assignment()} == mine
+        assert events == [], events
+    finally:
+        g.close()
+
+
+# A consumer-protocol member in its own process (so that it can be paused): prints its
+# assignment whenever it changes, and any error.
+PAUSABLE_MEMBER = """
+import sys, time
+from confluent_kafka import Consumer, KafkaException
+bootstrap, group, topic = sys.argv[1:4]
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+              "auto.offset.reset": "earliest"})
+c.subscribe([topic])
+last = None
+while sys.stdin.readline().strip() != "stop":
+    for _ in range(5):
+        try:
+            m = c.poll(0.02)
+            if m is not None and m.error() is not None:
+                print("ERROR", m.error().str(), flush=True)
+        except KafkaException as exc:
+            print("ERROR", exc, flush=True)
+    owned = sorted(tp.partition for tp in c.assignment())
+    print("OWNED", ",".join(map(str, owned)), flush=True)
+c.close()
+"""
+
+
+class PausableMember:
+    """Drives PAUSABLE_MEMBER one step per ``owned()`` call (it waits for a line on its
+    stdin before each step); SIGSTOP pauses it whole, librdkafka's threads included."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PAUSABLE_MEMBER, bootstrap, group, topic],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.errors: list[str] = []
+
+    def owned(self) -> set[int]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("step\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"the member process ended: {self.errors}"
+            kind, _, rest = line.strip().partition(" ")
+            if kind == "OWNED":
+                return {int(p) for p in rest.split(",") if p}
+            self.errors.append(rest)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_consumer_member_back_after_its_session_rejoins_the_downgraded_group(
+    bootstrap: str,
+) -> None:
+    """The group's only consumer-protocol member stops (a paused process, as on a
+    starved machine) past group.consumer.session.timeout.ms: it is fenced and the group
+    goes back to classic, its classic member taking everything. When the member comes
+    back it must rejoin (UNKNOWN_MEMBER_ID), upgrading the group again, and own
+    partitions again; answered Kafka's GROUP_ID_NOT_FOUND, librdkafka would stop it for
+    good (a fatal error)."""
+    topic = make_topic(bootstrap)
+    group = f"mig-fenced-{uuid.uuid4().hex[:6]}"
+    g = Group(topic)
+    g.bootstrap, g.group_id = bootstrap, group
+    g.members = [("classic", member(bootstrap, group, "classic", topic))]
+    g.until_covered()
+    paused = PausableMember(bootstrap, group, topic)  # polled only through shared()
+    try:
+
+        def shared() -> bool:
+            a, b = g.step()[0], paused.owned()
+            return bool(a and b and not a & b and a | b == set(range(PARTITIONS)))
+
+        deadline = time.monotonic() + 60
+        while not shared():
+            assert time.monotonic() < deadline, (g.described(), paused.errors)
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        # Stopped (no heartbeat) until the classic member owns everything: the
+        # session timed out and the classic group rebalanced.
+        paused.proc.send_signal(signal.SIGSTOP)
+        try:
+            session_s = int(SETTINGS["group.consumer.session.timeout.ms"]) / 1000
+            deadline = time.monotonic() + session_s + 30
+            while g.step()[0] != set(range(PARTITIONS)):
+                assert time.monotonic() < deadline, "the classic member never took over"
+            assert group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        finally:
+            paused.proc.send_signal(signal.SIGCONT)
+        # Back: it rejoins, the group is a consumer group again, both share the topic.
+        deadline = time.monotonic() + 60
+        while not shared():
+            assert time.monotonic() < deadline, (g.described(), paused.errors)
+        assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        assert not [e for e in paused.errors if "fatal" in e.lower()], paused.errors
+    finally:
+        paused.close()
+        g.close()
+
+
+def member_with(config: dict[str, Any], topic: str) -> Any:
+    c = Consumer(config)
+    c.subscribe([topic])
+    return c
+
+
+def member_epochs(bootstrap: str, group: str) -> list[tuple[int, int]]:
+    """(member epoch, group epoch) of each member, through ConsumerGroupDescribe."""
+    with WireClient(bootstrap) as wire:
+        r = wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group]))
+    described = r.groups[0]
+    return [(int(m.member_epoch), int(described.group_epoch)) for m in described.members]
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,9 @@ class Harness:
             w.done(0)
 
     # -- classic requests ---------------------------------------------------------------
-    def join(self, member_id: str, owned: list[int] | None = None) -> JoinResult:
+    def join(
+        self, member_id: str, owned: list[int] | None = None, instance_id: str | None = None
+    ) -> JoinResult:
         meta = SUB if owned is None else encode_subscription(["t1"], owned_partitions={"t1": owned})
         out: list[JoinResult] = []
         self.shard.join_group(
@@ -80,6 +82,7 @@ class Harness:
                 protocols=[("range", meta)],
                 session_timeout_ms=10_000,
                 rebalance_timeout_ms=30_000,
+                group_instance_id=instance_id,
                 client_id="classic",
                 require_known_member_id=True,
             ),
@@ -118,7 +121,13 @@ class Harness:
         }
 
     # -- consumer heartbeats ------------------------------------------------------------
-    def hb(self, member: str, epoch: int, owned: list[int] | None = None) -> HeartbeatResult:
+    def hb(
+        self,
+        member: str,
+        epoch: int,
+        owned: list[int] | None = None,
+        instance_id: str | None = None,
+    ) -> HeartbeatResult:
         fields: dict[str, Any] = (
             {"rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["t1"]} if epoch == 0 else {}
         )
@@ -126,6 +135,7 @@ class Harness:
             group_id="g",
             member_id=member,
             member_epoch=epoch,
+            instance_id=instance_id,
             topic_partitions=None if owned is None else {T1: frozenset(owned)},
             **fields,
         )
@@ -213,6 +223,128 @@ def test_downgrade_when_the_last_consumer_member_leaves() -> None:
     h.flush()
     assert jb.error == E.NONE and first[0].error == E.NONE
     assert h.shard.groups["g"].is_(GroupState.COMPLETING_REBALANCE)
+
+
+def settled_with_static_consumer_member(h: Harness) -> tuple[str, str, dict[str, set[int]]]:
+    """Classic members a and b share the partitions with the static consumer-protocol
+    member c (instance i1), everything reconciled."""
+    a, b, _ = h.classic_group()
+    c = h.hb("c", 0, instance_id="i1")
+    owned: dict[str, set[int]] = {}
+    generations: dict[str, int] = {}
+    for m in (a, b):
+        joined = h.join(m)
+        assert joined.error == E.NONE, joined
+        owned[m], generations[m] = h.classic_owned(m, joined.generation_id), joined.generation_id
+    c2 = h.hb("c", c.member_epoch, [])
+    owned["c"] = owned_of(c2, set())
+    for m in (a, b):  # released by c's predecessors: the classic members rejoin for the rest
+        if h.shard.heartbeat("g", generations[m], m, None) == E.REBALANCE_IN_PROGRESS:
+            joined = h.join(m, sorted(owned[m]))
+            owned[m] = h.classic_owned(m, joined.generation_id)
+    c3 = h.hb("c", c2.member_epoch, sorted(owned["c"]))
+    owned["c"] = owned_of(c3, owned["c"])
+    group = h.shard.consumer.groups["g"]
+    assert group.state() == "Stable", h.shard.consumer.describe("g")
+    assert sorted(p for ps in owned.values() for p in ps) == list(range(6)), owned
+    return a, b, owned
+
+
+def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_member() -> None:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId: the classic newcomer with
+    c's instance id converts the group to a Stable classic group, no rebalance, and
+    takes over c's partitions; a and b carry on at their generation."""
+    h = Harness()
+    a, b, owned = settled_with_static_consumer_member(h)
+    epoch = h.shard.consumer.groups["g"].group_epoch
+    assert h.hb("c", -2, instance_id="i1").member_epoch == -2  # static member closes
+    joined = h.join("", instance_id="i1")
+    assert joined.error == E.NONE and joined.member_id not in ("", "c")
+    assert joined.generation_id == epoch
+    assert "g" not in h.shard.consumer.groups
+    classic = h.shard.groups["g"]
+    assert classic.is_(GroupState.STABLE) and classic.generation_id == epoch
+    assert set(classic.members) == {a, b, joined.member_id}
+    assert classic.static_member_id("i1") == joined.member_id
+    # No rebalance: everyone's heartbeat is fine and the newcomer gets c's partitions.
+    for m in (a, b, joined.member_id):
+        assert h.shard.heartbeat("g", epoch, m, None) == E.NONE
+    assert h.classic_owned(joined.member_id, epoch) == owned["c"]
+    assert h.classic_owned(a, epoch) == owned[a]
+    # Records: only the classic group's is left.
+    assert h.log and all(isinstance(decode_key(k), GroupKey) for k in h.log)
+    stored = decode_group_value(h.log[next(iter(h.log))])
+    assert {m.member_id for m in stored.members} == {a, b, joined.member_id}
+    # Its session timer runs on the classic side now.
+    h.clock.advance(10_001)
+    h.flush()
+    assert "g" in h.shard.groups and not h.shard.groups["g"].members
+
+
+def test_static_replacement_keeps_a_consumer_group_when_downgrade_is_not_allowed() -> None:
+    h = Harness(consumer_migration_policy="upgrade")
+    a, b, owned = settled_with_static_consumer_member(h)
+    h.hb("c", -2, instance_id="i1")
+    joined = h.join("", instance_id="i1")
+    assert joined.error == E.NONE
+    group = h.shard.consumer.groups["g"]
+    assert "g" not in h.shard.groups
+    assert set(group.members) == {a, b, joined.member_id}
+    assert group.members[joined.member_id].uses_classic_protocol
+    assert h.classic_owned(joined.member_id, joined.generation_id) == owned["c"]
+
+
+def test_consumer_member_replaces_a_classic_static_member_that_did_not_leave() -> None:
+    """Kafka checks UNRELEASED_INSTANCE_ID only between two consumer-protocol members:
+    a classic static member sends no LeaveGroup when it closes, and the instance rolled
+    to the consumer protocol takes its place and partitions."""
+    h = Harness()
+    h.classic_group()
+    h.hb("c", 0)
+    joined = h.join("", instance_id="i2")
+    assert joined.error == E.NONE
+    mine = h.classic_owned(joined.member_id, joined.generation_id)
+    group = h.shard.consumer.groups["g"]
+    before = group.members[joined.member_id]
+    rolled = h.hb("d", 0, instance_id="i2")
+    assert rolled.error == E.NONE, rolled
+    assert group.static_members["i2"] == "d" and joined.member_id not in group.members
+    assert not group.members["d"].uses_classic_protocol
+    assert group.members["d"] is before and owned_of(rolled, set()) == mine
+    # And two consumer-protocol members still may not share an instance id.
+    assert h.hb("e", 0, instance_id="i2").error == E.UNRELEASED_INSTANCE_ID
+
+
+def test_member_fenced_by_a_downgrade_rejoins_and_upgrades_again() -> None:
+    """The last consumer-protocol member misses its session (a paused client) and the
+    group goes back to classic. Its next heartbeat, with its old epoch, must make it
+    rejoin: UNKNOWN_MEMBER_ID. (Kafka answers GROUP_ID_NOT_FOUND here, which librdkafka
+    2.16 and the Java client take as fatal: the consumer would never consume again.)"""
+    h = Harness(consumer_session_timeout_ms=6_000)
+    a, b, generation = h.classic_group()
+    c = h.hb("c", 0)
+    for m in (a, b):
+        h.join(m)
+    h.clock.advance(5_000)
+    for m in (a, b):  # the classic members keep heartbeating
+        assert h.shard.heartbeat("g", generation + 1, m, None) == E.NONE
+    h.clock.advance(1_001)
+    h.flush()
+    assert "g" not in h.shard.consumer.groups
+    assert set(h.shard.groups["g"].members) == {a, b}
+    late = h.hb("c", c.member_epoch)
+    assert late.error == E.UNKNOWN_MEMBER_ID, late
+    assert late.message == "Member c is not a member of group g."
+    again = h.hb("c", 0)
+    assert again.error == E.NONE
+    group = h.shard.consumer.groups["g"]
+    assert "g" not in h.shard.groups and set(group.members) == {a, b, "c"}
+    # A heartbeat into a classic group that cannot be upgraded still answers Kafka's
+    # GROUP_ID_NOT_FOUND when the member joins (epoch 0).
+    h2 = Harness(consumer_migration_policy="downgrade")
+    h2.classic_group()
+    assert h2.hb("c", 0).error == E.GROUP_ID_NOT_FOUND
+    assert h2.hb("c", 3).error == E.UNKNOWN_MEMBER_ID
 
 
 def test_upgrade_only_policy_keeps_a_consumer_group() -> None:
