@@ -7,7 +7,11 @@ interval and, when it changed, the assignment (by topic id). v1 adds
 ``SubscribedTopicRegex``. Errors are Kafka's: FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID,
 UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 GROUP_MAX_SIZE_REACHED, INVALID_REQUEST (with Kafka's messages); NOT_COORDINATOR when
-the coordinator cannot be reached, so the client looks it up again.
+the coordinator cannot be reached, so the client looks it up again. One deviation: a
+member's heartbeat (epoch > 0) after its group went back to being a classic group
+(it was fenced, e.g. after missing its session, and only classic members remained)
+answers UNKNOWN_MEMBER_ID, so that it rejoins; Kafka answers GROUP_ID_NOT_FOUND, which
+librdkafka 2.16 and the Java client treat as fatal ([C17](#c17)).
 """
 
 from __future__ import annotations

@@ -235,9 +235,13 @@ def load_segments(
             seg = segments[i]
             # No snapshot after the last one: the final replay then keeps its producers'
             # last 5 batches for duplicate detection, not just the last.
-            later = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
             truncated = recover(
-                seg, segments[:i], epochs=True, snapshot=later is not None, offset_limit=later
+                seg,
+                segments[:i],
+                epochs=True,
+                snapshot=next_base is not None,
+                offset_limit=next_base,
             )
             recovered += 1
             truncated_total += truncated
