@@ -31,6 +31,11 @@ from odradek.pipeline.transactional_write import MARKER_TOPIC
 from odradek.protocol.messages import ApiVersionsRequest
 from odradek.tools.launcher import Cluster
 
+# A real SparkSession per module and tens of seconds per streaming test: these run in
+# make test-slow, which CI runs after the default suite (keeps make test under 20 min).
+pytestmark = pytest.mark.slow
+
+
 API_VERSIONS = 18
 END_TXN = 26
 
@@ -326,7 +331,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("job processes survived SIGKILL")
 
 
-@pytest.mark.slow
 def test_exactly_once_sink_survives_driver_sigkill(
     cluster: Cluster, unique_topic: str, tmp_path: Path
 ) -> None:

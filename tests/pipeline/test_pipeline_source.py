@@ -30,6 +30,11 @@ from odradek.pipeline.source_metrics import with_offsets_behind
 from odradek.pipeline.topics import metadata_client, partition_count
 from odradek.tools.launcher import Cluster
 
+# A real SparkSession per module and tens of seconds per streaming test: these run in
+# make test-slow, which CI runs after the default suite (keeps make test under 20 min).
+pytestmark = pytest.mark.slow
+
+
 ERRORS = (PySparkException, CapturedException)
 
 # Recent enough that time-based retention (7 days) keeps the records.
