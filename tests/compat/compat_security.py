@@ -9,6 +9,12 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from helpers.wire import WireClient, address
 
 from odradek.config import parse_properties
@@ -74,3 +80,12 @@ class TlsWire(WireClient):
             return self.sock.recv(1) == b""
         except (ConnectionError, ssl.SSLError):
             return True
+
+
+def add_scram_user(admin: AdminClient, user: str, password: str) -> None:
+    """Create (or update) ``user`` with a SCRAM-SHA-256 credential through the admin API."""
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), password.encode()
+    )
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(30)

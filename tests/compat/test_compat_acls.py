@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_security import librdkafka_settings
+from compat_security import add_scram_user, librdkafka_settings
 from compat_up import UpCluster, start_up, stop_up
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -31,9 +31,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 ALICE_PASSWORD = "alice-secret"
@@ -66,11 +64,7 @@ def _alice_conf(up: UpCluster, mechanism: str = "SCRAM-SHA-256") -> dict[str, An
 @pytest.fixture(scope="module")
 def admin(secure: UpCluster) -> AdminClient:
     client = AdminClient(_admin_conf(secure))
-    upsert = UserScramCredentialUpsertion(
-        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), ALICE_PASSWORD.encode()
-    )
-    for f in client.alter_user_scram_credentials([upsert]).values():
-        f.result(30)
+    add_scram_user(client, "alice", ALICE_PASSWORD)
     return client
 
 

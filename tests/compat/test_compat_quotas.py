@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from compat_clients import ClientError, JavaClient
-from compat_security import java_settings, librdkafka_settings
+from compat_security import add_scram_user, java_settings, librdkafka_settings
 from compat_up import UpCluster, start_up, stop_up
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
@@ -30,9 +30,6 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 BOB_PASSWORD = "bob-secret"
@@ -59,11 +56,7 @@ def _conf(up: UpCluster, user: str, password: str, mechanism: str) -> dict[str, 
 def topic(secure: UpCluster) -> str:
     """A topic bob may write to (bob exists, with an ACL for it)."""
     admin = AdminClient(_conf(secure, "admin", secure.admin_password, "SCRAM-SHA-512"))
-    upsert = UserScramCredentialUpsertion(
-        "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), BOB_PASSWORD.encode()
-    )
-    for f in admin.alter_user_scram_credentials([upsert]).values():
-        f.result(30)
+    add_scram_user(admin, "bob", BOB_PASSWORD)
     name = f"quota-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
     acl = AclBinding(
