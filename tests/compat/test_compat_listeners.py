@@ -15,11 +15,15 @@ operator does for an internal listener. What each test proves:
   answers the coordinator's port on the listener asked;
 - a consumer group over SASL_SSL (FindCoordinator, JoinGroup, ... on SASL_SSL ports);
 - kafkajs over SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256;
-- the SASL APIs are advertised on the SASL_SSL listener only.
+- the SASL APIs are advertised on the SASL_SSL listener only;
+- ``odradek`` tools run next to the data dir with ``--command-config
+  data/client.properties`` find the SASL_SSL listener in ``cluster.json``.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -268,3 +272,27 @@ def test_sasl_apis_advertised_on_the_sasl_listener_only(two_listeners: UpCluster
         )
     keys = {k.api_key for k in secure.api_keys}
     assert SASL_HANDSHAKE in keys and SASL_AUTHENTICATE in keys
+
+
+def test_tools_pick_the_listener_of_their_command_config(two_listeners: UpCluster) -> None:
+    name = topic()
+    ConfluentClient(two_listeners.bootstrap).produce(name, RECORDS[:1], partition=0)
+    # cwd holds data/cluster.json; no --bootstrap-server: the SASL_SSL listener's servers.
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "odradek",
+            "topics",
+            "list",
+            "--command-config",
+            str(two_listeners.data_dir / "client.properties"),
+        ],
+        cwd=two_listeners.data_dir.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert name in listed.stdout.splitlines()
