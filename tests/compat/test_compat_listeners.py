@@ -14,7 +14,8 @@ operator does for an internal listener. What each test proves:
   (librdkafka's admin client on SASL_SSL, the wire on PLAINTEXT), FindCoordinator
   answers the coordinator's port on the listener asked;
 - a consumer group over SASL_SSL (FindCoordinator, JoinGroup, ... on SASL_SSL ports);
-- kafkajs over SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256;
+- kafkajs over SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256, the Java client
+  producing over SASL_SSL for confluent-kafka to read on PLAINTEXT;
 - the SASL APIs are advertised on the SASL_SSL listener only;
 - ``odradek`` tools run next to the data dir with ``--command-config
   data/client.properties`` find the SASL_SSL listener in ``cluster.json``.
@@ -30,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_clients import ConfluentClient, KafkajsClient
+from compat_clients import ConfluentClient, JavaClient, KafkajsClient
 from compat_model import ClientError, Rec
-from compat_security import librdkafka_settings
+from compat_security import java_settings, librdkafka_settings
 from compat_up import UpCluster, start_up, stop_up
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import (
@@ -296,3 +297,21 @@ def test_tools_pick_the_listener_of_their_command_config(two_listeners: UpCluste
     )
     assert listed.returncode == 0, listed.stderr
     assert name in listed.stdout.splitlines()
+
+
+def test_java_client_over_sasl_ssl(
+    two_listeners: UpCluster, request: pytest.FixtureRequest
+) -> None:
+    classpath = request.getfixturevalue("java_classpath")
+    conf = java_settings(
+        two_listeners.data_dir, "SCRAM-SHA-512", "admin", two_listeners.admin_password
+    )
+    name = topic()
+    produced = JavaClient(sasl_bootstrap(two_listeners), classpath).produce(
+        name, RECORDS, partition=0, config=conf
+    )
+    assert [r.offset for r in produced] == list(range(len(RECORDS)))
+    got = ConfluentClient(two_listeners.bootstrap).consume(
+        name, [0], len(RECORDS), config={"group.id": f"lst-unused-{uuid.uuid4().hex}"}
+    )
+    assert [(r.key, r.value) for r in got] == [(r.key, r.value) for r in RECORDS]
