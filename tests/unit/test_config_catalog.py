@@ -294,7 +294,9 @@ def test_dataclass_defaults_follow_the_catalog() -> None:
     groups = GroupConfig()
     assert groups.max_session_timeout_ms == BROKER_CONFIGS.int("group.max.session.timeout.ms")
     assert StoreSettings().retention_ms == BROKER_CONFIGS.int("offsets.retention.minutes") * 60_000
-    assert ConnectionLimits().max_inflight_bytes == GATEWAY_CONFIGS.int("queued.max.request.bytes")
+    assert ConnectionLimits().max_inflight_bytes == GATEWAY_CONFIGS.int(
+        "connection.max.queued.request.bytes"
+    )
 
 
 def test_services_start_from_their_catalog_defaults() -> None:
