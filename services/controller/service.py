@@ -103,11 +103,15 @@ class ControllerService:
         target = self.store_target
         if isinstance(target, EtcdTarget):
             # Imported here: the etcd client library is only needed by etcd users.
-            from odradek.controller.etcd_store import EtcdStore
+            from odradek.controller.etcd_store import EtcdStore, EtcdTls
 
             # Not waited for: the election loop retries until etcd answers.
             log.info("metadata store: etcd at %s", ",".join(target.endpoints))
-            return await EtcdStore.connect(target.endpoints, timeout=self.store_timeout_ms / 1000.0)
+            return await EtcdStore.connect(
+                target.endpoints,
+                timeout=self.store_timeout_ms / 1000.0,
+                tls=EtcdTls.from_settings(self.config.get),
+            )
         try:
             return await EmbeddedStore.open(target, snapshot_every=self.snapshot_entries)
         except StoreError as exc:

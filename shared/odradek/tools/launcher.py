@@ -395,12 +395,19 @@ class Cluster:
         try:
             metadata = None
             if self.opts.etcd:
-                self.etcd = EtcdServer(self.data_dir / "etcd", host=self.opts.host)
+                etcd_tls = (
+                    secure_cluster.etcd_certificates(self.data_dir, self.opts.host)
+                    if self.internal_tls_on
+                    else None
+                )
+                self.etcd = EtcdServer(self.data_dir / "etcd", host=self.opts.host, tls=etcd_tls)
                 self.etcd.start(self.opts.start_timeout)
                 metadata = self.etcd.url
             specs = plan(self.opts, metadata)
             if self.internal_tls_on:
-                self.admin_tls = secure_cluster.member_certificates(self.data_dir, specs)
+                self.admin_tls = secure_cluster.member_certificates(
+                    self.data_dir, specs, etcd=self.etcd is not None
+                )
             if self.opts.security != "plaintext":
                 self.security = secure_cluster.prepare(
                     self.data_dir, self.opts.security, (self.opts.host,)

@@ -12,7 +12,8 @@
   ``allow.everyone.if.no.acl.found=false`` and ``super.users=User:admin``;
 - client files for the super user: ``DATA/client.properties`` (Java client) and
   ``DATA/librdkafka.conf`` (librdkafka, ``kcat -F``);
-- mutual TLS between services (also alone: ``odradek up --internal-tls``): a member
+- mutual TLS between services (also alone: ``odradek up --internal-tls``; a local
+  ``--etcd`` then serves TLS, requiring client certificates of the same CA): a member
   certificate per service, ``<kind>-<node id>`` (:mod:`odradek.internal_tls`), and
   ``admin-0`` for the launcher's own calls;
 - for ``sasl_ssl``, the web console's settings: a Kafka client over SASL_SSL trusting
@@ -36,6 +37,7 @@ from odradek.controller_client import ControllerClient
 from odradek.internal_tls import InternalTls
 from odradek.rpc.v1 import common_pb2, controller_pb2
 from odradek.sasl.scram import ScramMechanism, credential_from_password
+from odradek.tools.etcd_server import EtcdServerTls
 
 if TYPE_CHECKING:
     from odradek.tools.launcher import ServiceSpec
@@ -103,18 +105,37 @@ def prepare(data_dir: Path, mode: str, hosts: tuple[str, ...]) -> SecuritySetup:
     return SecuritySetup(mode, certs, ca, gateway, admin, password, console)
 
 
-def member_certificates(data_dir: Path, specs: list[ServiceSpec]) -> InternalTls:
+def member_certificates(
+    data_dir: Path, specs: list[ServiceSpec], etcd: bool = False
+) -> InternalTls:
     """Certificates under ``DATA/certs`` for every service in ``specs`` (their
-    ``internal.tls.*`` settings set), and the launcher's own ``admin`` identity."""
+    ``internal.tls.*`` settings set), and the launcher's own ``admin`` identity. With
+    ``etcd`` (a local etcd under the same CA) controllers present theirs to etcd too."""
     certs = data_dir / "certs"
     for spec in specs:
         node_id = int(spec.settings.get("node.id", "0"))
         issued = internal_tls.issue_member(certs, spec.kind, node_id)
         spec.settings.update(internal_tls.settings_for(certs, issued))
+        if etcd and spec.kind == "controller":
+            spec.settings.update(
+                {
+                    "metadata.store.tls.ca": str(certs / "ca.crt"),
+                    "metadata.store.tls.cert": str(issued.cert),
+                    "metadata.store.tls.key": str(issued.key),
+                }
+            )
     admin = internal_tls.issue_member(certs, "admin", 0)
     tls = internal_tls.InternalTls.from_settings(internal_tls.settings_for(certs, admin).get)
     assert tls is not None
     return tls
+
+
+def etcd_certificates(data_dir: Path, host: str) -> EtcdServerTls:
+    """etcd's server certificate under ``DATA/certs`` (the cluster CA: it then requires
+    client certificates of that CA, which the controllers' member certificates are)."""
+    certs = data_dir / "certs"
+    issued = issue(certs, "etcd", hosts=tuple(dict.fromkeys((host, "127.0.0.1", "localhost"))))
+    return EtcdServerTls(certs / "ca.crt", issued.cert, issued.key)
 
 
 def add_super_user(
