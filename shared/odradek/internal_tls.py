@@ -9,7 +9,9 @@ the cluster CA and every channel presents this process's certificate.
 
 A member certificate names its holder in a subject alternative name URI
 ``odradek://<kind>/<node id>`` (``odradek://storage/100``, ``odradek://gateway/0``;
-tools use ``odradek://admin/0``). Kinds: :data:`KINDS`. Servers are reached by IP or
+tools use ``odradek://admin/0``), or a whole kind, ``odradek://gateway/*`` (for
+Kubernetes Deployments, whose node ids come from pod names; never for storage nodes).
+Kinds: :data:`KINDS`. Servers are reached by IP or
 pod name, which certificates made once cannot list, so clients check the server
 certificate against one cluster-wide DNS name instead, ``internal.tls.server.name``
 (default ``odradek.internal``), which every member certificate carries: the CA and
@@ -56,16 +58,27 @@ KINDS = (
 Lookup = Callable[[str], str | None]
 
 
+# Kinds whose certificates must name one node id: a storage node's id is its data.
+EXACT_KINDS = ("storage",)
+
+
 @dataclass(frozen=True, slots=True)
 class Member:
-    """A caller or server named by its certificate: ``odradek://<kind>/<node_id>``."""
+    """A caller or server named by its certificate: ``odradek://<kind>/<node_id>``, or
+    ``odradek://<kind>/*`` (``node_id`` None) for a kind-wide certificate: Kubernetes
+    Deployments derive node ids from pod names, unknown when certificates are made.
+    Storage certificates always name their id (:data:`EXACT_KINDS`)."""
 
     kind: str
-    node_id: int
+    node_id: int | None
 
     @property
     def uri(self) -> str:
-        return f"{SCHEME}://{self.kind}/{self.node_id}"
+        return f"{SCHEME}://{self.kind}/{'*' if self.node_id is None else self.node_id}"
+
+    def is_node(self, node_id: int) -> bool:
+        """Whether this certificate may speak for node ``node_id``."""
+        return self.node_id is None or self.node_id == node_id
 
     def __str__(self) -> str:
         return self.uri
@@ -76,7 +89,11 @@ def parse_member(uri: str) -> Member | None:
     if not uri.startswith(prefix):
         return None
     kind, _, node_id = uri[len(prefix) :].partition("/")
-    if kind not in KINDS or not node_id.lstrip("-").isdigit():
+    if kind not in KINDS:
+        return None
+    if node_id == "*":
+        return None if kind in EXACT_KINDS else Member(kind, None)
+    if not node_id.isdigit():
         return None
     return Member(kind, int(node_id))
 
@@ -188,15 +205,18 @@ def configure_from(get: Lookup) -> InternalTls | None:
 
 
 def issue_member(
-    directory: Path, kind: str, node_id: int, server_name: str = DEFAULT_SERVER_NAME
+    directory: Path, kind: str, node_id: int | None, server_name: str = DEFAULT_SERVER_NAME
 ) -> IssuedCert:
-    """A member certificate ``<kind>-<id>`` under ``directory`` (its CA made if missing)."""
+    """A member certificate ``<kind>-<id>`` under ``directory`` (its CA made if missing);
+    ``node_id`` None: a kind-wide one, ``<kind>``."""
     if kind not in KINDS:
         raise ValueError(f"unknown member kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if node_id is None and kind in EXACT_KINDS:
+        raise ValueError(f"a {kind} certificate names its node id")
     member = Member(kind, node_id)
     return issue(
         directory,
-        f"{kind}-{node_id}",
+        kind if node_id is None else f"{kind}-{node_id}",
         common_name=member.uri,
         hosts=(server_name,),
         uris=(member.uri,),

@@ -16,6 +16,12 @@ caller's own node id:
   ListOffsets, DeleteRecords, ...) only to gateways and to the services that keep
   internal topics (offset store, group and transaction coordinators).
 
+A kind-wide certificate (``odradek://gateway/*``, for Deployments whose node ids come
+from pod names) may register and heartbeat any node id of its own kind; Heartbeat and
+ShutdownNode carry only an id, so such a certificate is trusted not to heartbeat for
+another kind's node (it cannot register as one, so it cannot fence one). Storage
+certificates always name their id.
+
 Methods of the other services (group coordinator, offset store, transaction
 coordinator, console, health) are open to every member. A method of the controller or
 a storage node missing from the table is refused: a new RPC must say who calls it.
@@ -67,14 +73,14 @@ class Rule:
 
 
 def _own_node(member: Member, request: Any) -> str:
-    if request.node_id != member.node_id:
+    if not member.is_node(request.node_id):
         return f"node_id {request.node_id} is not the caller's"
     return ""
 
 
 def _register(member: Member, request: Any) -> str:
     node = request.node
-    if node.node_id != member.node_id:
+    if not member.is_node(node.node_id):
         return f"node_id {node.node_id} is not the caller's"
     if NODE_KINDS.get(member.kind) != node.kind:
         return f"kind {common_pb2.NodeKind.Name(node.kind)} is not the caller's"
@@ -86,7 +92,7 @@ INTERNAL_TOPIC_KEEPERS = frozenset({"gateway", "offsets", "coordinator", "transa
 
 def _fetch(member: Member, request: Any) -> str:
     if request.replica_id >= 0:
-        if member.kind != "storage" or member.node_id != request.replica_id:
+        if member.kind != "storage" or member.node_id != request.replica_id:  # never "*"
             return f"replica_id {request.replica_id} is not the caller's"
         return ""
     if member.kind not in INTERNAL_TOPIC_KEEPERS:
@@ -95,7 +101,7 @@ def _fetch(member: Member, request: Any) -> str:
 
 
 def _follower_fetch(member: Member, request: Any) -> str:
-    if request.replica_id != member.node_id:
+    if member.node_id is None or request.replica_id != member.node_id:
         return f"replica_id {request.replica_id} is not the caller's"
     return ""
 

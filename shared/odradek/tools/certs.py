@@ -39,7 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "member", help="a service's certificate for mutual TLS between services"
     )
     member.add_argument("kind", choices=internal_tls.KINDS)
-    member.add_argument("node_id", type=int, metavar="ID", help="the service's node.id")
+    member.add_argument(
+        "node_id",
+        metavar="ID",
+        help="the service's node.id, or '*': one certificate for every node of the kind "
+        "(not for storage)",
+    )
     member.add_argument(
         "--server-name",
         default=internal_tls.DEFAULT_SERVER_NAME,
@@ -54,7 +59,15 @@ def run(args: argparse.Namespace) -> int:
         print(ca)
         return 0
     if args.what == "member":
-        out = internal_tls.issue_member(args.dir, args.kind, args.node_id, args.server_name)
+        if args.node_id != "*" and not args.node_id.isdigit():
+            print(f"odradek certs: ID must be a node id or '*', got {args.node_id!r}")
+            return 2
+        node_id = None if args.node_id == "*" else int(args.node_id)
+        try:
+            out = internal_tls.issue_member(args.dir, args.kind, node_id, args.server_name)
+        except ValueError as exc:
+            print(f"odradek certs: {exc}")
+            return 2
         for key, value in internal_tls.settings_for(args.dir, out).items():
             print(f"{key}={value}")
         return 0

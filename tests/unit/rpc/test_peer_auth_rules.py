@@ -40,6 +40,20 @@ def test_member_uris() -> None:
     assert parse_member("odradek://intruder/1") is None
     assert parse_member("spiffe://storage/1") is None
     assert parse_member("odradek://storage/x") is None
+    assert parse_member("odradek://gateway/*") == Member("gateway", None)
+    assert parse_member("odradek://storage/*") is None  # storage certificates name the id
+
+
+def test_kind_wide_certificate_registers_only_its_kind() -> None:
+    gateways = Member("gateway", None)
+    own_kind = controller_pb2.RegisterNodeRequest(
+        node=common_pb2.Node(node_id=10_000_123, kind=common_pb2.GATEWAY)
+    )
+    other_kind = controller_pb2.RegisterNodeRequest(
+        node=common_pb2.Node(node_id=100, kind=common_pb2.STORAGE)
+    )
+    assert _check(REGISTER, gateways, own_kind) is None
+    assert _check(REGISTER, gateways, other_kind) == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_issued_member_certificate_names_its_holder(tmp_path: Path) -> None:
