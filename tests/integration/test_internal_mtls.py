@@ -21,8 +21,13 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from odradek.internal_tls import issue_member
-from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
-from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
+from odradek.rpc.v1 import (
+    common_pb2,
+    controller_pb2,
+    controller_pb2_grpc,
+    storage_pb2,
+    storage_pb2_grpc,
+)
 from odradek.tools.launcher import Cluster
 
 STORAGE_ID = 100
