@@ -541,6 +541,15 @@ def test_internal_tls_and_network_policies(helm: Any) -> None:
         env = env_of(c)
         assert env["ODRADEK_INTERNAL_TLS_DIR"] == "/etc/odradek/internal-tls", component
         assert env["ODRADEK_INTERNAL_TLS_SERVER_NAME"] == "odradek.internal"
+    # The bundled etcd serves TLS to clients with certificates of the cluster CA.
+    etcd = containers(workloads(docs)["etcd"])[0]
+    assert "--client-cert-auth" in etcd["args"]
+    assert "--trusted-ca-file=/etc/odradek/internal-tls/ca.crt" in etcd["args"]
+    assert "--listen-client-urls=https://0.0.0.0:2379" in etcd["args"]
+    controller = env_of(containers(workloads(docs)["controller"])[0])
+    assert (
+        controller["ODRADEK_METADATA_STORE_TLS_CERT"] == "/etc/odradek/internal-tls/controller.crt"
+    )
     policies = by_kind(docs, "NetworkPolicy")
     internal = policies[f"{RELEASE}-odradek-internal"]["spec"]
     release = {"app.kubernetes.io/name": "odradek", "app.kubernetes.io/instance": RELEASE}
