@@ -167,6 +167,11 @@ def test_storage_certificate_cannot_register_as_another_node(
         lambda: stub.Heartbeat(controller_pb2.HeartbeatRequest(node_id=STORAGE_ID), timeout=5)
     )
     assert err.code() == grpc.StatusCode.PERMISSION_DENIED
+    # Admin calls are the gateways' (and tools'), not a storage node's.
+    err = _denied(
+        lambda: stub.DeleteTopics(controller_pb2.DeleteTopicsRequest(names=["x"]), timeout=5)
+    )
+    assert err.code() == grpc.StatusCode.PERMISSION_DENIED
     # The metadata is every member's to read, and storage-100 is still registered.
     metadata = stub.GetMetadata(controller_pb2.GetMetadataRequest(), timeout=5)
     assert any(n.node_id == STORAGE_ID and n.state == common_pb2.ONLINE for n in metadata.nodes)
