@@ -50,14 +50,17 @@ def _channel(address: str, certs: Path, name: str, ca: Path | None = None) -> gr
 
 
 @pytest.fixture
-def as_member(mtls_cluster: Cluster) -> Iterator[Callable[[str, str, int], grpc.Channel]]:
-    """A channel to a service presenting a cluster-CA certificate of ``kind``/``id``."""
+def as_member(
+    mtls_cluster: Cluster,
+) -> Iterator[Callable[[str, str, int | None], grpc.Channel]]:
+    """A channel to a service presenting a cluster-CA certificate of ``kind``/``id``
+    (``id`` None: kind-wide, ``odradek://<kind>/*``)."""
     certs = mtls_cluster.data_dir / "certs"
     opened: list[grpc.Channel] = []
 
-    def make(address: str, kind: str, node_id: int) -> grpc.Channel:
+    def make(address: str, kind: str, node_id: int | None) -> grpc.Channel:
         issue_member(certs, kind, node_id)
-        ch = _channel(address, certs, f"{kind}-{node_id}")
+        ch = _channel(address, certs, kind if node_id is None else f"{kind}-{node_id}")
         opened.append(ch)
         return ch
 
@@ -149,7 +152,7 @@ def test_certificate_from_another_ca_is_refused(mtls_cluster: Cluster, tmp_path:
 
 
 def test_storage_certificate_cannot_register_as_another_node(
-    mtls_cluster: Cluster, as_member: Callable[[str, str, int], grpc.Channel]
+    mtls_cluster: Cluster, as_member: Callable[[str, str, int | None], grpc.Channel]
 ) -> None:
     stub = controller_pb2_grpc.ControllerStub(
         as_member(mtls_cluster.grpc_address("controller"), "storage", STORAGE_ID + 1)
@@ -181,7 +184,7 @@ def test_storage_certificate_cannot_register_as_another_node(
 
 
 def test_gateway_certificate_cannot_register_nodes(
-    mtls_cluster: Cluster, as_member: Callable[[str, str, int], grpc.Channel]
+    mtls_cluster: Cluster, as_member: Callable[[str, str, int | None], grpc.Channel]
 ) -> None:
     stub = controller_pb2_grpc.ControllerStub(
         as_member(mtls_cluster.grpc_address("controller"), "gateway", 7)
@@ -202,10 +205,32 @@ def test_gateway_certificate_cannot_register_nodes(
         )
     )
     assert err.code() == grpc.StatusCode.PERMISSION_DENIED
+    # A kind-wide gateway certificate (Kubernetes Deployments) speaks for gateways only:
+    # no heartbeat or shutdown for the storage node, which the controller knows.
+    every_gateway = controller_pb2_grpc.ControllerStub(
+        as_member(mtls_cluster.grpc_address("controller"), "gateway", None)
+    )
+    for call in (every_gateway.Heartbeat, every_gateway.ShutdownNode):
+        request = (
+            controller_pb2.HeartbeatRequest(node_id=STORAGE_ID)
+            if call is every_gateway.Heartbeat
+            else controller_pb2.ShutdownNodeRequest(node_id=STORAGE_ID)
+        )
+        err = _denied(lambda call=call, request=request: call(request, timeout=5))
+        assert err.code() == grpc.StatusCode.PERMISSION_DENIED
+    err = _denied(
+        lambda: every_gateway.RegisterNode(
+            controller_pb2.RegisterNodeRequest(
+                node=common_pb2.Node(node_id=STORAGE_ID, kind=common_pb2.STORAGE)
+            ),
+            timeout=5,
+        )
+    )
+    assert err.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_storage_certificate_cannot_fetch_as_another_follower(
-    mtls_cluster: Cluster, as_member: Callable[[str, str, int], grpc.Channel]
+    mtls_cluster: Cluster, as_member: Callable[[str, str, int | None], grpc.Channel]
 ) -> None:
     address = mtls_cluster.grpc_address(f"storage-{STORAGE_ID}")
     request = storage_pb2.FetchRequest(replica_id=STORAGE_ID, max_wait_ms=0, max_bytes=1024)
@@ -231,7 +256,7 @@ def test_storage_certificate_cannot_fetch_as_another_follower(
 
 
 def test_data_link_refuses_non_gateways(
-    mtls_cluster: Cluster, as_member: Callable[[str, str, int], grpc.Channel]
+    mtls_cluster: Cluster, as_member: Callable[[str, str, int | None], grpc.Channel]
 ) -> None:
     """The storage node's data link (docs/data-link.md) speaks the same mutual TLS and
     serves gateways only: a plaintext connection and a storage certificate are cut."""

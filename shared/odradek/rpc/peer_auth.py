@@ -17,10 +17,9 @@ caller's own node id:
   internal topics (offset store, group and transaction coordinators).
 
 A kind-wide certificate (``odradek://gateway/*``, for Deployments whose node ids come
-from pod names) may register and heartbeat any node id of its own kind; Heartbeat and
-ShutdownNode carry only an id, so such a certificate is trusted not to heartbeat for
-another kind's node (it cannot register as one, so it cannot fence one). Storage
-certificates always name their id.
+from pod names) may register, heartbeat and shut down any node id of its own kind: the
+controller tells the kind of a registered node (``node_kind_of``) for the calls that
+carry only an id. Storage certificates always name their id.
 
 Methods of the other services (group coordinator, offset store, transaction
 coordinator, console, health) are open to every member. A method of the controller or
@@ -53,8 +52,16 @@ GRPC_REFUSED = Counter(
     ["grpc_method", "reason"],
 )
 
+# The kind (common.proto NodeKind) of a registered node, None when unknown: the
+# controller's view, for calls that carry only a node id.
+NodeKindOf = Callable[[int], int | None]
 # A request check: why ``request`` may not come from ``member`` ("" when it may).
-RequestCheck = Callable[[Member, Any], str]
+RequestCheck = Callable[[Member, Any, NodeKindOf], str]
+
+
+def _unknown(node_id: int) -> int | None:
+    return None
+
 
 NODE_KINDS = {
     "controller": common_pb2.CONTROLLER,
@@ -72,13 +79,16 @@ class Rule:
     check: RequestCheck | None = None
 
 
-def _own_node(member: Member, request: Any) -> str:
+def _own_node(member: Member, request: Any, node_kind_of: NodeKindOf) -> str:
     if not member.is_node(request.node_id):
         return f"node_id {request.node_id} is not the caller's"
+    kind = node_kind_of(request.node_id) if member.node_id is None else None
+    if kind is not None and kind != NODE_KINDS.get(member.kind):
+        return f"node {request.node_id} is a {common_pb2.NodeKind.Name(kind)}"
     return ""
 
 
-def _register(member: Member, request: Any) -> str:
+def _register(member: Member, request: Any, node_kind_of: NodeKindOf) -> str:
     node = request.node
     if not member.is_node(node.node_id):
         return f"node_id {node.node_id} is not the caller's"
@@ -90,7 +100,7 @@ def _register(member: Member, request: Any) -> str:
 INTERNAL_TOPIC_KEEPERS = frozenset({"gateway", "offsets", "coordinator", "transactions"})
 
 
-def _fetch(member: Member, request: Any) -> str:
+def _fetch(member: Member, request: Any, node_kind_of: NodeKindOf) -> str:
     if request.replica_id >= 0:
         if member.kind != "storage" or member.node_id != request.replica_id:  # never "*"
             return f"replica_id {request.replica_id} is not the caller's"
@@ -100,7 +110,7 @@ def _fetch(member: Member, request: Any) -> str:
     return ""
 
 
-def _follower_fetch(member: Member, request: Any) -> str:
+def _follower_fetch(member: Member, request: Any, node_kind_of: NodeKindOf) -> str:
     if member.node_id is None or request.replica_id != member.node_id:
         return f"replica_id {request.replica_id} is not the caller's"
     return ""
@@ -184,7 +194,13 @@ class Refused(Exception):
         self.code, self.reason, self.detail = code, reason, detail
 
 
-def authorize(method: str, rule: Rule, member: Member | None, request: Any = None) -> None:
+def authorize(
+    method: str,
+    rule: Rule,
+    member: Member | None,
+    request: Any = None,
+    node_kind_of: NodeKindOf = _unknown,
+) -> None:
     """Raise :class:`Refused` unless ``member`` may send ``request`` to ``method``."""
     if member is None:
         raise Refused(
@@ -195,7 +211,7 @@ def authorize(method: str, rule: Rule, member: Member | None, request: Any = Non
     if member.kind not in rule.kinds:
         raise Refused(grpc.StatusCode.PERMISSION_DENIED, "kind", f"{member} may not call {method}")
     if request is not None and rule.check is not None:
-        why = rule.check(member, request)
+        why = rule.check(member, request, node_kind_of)
         if why:
             raise Refused(grpc.StatusCode.PERMISSION_DENIED, "request", f"{member}: {why}")
 
@@ -217,11 +233,13 @@ async def _respond(result: Any) -> AsyncIterator[Any]:
             yield item
 
 
-def _wrap(handler: grpc.RpcMethodHandler, method: str, rule: Rule) -> grpc.RpcMethodHandler:
+def _wrap(
+    handler: grpc.RpcMethodHandler, method: str, rule: Rule, node_kind_of: NodeKindOf
+) -> grpc.RpcMethodHandler:
     async def admitted(context: grpc.aio.ServicerContext, request: Any = None) -> Member | None:
         member = caller(context)
         try:
-            authorize(method, rule, member, request)
+            authorize(method, rule, member, request, node_kind_of)
         except Refused as exc:
             await _refuse(context, method, exc)
         return member
@@ -232,7 +250,7 @@ def _wrap(handler: grpc.RpcMethodHandler, method: str, rule: Rule) -> grpc.RpcMe
         async def each() -> AsyncIterator[Message]:
             async for request in requests:
                 try:
-                    authorize(method, rule, member, request)
+                    authorize(method, rule, member, request, node_kind_of)
                 except Refused as exc:
                     await _refuse(context, method, exc)
                 yield request
@@ -283,7 +301,11 @@ def _wrap(handler: grpc.RpcMethodHandler, method: str, rule: Rule) -> grpc.RpcMe
 
 
 class PeerAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Applies :data:`RULES` to every call (installed when internal TLS is on)."""
+    """Applies :data:`RULES` to every call (installed when internal TLS is on);
+    ``node_kind_of``: the controller's registered nodes (other servers know none)."""
+
+    def __init__(self, node_kind_of: NodeKindOf = _unknown) -> None:
+        self.node_kind_of = node_kind_of
 
     async def intercept_service(
         self,
@@ -294,4 +316,4 @@ class PeerAuthInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
-        return _wrap(handler, method, rule_for(method))
+        return _wrap(handler, method, rule_for(method), self.node_kind_of)

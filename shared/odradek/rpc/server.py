@@ -19,7 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import Counter, Histogram
 
 from odradek import internal_tls
-from odradek.rpc.peer_auth import PeerAuthInterceptor
+from odradek.rpc.peer_auth import NodeKindOf, PeerAuthInterceptor
 
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024 + 65536
 
@@ -80,14 +80,16 @@ class _MetricsInterceptor(grpc.aio.ServerInterceptor):
 class RpcServer:
     """A ``grpc.aio`` server with the health service and call metrics installed."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, node_kind_of: NodeKindOf | None = None
+    ) -> None:
         self.host = host
         self.requested_port = port
         self.port = 0
         self.tls = internal_tls.active()
         interceptors: list[grpc.aio.ServerInterceptor] = [_MetricsInterceptor()]
         if self.tls is not None:
-            interceptors.append(PeerAuthInterceptor())
+            interceptors.append(PeerAuthInterceptor(*([node_kind_of] if node_kind_of else [])))
         self.server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -54,6 +54,13 @@ def test_kind_wide_certificate_registers_only_its_kind() -> None:
     )
     assert _check(REGISTER, gateways, own_kind) is None
     assert _check(REGISTER, gateways, other_kind) == grpc.StatusCode.PERMISSION_DENIED
+    # Heartbeat carries only an id: the controller's registered nodes tell its kind.
+    kinds = {100: common_pb2.STORAGE, 10_000_123: common_pb2.GATEWAY}.get
+    heartbeat = "/odradek.v1.Controller/Heartbeat"
+    rule = rule_for(heartbeat)
+    authorize(heartbeat, rule, gateways, controller_pb2.HeartbeatRequest(node_id=10_000_123), kinds)
+    with pytest.raises(Refused, match="STORAGE"):
+        authorize(heartbeat, rule, gateways, controller_pb2.HeartbeatRequest(node_id=100), kinds)
 
 
 def test_issued_member_certificate_names_its_holder(tmp_path: Path) -> None:
