@@ -337,3 +337,12 @@ def test_internal_tls_override_mounts_certificates_everywhere(tmp_path: Any) -> 
         assert mounts["/etc/odradek/internal-tls"]["source"] == str(ROOT / "certs")
         assert mounts["/etc/odradek/internal-tls"]["read_only"] is True
     assert "/var/lib/odradek" in {v["target"] for v in services["storage-0"]["volumes"]}
+    # etcd serves TLS with client certificates; the controller presents its own.
+    etcd = services["etcd"]
+    assert "--client-cert-auth" in etcd["command"]
+    assert "--listen-client-urls=https://0.0.0.0:2379" in etcd["command"]
+    assert {v["target"] for v in etcd["volumes"]} == {"/var/lib/etcd", "/etc/odradek/internal-tls"}
+    assert "--cacert=/etc/odradek/internal-tls/ca.crt" in etcd["healthcheck"]["test"]
+    env = services["controller"]["environment"]
+    assert env["ODRADEK_METADATA_STORE_TLS_CERT"] == "/etc/odradek/internal-tls/controller.crt"
+    assert env["ODRADEK_METADATA_STORE"] == "etcd://etcd:2379"
