@@ -309,19 +309,32 @@ class ConsumerGroups:
             bump = self._update_member(member, req)
             if bump:
                 records.append(self._member_record(group, member))
+        if req.member_epoch == 0:
+            member.acknowledged = {}  # a (re)joining member owns nothing
+        elif req.topic_partitions is not None:
+            member.acknowledged = normalized(req.topic_partitions)
         before = (member.member_epoch, member.assigned)
         self._advance(group, member, bump, req.topic_partitions, records)
         self._schedule_session(group, member)
-        # Kafka's rule: the assignment goes out when it changed or the request is a full
-        # one (a client resending everything after an error, which may have missed it).
+        # Kafka's rule (GroupMetadataManager.consumerGroupHeartbeat): the assignment goes
+        # out when it changed or the request is a full one (a client resending everything
+        # after an error, which may have missed it). And until the member reports owning
+        # its assignment: the response that carried it may have been lost. librdkafka
+        # times a heartbeat out after one heartbeat interval and retries the very same
+        # request (same epoch, no TopicPartitions); answered without the assignment, the
+        # member stayed Stable here with partitions its client never took (the stall of
+        # the rolling-migration test).
         full = (
             req.rebalance_timeout_ms != -1
-            and req.subscribed_topic_names is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
             and req.topic_partitions is not None
         )
-        send = req.member_epoch == 0 or full or (member.member_epoch, member.assigned) != before
-        if req.topic_partitions is not None and normalized(req.topic_partitions) != member.assigned:
-            send = True
+        send = (
+            req.member_epoch == 0
+            or full
+            or (member.member_epoch, member.assigned) != before
+            or member.acknowledged != member.assigned
+        )
         return HeartbeatResult(
             ErrorCode.NONE,
             member_id=member.member_id,

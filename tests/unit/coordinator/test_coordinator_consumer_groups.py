@@ -231,3 +231,65 @@ def test_record_roundtrip() -> None:
         rec.decode_value(rec.CONSUMER_GROUP_MEMBER_METADATA, raw[:-3])
     # Key bytes as Kafka writes them: type 3, then the group as an INT16-length string.
     assert rec.encode_key(rec.ConsumerGroupKey(3, "g")) == b"\x00\x03\x00\x01g"
+
+
+def _two_members_settled(h: Harness) -> tuple[list[int], list[int]]:
+    """a and b share t1 (three partitions each), both Stable at epoch 2 and each has
+    reported what it owns; returns (a's, b's) partitions."""
+    h.hb("a", 0)
+    h.hb("b", 0)
+    a = h.hb("a", 1, {T1: list(range(6))})
+    kept = parts(a)[T1]
+    assert h.hb("a", 1, {T1: kept}).member_epoch == 2
+    b = h.hb("b", 2, {})
+    released = parts(b)[T1]
+    assert h.hb("b", 2, {T1: released}).assignment is None  # acknowledged
+    return kept, released
+
+
+def test_a_retried_heartbeat_gets_the_assignment_its_lost_response_carried() -> None:
+    """The rolling-migration stall: b waits for partitions a is releasing; the heartbeat
+    that hands them over (same member epoch) times out on the client, which retries the
+    very same request (librdkafka's heartbeat timeout is the heartbeat interval, 100 ms
+    while waiting): same epoch, no TopicPartitions. The coordinator must answer the
+    assignment again, or b stays Stable with partitions its client never took."""
+    h = Harness()
+    h.hb("a", 0)
+    assert h.hb("b", 0).member_epoch == 2  # waiting for a's partitions
+    a = h.hb("a", 1, {T1: list(range(6))})
+    kept = parts(a)[T1]
+    assert h.hb("b", 2, {}).assignment is None  # a still owns them
+    assert h.hb("a", 1, {T1: kept}).member_epoch == 2  # a released them
+    lost = h.hb("b", 2)  # b gets them: this response is lost
+    wanted = sorted(set(range(6)) - set(kept))
+    assert parts(lost) == {T1: wanted}
+    retried = h.hb("b", 2)  # the same request again
+    assert retried.member_epoch == 2 and parts(retried) == {T1: wanted}
+    assert parts(h.hb("b", 2)) == {T1: wanted}  # until b says it owns them
+    assert h.hb("b", 2, {T1: wanted}).assignment is None
+    assert h.hb("b", 2).assignment is None
+
+
+def test_a_heartbeat_at_the_previous_epoch_gets_the_assignment() -> None:
+    """The response that moved b to a new epoch with more partitions was lost: the
+    retried request still names the previous epoch and reports nothing. It is
+    accepted (Odradek's deviation) and must carry the assignment."""
+    h = Harness()
+    kept, mine = _two_members_settled(h)
+    assert h.hb("a", 2, {T1: kept}).assignment is None
+    assert h.hb("a", -1).member_epoch == -1  # a leaves: b gets everything at epoch 3
+    lost = h.hb("b", 2)
+    assert lost.member_epoch == 3 and parts(lost) == {T1: list(range(6))}
+    retried = h.hb("b", 2)
+    assert retried.error == 0 and retried.member_epoch == 3
+    assert parts(retried) == {T1: list(range(6))}
+    assert h.hb("b", 3, {T1: list(range(6))}).assignment is None
+
+
+def test_stable_member_reporting_fewer_partitions_gets_its_assignment_again() -> None:
+    """KIP-848: a member reports what it owns in TopicPartitions. A Stable member whose
+    report differs from its assignment at the same epoch is sent the assignment."""
+    h = Harness()
+    _kept, mine = _two_members_settled(h)
+    r = h.hb("b", 2, {T1: mine[1:]})
+    assert r.member_epoch == 2 and parts(r) == {T1: mine}
