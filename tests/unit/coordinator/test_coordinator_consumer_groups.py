@@ -275,7 +275,7 @@ def test_a_heartbeat_at_the_previous_epoch_gets_the_assignment() -> None:
     retried request still names the previous epoch and reports nothing. It is
     accepted (Odradek's deviation) and must carry the assignment."""
     h = Harness()
-    kept, mine = _two_members_settled(h)
+    kept, _mine = _two_members_settled(h)
     assert h.hb("a", 2, {T1: kept}).assignment is None
     assert h.hb("a", -1).member_epoch == -1  # a leaves: b gets everything at epoch 3
     lost = h.hb("b", 2)
@@ -293,3 +293,50 @@ def test_stable_member_reporting_fewer_partitions_gets_its_assignment_again() ->
     _kept, mine = _two_members_settled(h)
     r = h.hb("b", 2, {T1: mine[1:]})
     assert r.member_epoch == 2 and parts(r) == {T1: mine}
+
+
+def test_admin_removes_a_static_member_by_instance_id() -> None:
+    """LeaveGroup v3+ naming members by group.instance.id alone (AdminClient
+    removeMembersFromConsumerGroup; Kafka's classicGroupLeaveToConsumerGroup): the
+    static member goes, with its records, in one new group epoch; an unknown instance
+    id answers UNKNOWN_MEMBER_ID, a member id that is not the instance's
+    FENCED_INSTANCE_ID, each member on its own."""
+    h = Harness()
+    h.hb("a", 0, instance_id="i1")
+    h.hb("b", 0, instance_id="i2")
+    h.hb("a", 1, {T1: list(range(6))})
+    group = h.shard.consumer.groups["g"]
+    epoch = group.group_epoch
+    top, errors = h.shard.leave_group("g", [("", "i1"), ("", "i9"), ("not-b", "i2")])
+    h.flush()
+    assert (top, errors) == (E.NONE, [E.NONE, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID])
+    assert set(group.members) == {"b"} and group.static_members == {"i2": "b"}
+    assert group.group_epoch == epoch + 1
+    assert not [k for k in h.log if rec.decode_key(k).member_id == "a"]
+    # The removed member's client is told it is unknown (it rejoins); b gets everything.
+    assert h.hb("a", 2, {T1: [0, 1, 2]}).error == E.UNKNOWN_MEMBER_ID
+    b = h.hb("b", 2, {})
+    assert b.member_epoch == epoch + 1 and parts(b) == {T1: list(range(6))}
+    # A new process with the removed instance id joins as a new member.
+    back = h.hb("a2", 0, instance_id="i1")
+    assert back.error == E.NONE and group.static_members["i1"] == "a2"
+
+
+def test_admin_removal_of_a_departed_static_member_and_of_several_at_once() -> None:
+    """A static member that closed (epoch -2) keeps its partitions until its session
+    ends; an administrator removes it at once, and its partitions move. Several
+    members removed together (a dynamic one by member id, KAFKA-18188) make one new
+    group epoch."""
+    h = Harness()
+    h.hb("a", 0, instance_id="i1")
+    h.hb("b", 0)
+    h.hb("c", 0)
+    group = h.shard.consumer.groups["g"]
+    assert h.hb("a", -2, instance_id="i1").member_epoch == -2
+    epoch = group.group_epoch
+    assert h.shard.leave_group("g", [("a", "i1"), ("b", None)]) == (E.NONE, [E.NONE, E.NONE])
+    h.flush()
+    assert set(group.members) == {"c"} and group.group_epoch == epoch + 1
+    assert h.shard.leave_group("g", [("b", None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
+    c = h.hb("c", 3, {})
+    assert c.member_epoch == epoch + 1 and parts(c) == {T1: list(range(6))}
