@@ -1190,7 +1190,9 @@ class ConsumerGroups:
                     m.member_id,
                     m.instance_id,
                     m.rack_id,
-                    m.member_epoch,
+                    # A static member that left (epoch -2) is shown so, as Kafka writes
+                    # it, until it returns, is removed or its session ends.
+                    LEAVE_GROUP_STATIC_MEMBER_EPOCH if m.departed else m.member_epoch,
                     m.client_id,
                     m.client_host,
                     list(m.subscribed_topic_names),

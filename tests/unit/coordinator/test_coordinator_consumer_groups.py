@@ -333,6 +333,9 @@ def test_admin_removal_of_a_departed_static_member_and_of_several_at_once() -> N
     h.hb("c", 0)
     group = h.shard.consumer.groups["g"]
     assert h.hb("a", -2, instance_id="i1").member_epoch == -2
+    # Described as Kafka writes it: member epoch -2, its partitions kept.
+    [departed] = [m for m in h.shard.consumer.describe("g").members if m.member_id == "a"]
+    assert departed.member_epoch == -2 and departed.assignment
     epoch = group.group_epoch
     assert h.shard.leave_group("g", [("a", "i1"), ("b", None)]) == (E.NONE, [E.NONE, E.NONE])
     h.flush()
