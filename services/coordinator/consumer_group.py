@@ -133,7 +133,13 @@ class ConsumerGroup:
         if self.assignment_epoch < self.group_epoch:
             return "Assigning"
         for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
+            # A static member that left holds epoch -2 in Kafka's records, so its group
+            # is Reconciling until it returns (Kafka's ``isReconciledTo``).
+            if (
+                m.departed
+                or m.member_epoch != self.assignment_epoch
+                or m.state is not MemberState.STABLE
+            ):
                 return "Reconciling"
         return "Stable"
 

@@ -343,3 +343,22 @@ def test_admin_removal_of_a_departed_static_member_and_of_several_at_once() -> N
     assert h.shard.leave_group("g", [("b", None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
     c = h.hb("c", 3, {})
     assert c.member_epoch == epoch + 1 and parts(c) == {T1: list(range(6))}
+
+
+def test_group_with_a_departed_static_member_is_reconciling() -> None:
+    """Kafka writes epoch -2 for a static member that left, so the group is not
+    reconciled (Reconciling) until the instance returns."""
+    h = Harness()
+    h.hb("a", 0, instance_id="i1")
+    h.hb("b", 0)
+    a = h.hb("a", 1, {T1: list(range(6))})
+    kept = parts(a)[T1]
+    h.hb("a", 1, {T1: kept})
+    b = h.hb("b", 2, {})
+    h.hb("b", 2, {T1: parts(b)[T1]})
+    assert h.shard.consumer.describe("g").state == "Stable"
+    h.hb("a", -2, instance_id="i1")
+    assert h.shard.consumer.describe("g").state == "Reconciling"
+    back = h.hb("a2", 0, instance_id="i1")
+    assert parts(back) == {T1: kept}
+    assert h.shard.consumer.describe("g").state == "Stable"
