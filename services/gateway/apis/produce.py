@@ -16,6 +16,17 @@ lane's requests in arrival order (docs/data-link.md), so the next request's
 appends cannot overtake, while its acks=-1 wait overlaps the previous one's. Over
 gRPC the lane passes on only with the answer.
 
+Broker ports: a Produce that arrives on broker ``N``'s port (docs/brokers.md) goes to
+storage node ``N``, whatever the gateway's metadata says, and ``N`` answers
+NOT_LEADER_OR_FOLLOWER if it does not lead the partition, as broker ``N`` of a Kafka
+cluster would. Routing it to the leader instead let two pipelined requests of one
+connection reach two nodes around a leader change (the first refused by the old
+leader, the second taken out of sequence by the new one): librdkafka's idempotent
+producer answers that OUT_OF_ORDER_SEQUENCE_NUMBER with an epoch bump, and batches
+the old leader had appended but not acknowledged were written a second time under
+the new epoch. On the bootstrap listener, which is no broker, the request goes to the
+leader the gateway knows.
+
 Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
 batches before storage, which only keeps v2 (Kafka 4 does the same); large ones off
 the event loop, bounded (odradek.gateway.offload). v3+ must carry v2 batches
@@ -114,7 +125,9 @@ async def handle(
     # gateway's CPU per request is what bounds acks=all throughput (issue 18).
     release = _once(lane.release)
     try:
-        results = await _produce(gw, header.api_version, request, ctx.connection_id, release)
+        results = await _produce(
+            gw, header.api_version, request, ctx.connection_id, release, ctx.broker_id
+        )
     finally:
         release()
     code = (
@@ -155,7 +168,12 @@ async def handle(
 
 
 async def _produce(
-    gw: GatewayApi, version: int, request: ProduceRequest, lane: int, sent: Callable[[], None]
+    gw: GatewayApi,
+    version: int,
+    request: ProduceRequest,
+    lane: int,
+    sent: Callable[[], None],
+    broker_id: int | None = None,
 ) -> dict[str, dict[int, _Result]]:
     """Forward to the leaders; ``sent`` runs once every node's request is written on
     its data link (in ``lane``'s order) or answered."""
@@ -214,8 +232,9 @@ async def _produce(
             BYTES_IN.labels(name).inc(len(data))
             PRODUCE_PARTITIONS.labels(name).inc()
             topic_results[index] = _Result(ErrorCode.NONE)
-            by_node[part.leader].append(storage_pb2.ProducePartition(topic=name, partition=index))
-            blobs[part.leader].append(data)
+            node = part.leader if broker_id is None else broker_id
+            by_node[node].append(storage_pb2.ProducePartition(topic=name, partition=index))
+            blobs[node].append(data)
     unsent = len(by_node)
 
     def one_sent() -> None:
@@ -315,8 +334,14 @@ async def _send(
     finally:
         sent()  # failed or answered (gRPC): nothing left that could be overtaken
     for pr in response.partitions:
-        r = _Result(pr.error_code, pr.error_message or None)
-        r.base_offset = pr.base_offset if not pr.error_code else -1
+        code = pr.error_code
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            # The gateway's metadata has the partition, the node does not host it: a
+            # Kafka broker answers NOT_LEADER_OR_FOLLOWER then (ReplicaManager
+            # .getPartitionOrError), which every client takes as "refresh and retry".
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        r = _Result(code, pr.error_message or None)
+        r.base_offset = pr.base_offset if not code else -1
         r.log_append_time = pr.log_append_time
         r.log_start_offset = pr.log_start_offset
         r.record_errors = list(pr.record_errors)

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
+from odradek import internal_tls
 from odradek.datalink.connection import FrameProtocol
 from odradek.datalink.frame import ERROR, Buffer, Frame, FrameError, encode
 from odradek.metadata_cache import MetadataCache
@@ -143,9 +144,14 @@ class DataLinkPool:
 
     async def _open(self, node_id: int, address: tuple[str, int]) -> _Connection:
         loop = asyncio.get_running_loop()
+        tls = internal_tls.active()  # mutual TLS as on gRPC (docs/security.md)
         try:
             _, conn = await loop.create_connection(
-                lambda: _Connection(self.max_frame_bytes), address[0], address[1]
+                lambda: _Connection(self.max_frame_bytes),
+                address[0],
+                address[1],
+                ssl=tls.ssl_client_context() if tls else None,
+                server_hostname=tls.server_name if tls else None,
             )
         except OSError as exc:
             raise DataLinkError(f"storage node {node_id} at {address}: {exc}") from exc
