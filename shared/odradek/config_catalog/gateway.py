@@ -101,8 +101,7 @@ GATEWAY_CONFIGS = Catalog(
             "connection.max.queued.request.bytes",
             _LONG,
             268_435_456,
-            "Bytes of requests of one connection in flight before the gateway stops "
-            "reading it.",
+            "Bytes of requests of one connection in flight before the gateway stops reading it.",
             at_least=1024,
             kafka=False,
         ),
