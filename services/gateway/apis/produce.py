@@ -322,10 +322,10 @@ async def _send(
             on_sent=sent,
         )
     except (grpc.aio.AioRpcError, DataLinkError, TimeoutError) as exc:
-        code = failure_code(exc)
+        failed = failure_code(exc)
         log.debug("produce to storage node %s failed: %s", node_id, exc)
         for p in parts:
-            results[p.topic][p.partition] = _Result(code)
+            results[p.topic][p.partition] = _Result(failed)
         return
     except Exception as exc:  # StorageUnavailable and friends: let the client refresh metadata
         for p in parts:
