@@ -334,14 +334,14 @@ async def _send(
     finally:
         sent()  # failed or answered (gRPC): nothing left that could be overtaken
     for pr in response.partitions:
-        code = pr.error_code
-        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        answered = pr.error_code
+        if answered == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             # The gateway's metadata has the partition, the node does not host it: a
             # Kafka broker answers NOT_LEADER_OR_FOLLOWER then (ReplicaManager
             # .getPartitionOrError), which every client takes as "refresh and retry".
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        r = _Result(code, pr.error_message or None)
-        r.base_offset = pr.base_offset if not code else -1
+            answered = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        r = _Result(answered, pr.error_message or None)
+        r.base_offset = pr.base_offset if not answered else -1
         r.log_append_time = pr.log_append_time
         r.log_start_offset = pr.log_start_offset
         r.record_errors = list(pr.record_errors)
