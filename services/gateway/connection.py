@@ -31,8 +31,11 @@ connection; the principal comes from the client certificate (SSL) or the SASL
 exchange, ``User:ANONYMOUS`` otherwise.
 
 Kafka handles one request per connection at a time, so a client that never reads
-holds one response; pipelining here needs bounds of its own (odradek settings, see
-docs/configuration.md), and a connection past any of them is *aborted*
+holds one response. Here a connection is not read from while its socket's write
+buffer is past the transport's high-water mark (the client is not reading), so a
+never-reading client holds that buffer plus the answers to what it had already sent;
+pipelining needs bounds of its own (odradek settings, see docs/configuration.md),
+and a connection past any of them is *aborted*
 (``transport.abort()``: a polite close would wait for the peer to read first):
 - ``connection.max.queued.response.bytes``: finished-but-unsent responses plus the
   socket's write buffer;
@@ -420,10 +423,20 @@ class KafkaConnection(asyncio.Protocol):
         self.on_close(self)
 
     def pause_writing(self) -> None:
+        # The client is not reading what we send: read nothing more from it until it
+        # does (Kafka mutes a channel until its response is sent), so a client that
+        # never reads holds a socket buffer of responses, not a queue of them.
         self.writable.clear()
+        self._pause_reading()
 
     def resume_writing(self) -> None:
         self.writable.set()
+        if (
+            not self.closed
+            and len(self.pending) < self.limits.max_inflight_requests
+            and self.inflight_bytes < self.limits.max_inflight_bytes
+        ):
+            self._resume_reading()
 
     # -- requests ------------------------------------------------------------------------
     def _start(self, frame: memoryview | bytes) -> None:
@@ -523,8 +536,8 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self.waiting_turn or self.muted_until:
-            return
+        if self.waiting_turn or self.muted_until or not self.writable.is_set():
+            return  # resume_writing, the throttle's end or the turn will resume
         if (
             self.pool is not None
             and self.pool.exhausted

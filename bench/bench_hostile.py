@@ -1,0 +1,221 @@
+"""Well-behaved clients beside hostile ones (issue 14): the gateway's p99 and RSS.
+
+One cluster; 100 well-behaved clients each send one-record acks=1 Produce requests
+at a steady rate over their own connection and time every answer. Two phases of the
+same length: the 100 alone, then the 100 while 50 hostile clients hammer the same
+gateway port:
+
+* never-read (20): pipeline Metadata requests and read nothing, until the gateway
+  aborts them (``connection.max.queued.response.bytes``), then reconnect;
+* trickle (15): announce a 1 MB request and send a byte now and then, until aborted
+  (``connection.request.read.timeout.ms``, set to 2 s here), then reconnect;
+* oversize (15): announce more than ``socket.request.max.bytes`` and push bytes
+  until closed, then reconnect.
+
+Reported: p50/p99 produce latency per phase and their ratio (goal p99 within 1.5x;
+a request unanswered for 30 s ends its client and counts as infinitely late),
+the gateway's peak RSS per phase against its budget (``queued.max.request.bytes``),
+and how many hostile connections the gateway cut. ``python -m bench hostile``
+(``--seconds``, ``--good``, ``--rate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import struct
+import time
+import uuid
+from pathlib import Path
+
+from bench.local_cluster import temporary_cluster
+from odradek.protocol.messages import MetadataRequest, ProduceRequest, encode_request
+from odradek.records.record import BatchBuilder
+
+READ_TIMEOUT_MS = 2000
+UNANSWERED_S = 30.0
+BUDGET = 256 * 1024 * 1024
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _produce_frame(topic: str, partition: int, cid: int) -> bytes:
+    builder = BatchBuilder()
+    builder.append(int(time.time() * 1000), None, b"x" * 100)
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[
+            data(
+                name=topic,
+                partition_data=[
+                    data.PartitionProduceData(index=partition, records=builder.build())
+                ],
+            )
+        ],
+    )
+    return encode_request(0, 9, cid, "good", request)
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+async def _good_client(
+    host: str, port: int, topic: str, index: int, rate: float, stop: float, out: list[float]
+) -> None:
+    reader, writer = await asyncio.open_connection(host, port)
+    interval = 1.0 / rate
+    cid = 0
+    next_at = time.monotonic() + (index % 10) * interval / 10
+    try:
+        while time.monotonic() < stop:
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            next_at += interval
+            cid += 1
+            sent = time.perf_counter()
+            writer.write(_produce_frame(topic, index % 3, cid))
+            try:
+                await asyncio.wait_for(_read_frame(reader), UNANSWERED_S)
+            except TimeoutError:
+                out.append(float("inf"))  # unanswered: counts above any percentile
+                return
+            out.append(time.perf_counter() - sent)
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
+async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int]) -> None:
+    """One hostile client: misbehave until the gateway cuts us off, then start again."""
+    metadata = encode_request(
+        3,
+        12,
+        1,
+        "hostile",
+        MetadataRequest(
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
+    while time.monotonic() < stop:
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        sock = writer.get_extra_info("socket")
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            while time.monotonic() < stop:
+                if kind == "never-read":
+                    writer.write(metadata * 50)
+                    await asyncio.wait_for(writer.drain(), 5)
+                elif kind == "trickle":
+                    writer.write(struct.pack(">i", 1_000_000))
+                    while time.monotonic() < stop:
+                        writer.write(b"\0")
+                        await writer.drain()
+                        await asyncio.sleep(0.5)
+                else:  # oversize
+                    writer.write(struct.pack(">i", 200 * 1024 * 1024) + b"\0" * 65536)
+                    await asyncio.wait_for(writer.drain(), 5)
+                    while time.monotonic() < stop:
+                        writer.write(b"\0" * 65536)
+                        await asyncio.wait_for(writer.drain(), 5)
+                if reader.at_eof():
+                    break
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            cuts[kind] = cuts.get(kind, 0) + 1
+        finally:
+            writer.close()
+        await asyncio.sleep(0.05)
+
+
+async def _phase(
+    host: str, port: int, topic: str, args: argparse.Namespace, pid: int, hostile: bool
+) -> tuple[list[float], float, dict[str, int]]:
+    stop = time.monotonic() + args.seconds
+    latencies: list[float] = []
+    cuts: dict[str, int] = {}
+    peak = 0.0
+
+    async def sample() -> None:
+        nonlocal peak
+        while time.monotonic() < stop:
+            peak = max(peak, _rss_mib(pid))
+            await asyncio.sleep(0.1)
+
+    tasks = [
+        asyncio.ensure_future(_good_client(host, port, topic, i, args.rate, stop, latencies))
+        for i in range(args.good)
+    ]
+    tasks.append(asyncio.ensure_future(sample()))
+    if hostile:
+        kinds = ["never-read"] * 20 + ["trickle"] * 15 + ["oversize"] * 15
+        tasks += [asyncio.ensure_future(_cut(k, host, port, stop, cuts)) for k in kinds]
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return latencies, peak, cuts
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench hostile")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--good", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=5.0, help="requests/s per good client")
+    args, _ = parser.parse_known_args(argv)
+    settings = {
+        "connection.request.read.timeout.ms": str(READ_TIMEOUT_MS),
+        "queued.max.request.bytes": str(BUDGET),
+        "max.connections.per.ip": "1000",
+    }
+    with temporary_cluster("odradek-bench-hostile-", settings=settings) as cluster:
+        host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        gateway = next(s for s in cluster.services if s.spec.kind == "gateway")
+        pid = gateway.process.pid
+        topic = f"hostile-{uuid.uuid4().hex[:6]}"
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
+        time.sleep(1.0)
+        baseline = _rss_mib(pid)
+        alone = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=False))
+        mixed = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=True))
+    rows = [("alone", alone), ("with 50 hostile", mixed)]
+    print(
+        f"{args.good} clients x {args.rate:g} one-record acks=1 produces/s, {args.seconds:g} s "
+        f"per phase; gateway RSS at start {baseline:.0f} MiB, budget "
+        f"(queued.max.request.bytes) {BUDGET // (1 << 20)} MiB"
+    )
+    print(f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13}")
+    for name, (lat, peak, _cuts) in rows:
+        print(
+            f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} {peak:>13.0f}"
+        )
+    p99_ratio = _pct(mixed[0], 0.99) / max(_pct(alone[0], 0.99), 1e-9)
+    cuts = mixed[2]
+    print(f"hostile connections cut by the gateway: {cuts or 'none'}")
+    print(
+        f"p99 with hostile / alone: {p99_ratio:.2f}x (goal <= 1.5x); peak RSS "
+        f"{mixed[1]:.0f} MiB vs start + budget {baseline + BUDGET / (1 << 20):.0f} MiB"
+    )
