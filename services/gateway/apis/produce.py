@@ -192,14 +192,14 @@ async def _prepare(
     for topic_data in request.topic_data:
         name = topic_data.name
         topic_results = results.setdefault(name, {})
-        topic = snap.topics.get(name)
+        leaders = snap.leaders(name)
         for pdata in topic_data.partition_data:
             index = pdata.index
-            if topic is None or not 0 <= index < len(topic.partitions):
+            if leaders is None or not 0 <= index < len(leaders):
                 topic_results[index] = _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            part = snap.partition(name, index)
-            if part is None or part.leader < 0:
+            leader = leaders[index]
+            if leader < 0:
                 topic_results[index] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
             # odradek.protocol.decoder leaves records a zero-copy view of the request.
@@ -232,7 +232,7 @@ async def _prepare(
             bytes_in.inc(len(data))
             partitions_in.inc()
             topic_results[index] = _Result(ErrorCode.REQUEST_TIMED_OUT)  # until answered
-            queued.add(part.leader, storage_pb2.ProducePartition(topic=name, partition=index), data)
+            queued.add(leader, storage_pb2.ProducePartition(topic=name, partition=index), data)
     return results
 
 
