@@ -34,6 +34,7 @@ batch.
 
     make bench broker [ARGS="--messages=N --size=BYTES --partitions=P --linger-ms=MS
                              --batch-size=BYTES --acks=1 --rounds=N --brokers=odradek,tansu
+                             (or odradek,odradek-mtls: internal mutual TLS against plaintext)
                              --latency-rate=R --latency-seconds=S --no-replication
                              --only=compare|replication|latency"]
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import os
 import re
 import shlex
@@ -172,7 +174,9 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def odradek(tmp: Path, storage_nodes: int = 1, name: str = "odradek") -> Iterator[Broker]:
+def odradek(
+    tmp: Path, storage_nodes: int = 1, name: str = "odradek", internal_tls: bool = False
+) -> Iterator[Broker]:
     from odradek.tools.launcher import Cluster, ClusterOptions
 
     cluster = Cluster(
@@ -182,6 +186,7 @@ def odradek(tmp: Path, storage_nodes: int = 1, name: str = "odradek") -> Iterato
             storage_nodes=storage_nodes,
             replication_factor=min(3, storage_nodes),
             console=False,
+            internal_tls=internal_tls,
         )
     )
     cluster.start()
@@ -189,7 +194,7 @@ def odradek(tmp: Path, storage_nodes: int = 1, name: str = "odradek") -> Iterato
         kinds = ", ".join(s.spec.kind for s in cluster.services)
         print(f"  {name}: {cluster.bootstrap_servers} ({kinds}; data in {cluster.data_dir})")
         yield Broker(
-            "odradek",
+            name,
             cluster.bootstrap_servers,
             lambda: [s.process.pid for s in cluster.services if s.process.poll() is None],
         )
@@ -506,7 +511,12 @@ def main(argv: list[str]) -> None:
             print(f"{args.messages:,} x {args.size}-byte messages in {data}; {args.partitions} "
                   f"partition(s), linger.ms={args.linger_ms}, batch.size={args.batch_size}")  # fmt: skip
         if args.only in (None, "compare"):
-            starters = {"odradek": odradek, "tansu": tansu}
+            starters = {
+                "odradek": odradek,
+                "tansu": tansu,
+                # Mutual TLS between services (docs/security.md): its cost against "odradek".
+                "odradek-mtls": functools.partial(odradek, name="odradek-mtls", internal_tls=True),
+            }
             with contextlib.ExitStack() as stack:
                 brokers = [stack.enter_context(starters[name](tmp)) for name in args.brokers]
                 series = compare(runner, brokers, args.acks)

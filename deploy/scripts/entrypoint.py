@@ -33,6 +33,10 @@ of :mod:`odradek.config`, so ``--set`` still overrides them):
   ``metadata.store`` under ``/var/lib/odradek``; ``controller.address``
   ``controller:9093``; the web console's ``console.listener`` ``0.0.0.0:8080`` (it
   has no node id: it is a client of the cluster, not a member).
+- ``internal.tls.{ca,cert,key}`` from ``ODRADEK_INTERNAL_TLS_DIR`` (a mounted Secret,
+  docs/security.md "Between services"): ``ca.crt`` and this service's certificate,
+  ``<service>-<node id>.crt``/``.key`` when the directory has one (storage nodes:
+  their certificate names their id), else the kind-wide ``<service>.crt``/``.key``.
 
 ``odradek-entrypoint healthcheck [readyz|healthz]`` probes the service's own HTTP
 endpoint (Docker HEALTHCHECK; no curl in the image). ``ODRADEK_ENTRYPOINT_DRY_RUN=1``
@@ -231,6 +235,7 @@ def plan(
     environ: Mapping[str, str],
     hostname: str,
     resolve: Callable[[str], str | None] = reverse_name,
+    exists: Callable[[str], bool] = os.path.exists,
 ) -> dict[str, str]:
     """The ``ODRADEK_*`` variables to add for ``service`` (those not already set)."""
     if service not in SERVICES:
@@ -274,6 +279,15 @@ def plan(
         added[env_name("log.dirs")] = f"{DATA_ROOT}/data"
     if service == "controller" and need("metadata.store"):
         added[env_name("metadata.store")] = f"file://{DATA_ROOT}/controller"
+    tls_dir = environ.get("ODRADEK_INTERNAL_TLS_DIR", "").rstrip("/")
+    if tls_dir and service != "mirror" and need("internal.tls.cert"):
+        node_id = environ.get(env_name("node.id")) or added.get(env_name("node.id"))
+        name = service
+        if node_id is not None and exists(f"{tls_dir}/{service}-{node_id}.crt"):
+            name = f"{service}-{node_id}"
+        added[env_name("internal.tls.ca")] = f"{tls_dir}/ca.crt"
+        added[env_name("internal.tls.cert")] = f"{tls_dir}/{name}.crt"
+        added[env_name("internal.tls.key")] = f"{tls_dir}/{name}.key"
     return added
 
 

@@ -19,6 +19,8 @@ the embedded store imitates them, and the shared contract tests hold both to the
   was compacted away raises :class:`CompactedError`.
 
 ``metadata.store=etcd://host:port[,host:port...]`` selects it (see :mod:`.store_url`).
+With ``metadata.store.tls.ca`` (and ``.cert``/``.key`` for etcd's
+``--client-cert-auth``) the client speaks TLS (:class:`EtcdTls`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ import ipaddress
 import logging
 import math
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -47,6 +51,7 @@ from etcd3aio._protobuf import (
     WatchStub,
 )
 
+from odradek.config import ConfigError
 from odradek.controller.store import (
     CompactedError,
     Compare,
@@ -181,20 +186,87 @@ async def _resolve_endpoints(endpoints: Sequence[str], patience: float) -> list[
     return out
 
 
+@dataclass(frozen=True)
+class EtcdTls:
+    """TLS to etcd: the CA of its server certificate, and a client certificate and key
+    when etcd runs with ``--client-cert-auth`` (PEM bytes)."""
+
+    ca: bytes
+    cert: bytes | None = None
+    key: bytes | None = None
+    server_name: str | None = None  # None: the endpoint's host name, as dialled
+
+    @classmethod
+    def from_settings(cls, get: Callable[[str], str | None]) -> EtcdTls | None:
+        """``metadata.store.tls.{ca,cert,key,server.name}``; None when ``ca`` is unset."""
+        files = {n: (get(f"metadata.store.tls.{n}") or "").strip() for n in ("ca", "cert", "key")}
+        if not files["ca"]:
+            if files["cert"] or files["key"]:
+                raise ConfigError("metadata.store.tls.cert/key need metadata.store.tls.ca")
+            return None
+        if bool(files["cert"]) != bool(files["key"]):
+            raise ConfigError("metadata.store.tls.cert and metadata.store.tls.key go together")
+        data: dict[str, bytes | None] = {}
+        for name, path in files.items():
+            try:
+                data[name] = Path(path).read_bytes() if path else None
+            except OSError as exc:
+                raise ConfigError(f"metadata.store.tls.{name}={path}: {exc}") from None
+        ca = data["ca"]
+        assert ca is not None
+        server_name = (get("metadata.store.tls.server.name") or "").strip() or None
+        return cls(ca, data["cert"], data["key"], server_name)
+
+
+def _server_name(endpoints: Sequence[str], tls: EtcdTls) -> str | None:
+    """What etcd's certificate is checked against: endpoints are dialled by address
+    (:func:`_resolve_endpoints`), so a host name given in the URL is kept here."""
+    if tls.server_name:
+        return tls.server_name
+    host = endpoints[0].rpartition(":")[0].strip("[]") if endpoints else ""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        return host or None
+
+
 class EtcdStore(MetadataStore):
     """``await EtcdStore.connect(["127.0.0.1:2379"])``; see the module docstring."""
 
-    def __init__(self, endpoints: Sequence[str], *, timeout: float) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        timeout: float,
+        tls: EtcdTls | None = None,
+        server_name: str | None = None,
+    ) -> None:
         self.endpoints = list(endpoints)
         self.timeout = timeout
-        self._client = Etcd3Client(self.endpoints, rpc_max_attempts=1)
+        if tls is None:
+            self._client = Etcd3Client(self.endpoints, rpc_max_attempts=1)
+        else:
+            self._client = Etcd3Client(
+                self.endpoints,
+                rpc_max_attempts=1,
+                tls_server_name=server_name,
+                ca_cert=tls.ca,
+                cert_key=tls.key,
+                cert_chain=tls.cert,
+            )
         self._revision = 0
         self._closed = False
         self._watches: set[_EtcdWatch] = set()
 
     @classmethod
     async def connect(
-        cls, endpoints: Sequence[str], *, timeout: float = 5.0, wait: float = 0.0
+        cls,
+        endpoints: Sequence[str],
+        *,
+        timeout: float = 5.0,
+        wait: float = 0.0,
+        tls: EtcdTls | None = None,
     ) -> EtcdStore:
         """Open a client; with ``wait`` > 0, retry until etcd answers or ``wait`` passes.
 
@@ -203,7 +275,12 @@ class EtcdStore(MetadataStore):
         election loop backs off and tries again).
         """
         loop = asyncio.get_running_loop()
-        store = cls(await _resolve_endpoints(endpoints, max(wait, 30.0)), timeout=timeout)
+        store = cls(
+            await _resolve_endpoints(endpoints, max(wait, 30.0)),
+            timeout=timeout,
+            tls=tls,
+            server_name=_server_name(endpoints, tls) if tls else None,
+        )
         await store._client.connect()
         deadline = loop.time() + wait
         while True:

@@ -86,7 +86,7 @@ class ControllerService:
     async def start(self) -> dict[str, int]:
         self.store = await self._open_store()
         self.controller = Controller(self.store, self.settings)
-        self.rpc = RpcServer(self.host, self.grpc_port)
+        self.rpc = RpcServer(self.host, self.grpc_port, node_kind_of=self._node_kind)
         controller_pb2_grpc.add_ControllerServicer_to_server(
             ControllerServicer(self.controller), self.rpc.server
         )
@@ -103,15 +103,26 @@ class ControllerService:
         target = self.store_target
         if isinstance(target, EtcdTarget):
             # Imported here: the etcd client library is only needed by etcd users.
-            from odradek.controller.etcd_store import EtcdStore
+            from odradek.controller.etcd_store import EtcdStore, EtcdTls
 
             # Not waited for: the election loop retries until etcd answers.
             log.info("metadata store: etcd at %s", ",".join(target.endpoints))
-            return await EtcdStore.connect(target.endpoints, timeout=self.store_timeout_ms / 1000.0)
+            return await EtcdStore.connect(
+                target.endpoints,
+                timeout=self.store_timeout_ms / 1000.0,
+                tls=EtcdTls.from_settings(self.config.get),
+            )
         try:
             return await EmbeddedStore.open(target, snapshot_every=self.snapshot_entries)
         except StoreError as exc:
             raise ConfigError(f"cannot open metadata store {target}: {exc}") from exc
+
+    def _node_kind(self, node_id: int) -> int | None:
+        """A registered node's kind, for authorizing calls that carry only its id
+        (odradek.rpc.peer_auth); None when unknown (a standby, a new node)."""
+        model = self.controller.model if self.controller is not None else None
+        node = model.nodes.get(node_id) if model is not None else None
+        return int(node.kind) if node is not None else None
 
     def _health_changed(self) -> None:
         if self._health_task is None or self._health_task.done():

@@ -9,8 +9,11 @@ arrival order.
 Limits, with Kafka's names where Kafka has one:
 - ``socket.request.max.bytes``: a larger size prefix closes the connection before
   the body is buffered (Kafka logs ``InvalidReceiveException`` and closes);
-- ``queued.max.requests`` (per connection here) and ``queued.max.request.bytes``:
-  past either bound the connection stops reading until responses drain;
+- ``queued.max.requests`` and ``connection.max.queued.request.bytes`` (per
+  connection): past either bound the connection stops reading until responses drain;
+- ``queued.max.request.bytes``: the process's budget (memory_pool.py) for the bytes
+  every connection holds (requests being read or handled, responses not yet sent);
+  while it is used up, no connection is read from (Kafka mutes every channel);
 - ``connections.max.idle.ms``: a connection with nothing in flight and no traffic
   for that long is closed;
 - ``max.connections`` / ``max.connections.per.ip`` (``max.connections.per.ip.overrides``):
@@ -56,6 +59,7 @@ from odradek.certs import subject_dn
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.gateway.authentication import SaslSession
 from odradek.gateway.listeners import ANONYMOUS, ListenerSecurity
+from odradek.gateway.memory_pool import MemoryPool
 from odradek.gateway.ordered_lanes import OrderedLanes
 from odradek.gateway.produce_lane import ProduceLane
 from odradek.protocol.exceptions import ProtocolError
@@ -85,13 +89,15 @@ Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[
 class ConnectionLimits:
     max_request_bytes: int = GATEWAY_CONFIGS.int("socket.request.max.bytes")
     max_inflight_requests: int = GATEWAY_CONFIGS.int("queued.max.requests")
-    max_inflight_bytes: int = GATEWAY_CONFIGS.int("queued.max.request.bytes")
+    max_inflight_bytes: int = GATEWAY_CONFIGS.int("connection.max.queued.request.bytes")
     idle_timeout_s: float = GATEWAY_CONFIGS.int("connections.max.idle.ms") / 1000.0
     max_queued_response_bytes: int = GATEWAY_CONFIGS.int("connection.max.queued.response.bytes")
     request_read_timeout_s: float = (
         GATEWAY_CONFIGS.int("connection.request.read.timeout.ms") / 1000.0
     )
     write_timeout_s: float = GATEWAY_CONFIGS.int("connection.write.timeout.ms") / 1000.0
+    # queued.max.request.bytes: one pool shared by every connection of the process.
+    memory_pool: MemoryPool | None = None
 
 
 class ConnectionQuota:
@@ -244,6 +250,8 @@ class KafkaConnection(asyncio.Protocol):
         self._last_unsent = 0
         self.muted_until = 0.0  # client quota throttle (KIP-219): not read from until then
         self.ctx.mute = self.mute
+        self.pool = limits.memory_pool
+        self._held = 0  # bytes counted against the pool
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -343,6 +351,16 @@ class KafkaConnection(asyncio.Protocol):
             self._pause_reading()
             return
         self.last_activity = time.monotonic()
+        if self.pool is not None and (
+            self.held or (self.pool.exhausted and not self.decoder.buffered_bytes)
+        ):
+            # Budget used up (Kafka mutes every channel then): hold this read unparsed
+            # until there is room; only a request already being read goes on.
+            self.held.append(data)
+            self._account()
+            self._pause_reading()
+            self.pool.wait(self.ctx.connection_id, self._pool_resume)
+            return
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -356,11 +374,23 @@ class KafkaConnection(asyncio.Protocol):
                 self.partial_since = self.last_activity
         else:
             self.partial_since = None
+        self._account()
+        # The budget pauses a connection between requests, never inside one that was
+        # being read already (Kafka allocates a request's buffer whole, non-strictly):
+        # requests in progress always finish, so the budget cannot deadlock.
+        starved = (
+            self.pool is not None
+            and self.pool.exhausted
+            and not (self.decoder.buffered_bytes and not frames)
+        )
         if not self.closed and (
             len(self.pending) >= self.limits.max_inflight_requests
             or self.inflight_bytes >= self.limits.max_inflight_bytes
+            or starved
         ):
             self._pause_reading()
+            if starved and self.pool is not None:
+                self.pool.wait(self.ctx.connection_id, self._pool_resume)
 
     def eof_received(self) -> bool | None:
         # Half-close: let queued responses go out, then close (Kafka closes on EOF).
@@ -370,6 +400,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.pool is not None:
+            self.pool.forget(self.ctx.connection_id)
+            self.pool.adjust(-self._held)
+            self._held = 0
         if self._counted and self.quota is not None:
             self._counted = False
             self.quota.release(self.ctx.host)
@@ -412,6 +446,7 @@ class KafkaConnection(asyncio.Protocol):
         result = fut.result()
         if result:
             self.queued_response_bytes += result_size(result)
+            self._account()
             self._check_queued_bytes()
 
     def _check_queued_bytes(self) -> None:
@@ -458,6 +493,7 @@ class KafkaConnection(asyncio.Protocol):
                     return
                 self.pending.popleft()
                 self.inflight_bytes -= size
+                self._account()
                 if result:
                     await self.writable.wait()
                     if self.closed or self.transport is None:
@@ -467,6 +503,7 @@ class KafkaConnection(asyncio.Protocol):
                     else:
                         self.transport.write(result)
                     self.queued_response_bytes -= result_size(result)
+                    self._account()
                     self.last_activity = time.monotonic()
                 if self.ctx.close_after_response:
                     self.close()
@@ -487,9 +524,53 @@ class KafkaConnection(asyncio.Protocol):
     def _resume_reading(self) -> None:
         if self.waiting_turn or self.muted_until:
             return
+        if (
+            self.pool is not None
+            and self.pool.exhausted
+            and not self.closed
+            and not self.decoder.buffered_bytes  # a request half read: let it finish
+        ):
+            self.pool.wait(self.ctx.connection_id, self._pool_resume)
+            return
         if self.transport is not None and self.reading_paused and not self.closed:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def _account(self) -> None:
+        """Report this connection's holdings to the process's budget (memory_pool.py):
+        requests being read or handled and finished responses not yet sent."""
+        if self.pool is None or self.closed:
+            return
+        held = (
+            self.inflight_bytes
+            + self.decoder.buffered_bytes
+            + self.queued_response_bytes
+            + sum(len(b) for b in self.held)
+        )
+        if held != self._held:
+            delta, self._held = held - self._held, held
+            self.pool.adjust(delta)
+
+    def _pool_resume(self) -> None:
+        """The budget has room again: parse what was held, read on unless a bound of
+        our own still holds."""
+        if self.closed or self.waiting_turn:
+            return
+        held, self.held = self.held, []
+        for i, data in enumerate(held):
+            if self.closed:
+                return
+            if self.held:  # used up again: keep the rest, in order, for the next room
+                self.held.extend(held[i:])
+                break
+            self.data_received(data)
+        if (
+            not self.closed
+            and not self.held  # used up again while parsing: paused and waiting again
+            and len(self.pending) < self.limits.max_inflight_requests
+            and self.inflight_bytes < self.limits.max_inflight_bytes
+        ):
+            self._resume_reading()
 
     @property
     def idle(self) -> bool:

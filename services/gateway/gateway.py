@@ -51,6 +51,7 @@ from odradek.gateway.connection import (
 )
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.listeners import parse_advertised, parse_listener
+from odradek.gateway.memory_pool import MemoryPool
 from odradek.gateway.throttling import apply_quotas
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache, Snapshot
@@ -96,6 +97,15 @@ REQUEST_ERRORS = Counter(
     ["request"],
 )
 CONNECTIONS = Gauge("odradek_gateway_connections", "Open Kafka client connections.")
+# Kafka's MemoryPoolAvailable; -1 without a budget (queued.max.request.bytes -1).
+MEMORY_POOL_AVAILABLE = Gauge(
+    "odradek_gateway_memory_pool_available_bytes",
+    "Bytes left of queued.max.request.bytes, the budget for client traffic.",
+)
+MEMORY_POOL_PAUSED = Gauge(
+    "odradek_gateway_memory_pool_paused_connections",
+    "Connections not read from because queued.max.request.bytes is used up.",
+)
 
 
 SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -157,10 +167,16 @@ class Gateway:
             if k in self.handlers and (self.security.sasl or k not in SASL_APIS)
         }
         self._metric_children: dict[tuple[int, int], _RequestMetrics] = {}
+        self.memory_pool = MemoryPool(GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"))
+        MEMORY_POOL_AVAILABLE.set_function(lambda: self.memory_pool.available)
+        MEMORY_POOL_PAUSED.set_function(lambda: len(self.memory_pool))
         self.limits = ConnectionLimits(
             max_request_bytes=GATEWAY_CONFIGS.read_int(config, "socket.request.max.bytes"),
             max_inflight_requests=GATEWAY_CONFIGS.read_int(config, "queued.max.requests"),
-            max_inflight_bytes=GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"),
+            max_inflight_bytes=GATEWAY_CONFIGS.read_int(
+                config, "connection.max.queued.request.bytes"
+            ),
+            memory_pool=self.memory_pool,
             idle_timeout_s=GATEWAY_CONFIGS.read_int(config, "connections.max.idle.ms") / 1000.0,
             max_queued_response_bytes=GATEWAY_CONFIGS.read_int(
                 config, "connection.max.queued.response.bytes"

@@ -11,6 +11,13 @@ Every call runs as its own task and answers in any order, but Produce requests o
 the previous one's append (its acks=-1 wait runs alongside the next one's); until the
 node is up a call gets an ERROR answer (the gateway answers the client as for an unreachable node). A
 malformed frame closes the connection, never the node.
+
+Followers' replica fetches come here too (:mod:`odradek.storage.fetcher`). With
+internal TLS (:mod:`odradek.internal_tls`) the listener requires a client certificate
+from the cluster CA naming a gateway, and closes any other connection; a Fetch with a
+``replica_id`` is then refused here (a gateway may not act as a follower), and
+followers fetch over gRPC, where the peer rules check that the certificate names that
+replica.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from odradek import internal_tls
 from odradek.datalink.connection import FrameProtocol
 from odradek.datalink.frame import (
     ERROR,
@@ -33,6 +41,7 @@ from odradek.datalink.frame import (
     FrameError,
     encode,
 )
+from odradek.internal_tls import Member, parse_member
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import storage_pb2
 
@@ -52,6 +61,16 @@ class _Connection(FrameProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        if self.server.tls is not None:
+            member = _member(transport.get_extra_info("peercert"))
+            if member is None or member.kind != "gateway":
+                log.warning(
+                    "data link: refused %s from %s: only gateways call the data link",
+                    member or "a certificate naming no member",
+                    transport.get_extra_info("peername"),
+                )
+                transport.close()
+                return
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -113,6 +132,8 @@ class _Connection(FrameProtocol):
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
             fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
+            if fetch.replica_id >= 0 and self.server.tls is not None:
+                return ERROR, b"followers fetch over gRPC under internal TLS", []
             response, records = await handlers.fetch.fetch_split(fetch)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
@@ -132,6 +153,16 @@ class _Turn:
 
     previous: asyncio.Future[None] | None
     ours: asyncio.Future[None]
+
+
+def _member(cert: dict[str, Any] | None) -> Member | None:
+    """The member a verified peer certificate (``ssl`` module form) names."""
+    for kind, value in (cert or {}).get("subjectAltName", ()):
+        if kind == "URI":
+            member = parse_member(value)
+            if member is not None:
+                return member
+    return None
 
 
 def _produce_head(frame: Frame) -> storage_pb2.ProduceRequest | None:
@@ -159,12 +190,17 @@ class DataLinkServer:
         self.handlers = handlers
         self.max_frame_bytes = max_frame_bytes
         self.connections: set[_Connection] = set()
+        self.tls = internal_tls.active()
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.port, backlog=256
+            lambda: _Connection(self),
+            self.host,
+            self.port,
+            backlog=256,
+            ssl=self.tls.ssl_server_context() if self.tls else None,
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port

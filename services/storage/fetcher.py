@@ -7,7 +7,8 @@ batch), the leader answers once ``replica.fetch.min.bytes`` are there or
 ``replica.fetch.wait.max.ms`` passes, the fetcher appends and asks again. The
 connection is the leader's data link (docs/data-link.md: the record bytes travel
 beside a protobuf head, not inside it, and no gRPC call machinery runs per fetch),
-or its ``ReplicaFetch`` gRPC stream when the leader has no data link. With the
+or its ``ReplicaFetch`` gRPC stream when the leader has no data link or internal TLS
+is on (the data link then serves gateways only, docs/security.md). With the
 default ``replica.fetch.min.bytes`` of 1 an answer goes out as soon as anything is
 new, as in Kafka: an acks=all produce waits for the followers' next fetches, so a
 fetch that waited for more bytes would delay every acknowledgement by that wait.
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from odradek import internal_tls
 from odradek.datalink.client import DataLinkConnection, DataLinkError, open_connection
 from odradek.datalink.frame import FETCH, Buffer
 from odradek.protocol.errors import ErrorCode
@@ -155,7 +157,7 @@ class ReplicaFetcher:
                         await self._wait_changed(self._until_next_ready())
                         continue
                     wait = self.settings.replica_fetch_wait_max_ms / 1000.0 + SOCKET_TIMEOUT_S
-                    if data_address is not None:
+                    if data_address is not None and internal_tls.active() is None:
                         if link is None or link.closed:
                             link = await asyncio.wait_for(
                                 open_connection(data_address), SOCKET_TIMEOUT_S

@@ -98,12 +98,14 @@ def issue(
     server: bool = True,
     client: bool = True,
     organizational_unit: str | None = None,
+    uris: tuple[str, ...] = (),
 ) -> IssuedCert:
     """A certificate for ``name`` signed by the CA in ``directory`` (made if missing).
 
     ``hosts`` become subject alternative names (IP addresses or DNS names), which
     clients check against the address they dialled (``ssl.endpoint.identification.
-    algorithm=https``).
+    algorithm=https``); ``uris`` become URI names (a service's identity,
+    :mod:`odradek.internal_tls`).
     """
     ca_cert_path, ca_key_path = ensure_ca(directory)
     out = IssuedCert(
@@ -124,6 +126,7 @@ def issue(
             sans.append(x509.IPAddress(ipaddress.ip_address(h)))
         except ValueError:
             sans.append(x509.DNSName(h))
+    sans.extend(x509.UniformResourceIdentifier(u) for u in uris)
     usages = []
     if server:
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)

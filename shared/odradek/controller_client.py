@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 import grpc
 
+from odradek import internal_tls
 from odradek.metadata_cache import MetadataCache
-from odradek.rpc.channel import open_channel
-from odradek.rpc.server import CHANNEL_OPTIONS
+from odradek.rpc.channel import open_channel, open_sync_channel
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,9 @@ class ControllerUnavailable(RuntimeError):
 
 
 class ControllerClient:
-    def __init__(self, addresses: list[str] | str) -> None:
+    def __init__(
+        self, addresses: list[str] | str, tls: internal_tls.InternalTls | None = None
+    ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
         if not addresses:
@@ -49,12 +51,13 @@ class ControllerClient:
         self.addresses = addresses
         self._index = 0
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.tls = tls  # None: the process's own (odradek.internal_tls.active())
 
     def _stub(self) -> controller_pb2_grpc.ControllerStub:
         address = self.addresses[self._index % len(self.addresses)]
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = open_channel(address)
+            channel = self._channels[address] = open_channel(address, self.tls)
         return controller_pb2_grpc.ControllerStub(channel)
 
     def _rotate(self) -> None:
@@ -284,7 +287,7 @@ class _HeartbeatSender:
         if self._stub is None or address != self._address:
             self.close()
             self._address = address
-            self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._channel = open_sync_channel(address, self.client.tls)
             self._stub = controller_pb2_grpc.ControllerStub(self._channel)
         return self._stub
 

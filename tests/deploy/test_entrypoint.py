@@ -223,3 +223,20 @@ def test_healthcheck_follows_readiness(metrics_server: MetricsServer) -> None:
         s.bind(("127.0.0.1", 0))
         environ["ODRADEK_METRICS_PORT"] = str(s.getsockname()[1])
     assert probe("healthz") == 1
+
+
+def test_internal_tls_files_from_the_mounted_secret() -> None:
+    """A storage node takes the certificate naming its id; a gateway (hashed id) the
+    kind-wide one; settings already given win."""
+    files = {"/tls/ca.crt", "/tls/storage-102.crt", "/tls/gateway.crt"}
+    env = {"POD_IP": "10.1.2.3", "ODRADEK_INTERNAL_TLS_DIR": "/tls/"}
+    storage = ep.plan("storage", env, "odradek-storage-2", lambda ip: None, files.__contains__)
+    assert storage["ODRADEK_INTERNAL_TLS_CA"] == "/tls/ca.crt"
+    assert storage["ODRADEK_INTERNAL_TLS_CERT"] == "/tls/storage-102.crt"
+    assert storage["ODRADEK_INTERNAL_TLS_KEY"] == "/tls/storage-102.key"
+    gateway = ep.plan("gateway", env, "gw-5d9f-x2", lambda ip: None, files.__contains__)
+    assert gateway["ODRADEK_INTERNAL_TLS_CERT"] == "/tls/gateway.crt"
+    given = {**env, "ODRADEK_INTERNAL_TLS_CERT": "/elsewhere.crt"}
+    kept = ep.plan("gateway", given, "gw", lambda ip: None, files.__contains__)
+    assert "ODRADEK_INTERNAL_TLS_CERT" not in kept
+    assert "ODRADEK_INTERNAL_TLS_CA" not in ep.plan("storage", {"POD_IP": "10.1.2.3"}, "s-1", None)

@@ -326,6 +326,8 @@ def test_every_odradek_pod_is_probed_bounded_and_unprivileged(
     _, values = case
     docs = objects(render(helm, values))
     probe_type = ((values or {}).get("probes") or {}).get("type", "grpc")
+    if ((values or {}).get("internalTls") or {}).get("enabled"):
+        probe_type = "http"  # the kubelet has no client certificate
     for component, work in workloads(docs).items():
         pod = work["spec"]["template"]["spec"]
         assert pod["terminationGracePeriodSeconds"] >= 30, component
@@ -481,6 +483,8 @@ def test_settings_reach_the_services_under_their_kafka_names(helm: Any) -> None:
         ({"config": {"Log_Retention": "1"}}, "Log_Retention"),
         ({"storage": {"persistance": {"size": "1Gi"}}}, "persistance"),
         ({"replicaCount": 3}, "replicaCount"),
+        ({"internalTls": {"enabled": True}}, "secretName"),
+        ({"networkPolicy": {"enabled": True, "kafkaFrom": "all"}}, "/networkPolicy/kafkaFrom"),
     ],
 )
 def test_schema_rejects_bad_values(helm: Any, values: dict[str, Any], complaint: str) -> None:
@@ -517,6 +521,56 @@ def test_inconsistent_values_fail_to_render(
     with pytest.raises(helm.HelmError) as info:
         render(helm, values)
     assert complaint in str(info.value)
+
+
+def test_internal_tls_and_network_policies(helm: Any) -> None:
+    """Every pod that speaks gRPC mounts the Secret and is told where it is; the
+    NetworkPolicies open gRPC and metrics to the release's pods only and the Kafka ports
+    to clients."""
+    docs = objects(render(helm, load_values(VALUES_DIR / "secured.yaml")))
+    for component, work in workloads(docs).items():
+        if component == "etcd":
+            continue
+        pod = work["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["internal-tls"]["secret"]["secretName"] == "odradek-internal-tls"
+        c = pod["containers"][0]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        assert mounts["internal-tls"]["mountPath"] == "/etc/odradek/internal-tls"
+        assert mounts["internal-tls"]["readOnly"] is True
+        env = env_of(c)
+        assert env["ODRADEK_INTERNAL_TLS_DIR"] == "/etc/odradek/internal-tls", component
+        assert env["ODRADEK_INTERNAL_TLS_SERVER_NAME"] == "odradek.internal"
+    # The bundled etcd serves TLS to clients with certificates of the cluster CA.
+    etcd = containers(workloads(docs)["etcd"])[0]
+    assert "--client-cert-auth" in etcd["args"]
+    assert "--trusted-ca-file=/etc/odradek/internal-tls/ca.crt" in etcd["args"]
+    assert "--listen-client-urls=https://0.0.0.0:2379" in etcd["args"]
+    controller = env_of(containers(workloads(docs)["controller"])[0])
+    assert (
+        controller["ODRADEK_METADATA_STORE_TLS_CERT"] == "/etc/odradek/internal-tls/controller.crt"
+    )
+    policies = by_kind(docs, "NetworkPolicy")
+    internal = policies[f"{RELEASE}-odradek-internal"]["spec"]
+    release = {"app.kubernetes.io/name": "odradek", "app.kubernetes.io/instance": RELEASE}
+    assert internal["podSelector"]["matchLabels"] == release
+    assert internal["ingress"][0] == {"from": [{"podSelector": {"matchLabels": release}}]}
+    assert internal["ingress"][1]["ports"] == [{"port": 9102, "protocol": "TCP"}]
+    kafka = policies[f"{RELEASE}-odradek-gateway-kafka"]["spec"]
+    assert kafka["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "gateway"
+    assert kafka["ingress"] == [
+        {
+            "ports": [
+                {"port": 9092, "protocol": "TCP"},
+                {"port": 9192, "endPort": 9192 + 15, "protocol": "TCP"},
+            ]
+        }
+    ]
+    assert "console" in policies[f"{RELEASE}-odradek-console-ui"]["metadata"]["name"]
+    # Off by default: no policies, no Secret, gRPC probes.
+    plain = objects(render(helm, None))
+    assert not by_kind(plain, "NetworkPolicy")
+    assert "ODRADEK_INTERNAL_TLS_DIR" not in env_of(containers(workloads(plain)["storage"])[0])
 
 
 def test_notes_tell_how_to_connect(helm: Any) -> None:

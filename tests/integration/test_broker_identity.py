@@ -11,7 +11,10 @@ and 2 gateways:
   knows it is that broker (DescribeConfigs on another id there is refused, as on a
   Kafka broker);
 - FindCoordinator names the broker leading the group's ``__consumer_offsets``
-  partition and ListGroups on each broker's port lists exactly that broker's groups.
+  partition and ListGroups on each broker's port lists exactly that broker's groups;
+- a Produce on a broker's port is that broker's to take: the leader appends, any
+  other broker answers NOT_LEADER_OR_FOLLOWER (an idempotent producer's pipelined
+  requests must not reach two nodes around a leader change).
 
 Raw protocol here; tests/compat/test_compat_broker_identity.py drives real clients.
 """
@@ -30,6 +33,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers.batches import producer_batch
 from helpers.waiting import wait_until
 from helpers.wire import WireClient
 from kafka import KafkaAdminClient
@@ -44,6 +48,7 @@ from odradek.protocol.messages import (
     ListGroupsRequest,
     MetadataRequest,
     OffsetCommitRequest,
+    ProduceRequest,
 )
 from odradek.tools.launcher import (
     STORAGE_BASE_ID,
@@ -255,6 +260,46 @@ def test_each_broker_endpoint_is_that_broker(shaped: tuple[Cluster, str]) -> Non
         E.BROKER_ID_NOT_REGISTERED,
         "No node with id 0 found.",
     )
+
+
+def produce_one(address: str, topic: str, partition: int) -> int:
+    """Error code of a one-record acks=1 Produce v9 sent to ``address``."""
+    records = bytes(producer_batch([(int(time.time() * 1000), None, b"x")]))
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=10_000,
+        topic_data=[
+            data(
+                name=topic,
+                partition_data=[data.PartitionProduceData(index=partition, records=records)],
+            )
+        ],
+    )
+    with WireClient(address) as c:
+        response = c.call(request, 9)
+    ((result,),) = [t.partition_responses for t in response.responses]
+    return int(result.error_code)
+
+
+def test_produce_is_taken_only_by_the_broker_addressed(shaped: tuple[Cluster, str]) -> None:
+    cluster, topic = shaped
+    md = metadata(bootstraps(cluster)[0], 12, [topic])
+    brokers = {b.node_id: endpoint(b) for b in md.brokers}
+    (t,) = md.topics
+    for p in t.partitions:
+        # The leader takes writes once it has heard of its leadership.
+        wait_until(
+            lambda i=p.partition_index, a=brokers[p.leader_id]: produce_one(a, topic, i) == E.NONE,
+            "the leader taking writes",
+            timeout=30,
+        )
+        for node_id, address in brokers.items():
+            expected = E.NONE if node_id == p.leader_id else E.NOT_LEADER_OR_FOLLOWER
+            assert produce_one(address, topic, p.partition_index) == expected, (p, node_id)
+        # The bootstrap listener is no broker: it hands the write to the leader.
+        assert produce_one(bootstraps(cluster)[-1], topic, p.partition_index) == E.NONE
 
 
 def commit_simple(address: str, group: str, topic: str) -> None:

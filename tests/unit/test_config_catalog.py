@@ -21,6 +21,7 @@ from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.definition import ConfigDef
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.config_catalog.index import CATALOGS
+from odradek.config_catalog.process import process_settings
 from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.coordinator.service import DEFAULTS as COORDINATOR_DEFAULTS
 from odradek.coordinator.shard import GroupConfig
@@ -230,13 +231,7 @@ def test_every_listed_deviation_still_deviates_somewhere() -> None:
 
 def test_a_setting_is_defined_in_one_catalog() -> None:
     seen: dict[str, str] = {}
-    per_process = {
-        "node.id",
-        "grpc.listener",
-        "metrics.port",
-        "controller.address",
-        "request.timeout.ms",
-    }
+    per_process = {d.name for d in process_settings(0)} | {"request.timeout.ms"}
     # Kafka names some broker configs like the topic config they set (min.insync.replicas).
     same_named = {s.name for t in TOPIC_CONFIGS.values() for s in t.synonyms if s.name == t.name}
     for catalog in CATALOGS:
@@ -294,7 +289,9 @@ def test_dataclass_defaults_follow_the_catalog() -> None:
     groups = GroupConfig()
     assert groups.max_session_timeout_ms == BROKER_CONFIGS.int("group.max.session.timeout.ms")
     assert StoreSettings().retention_ms == BROKER_CONFIGS.int("offsets.retention.minutes") * 60_000
-    assert ConnectionLimits().max_inflight_bytes == GATEWAY_CONFIGS.int("queued.max.request.bytes")
+    assert ConnectionLimits().max_inflight_bytes == GATEWAY_CONFIGS.int(
+        "connection.max.queued.request.bytes"
+    )
 
 
 def test_services_start_from_their_catalog_defaults() -> None:

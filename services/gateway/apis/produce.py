@@ -19,6 +19,17 @@ with the answer. Requests that queue up on the lane meanwhile (librdkafka at
 storage call per leader for the whole run, each request answered with its own
 results (produce_lane.py says which requests may share a call).
 
+Broker ports: a Produce that arrives on broker ``N``'s port (docs/brokers.md) goes to
+storage node ``N``, whatever the gateway's metadata says, and ``N`` answers
+NOT_LEADER_OR_FOLLOWER if it does not lead the partition, as broker ``N`` of a Kafka
+cluster would. Routing it to the leader instead let two pipelined requests of one
+connection reach two nodes around a leader change (the first refused by the old
+leader, the second taken out of sequence by the new one): librdkafka's idempotent
+producer answers that OUT_OF_ORDER_SEQUENCE_NUMBER with an epoch bump, and batches
+the old leader had appended but not acknowledged were written a second time under
+the new epoch. On the bootstrap listener, which is no broker, the request goes to the
+leader the gateway knows.
+
 Old clients: v0-v2 carry legacy message sets (magic 0/1); they are up-converted to v2
 batches before storage, which only keeps v2 (Kafka 4 does the same); large ones off
 the event loop, bounded (odradek.gateway.offload). v3+ must carry v2 batches
@@ -127,7 +138,7 @@ async def handle(
     lane = ctx.produce_lane
     lane.enter(queued)  # before any await: handlers start in arrival order
     try:
-        results = await _prepare(gw, version, request, queued)
+        results = await _prepare(gw, version, request, queued, ctx.broker_id)
     except BaseException:
         lane.leave(queued)
         raise
@@ -175,7 +186,11 @@ async def handle(
 
 
 async def _prepare(
-    gw: GatewayApi, version: int, request: ProduceRequest, queued: QueuedProduce
+    gw: GatewayApi,
+    version: int,
+    request: ProduceRequest,
+    queued: QueuedProduce,
+    broker_id: int | None = None,
 ) -> dict[str, dict[int, _Result]]:
     """Check every partition entry: an error result, or its batches added to
     ``queued`` for the leader (the result then waits for the leader's answer)."""
@@ -232,7 +247,9 @@ async def _prepare(
             bytes_in.inc(len(data))
             partitions_in.inc()
             topic_results[index] = _Result(ErrorCode.REQUEST_TIMED_OUT)  # until answered
-            queued.add(leader, storage_pb2.ProducePartition(topic=name, partition=index), data)
+            # On broker N's port the request goes to storage node N (module docstring).
+            node = leader if broker_id is None else broker_id
+            queued.add(node, storage_pb2.ProducePartition(topic=name, partition=index), data)
     return results
 
 
@@ -398,8 +415,14 @@ def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, _Result]]
     for node, entries in queued.sends.items():
         answers = queued.answers.get(node, ())
         for (p, _), pr in zip(entries, answers, strict=False):
-            r = _Result(pr.error_code, pr.error_message or None)
-            r.base_offset = pr.base_offset if not pr.error_code else -1
+            code = pr.error_code
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                # The gateway's metadata has the partition, the node does not host it: a
+                # Kafka broker answers NOT_LEADER_OR_FOLLOWER then (ReplicaManager
+                # .getPartitionOrError), which every client takes as "refresh and retry".
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            r = _Result(code, pr.error_message or None)
+            r.base_offset = pr.base_offset if not code else -1
             r.log_append_time = pr.log_append_time
             r.log_start_offset = pr.log_start_offset
             r.record_errors = list(pr.record_errors)

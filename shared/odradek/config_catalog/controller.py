@@ -32,6 +32,25 @@ CONTROLLER_CONFIGS = Catalog(
             at_least=1,
             kafka=False,
         ),
+        *(
+            ConfigDef(
+                f"metadata.store.tls.{name}",
+                _STRING,
+                "",
+                f"etcd over TLS: {what} (etcd's --trusted-ca-file, --cert-file/--key-file "
+                "with --client-cert-auth; docs/security.md).",
+                kafka=False,
+            )
+            for name, what in (
+                ("ca", "PEM file of the CA that signed etcd's server certificate"),
+                ("cert", "PEM file of the controller's client certificate"),
+                ("key", "PEM file of the controller's client key"),
+                (
+                    "server.name",
+                    "name to check etcd's certificate against (default: the endpoint's host)",
+                ),
+            )
+        ),
         ConfigDef(
             "metadata.store.timeout.ms",
             _INT,

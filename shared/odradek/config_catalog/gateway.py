@@ -87,10 +87,23 @@ GATEWAY_CONFIGS = Catalog(
         ConfigDef(
             "queued.max.request.bytes",
             _LONG,
+            536_870_912,
+            "The gateway process's memory budget for client traffic: bytes of requests "
+            "being read or handled plus responses not yet sent, over all connections; "
+            "while it is used up no connection is read from (a request already being read "
+            "is finished).",
+            at_least=-1,
+            note="Kafka's default is -1 (no limit); every queue here has a bound (-1 "
+            "still means none). Kafka counts requests only: a gateway pipelines, so "
+            "its unsent responses count too.",
+        ),
+        ConfigDef(
+            "connection.max.queued.request.bytes",
+            _LONG,
             268_435_456,
             "Bytes of requests of one connection in flight before the gateway stops reading it.",
             at_least=1024,
-            note="Kafka's default is -1 (no limit); every queue here has a bound.",
+            kafka=False,
         ),
         ConfigDef(
             "connections.max.idle.ms",

@@ -33,8 +33,8 @@ def process_settings(
     grpc_listener: str = EPHEMERAL_LISTENER,
     controller_address: bool = True,
 ) -> tuple[ConfigDef, ...]:
-    """``node.id``, ``grpc.listener``, ``metrics.port`` and (but for the controller
-    itself) ``controller.address``, with one service's defaults."""
+    """``node.id``, ``grpc.listener``, ``metrics.port``, ``internal.tls.*`` and (but for
+    the controller itself) ``controller.address``, with one service's defaults."""
     out: tuple[ConfigDef, ...] = (
         ConfigDef(
             "node.id",
@@ -62,6 +62,29 @@ def process_settings(
             at_least=0,
             kafka=False,
         ),
+    )
+    out += tuple(
+        ConfigDef(
+            name,
+            ConfigType.STRING,
+            default,
+            f"Mutual TLS between services: {what} (docs/security.md, 'Between services').",
+            kafka=False,
+        )
+        for name, default, what in (
+            ("internal.tls.ca", "", "PEM file of the cluster CA (unset: plaintext gRPC)"),
+            (
+                "internal.tls.cert",
+                "",
+                "PEM file of this service's certificate (SAN URI odradek://<kind>/<node id>)",
+            ),
+            ("internal.tls.key", "", "PEM file of this service's private key"),
+            (
+                "internal.tls.server.name",
+                "odradek.internal",
+                "the DNS name every member certificate carries; servers are checked against it",
+            ),
+        )
     )
     if controller_address:
         out += (

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
+from odradek import internal_tls
 from odradek.datalink.connection import FrameProtocol
 from odradek.datalink.frame import ERROR, Buffer, Frame, FrameError, encode
 from odradek.metadata_cache import MetadataCache
@@ -94,12 +95,18 @@ class DataLinkConnection(FrameProtocol):
 async def open_connection(
     address: tuple[str, int], max_frame_bytes: int = MAX_MESSAGE_BYTES
 ) -> DataLinkConnection:
-    """A new connection to the data link at ``address`` (raises DataLinkError); for a
-    caller that keeps one connection of its own, like a storage node's replica fetcher."""
+    """A new connection to the data link at ``address`` (raises DataLinkError), with
+    mutual TLS as on gRPC when internal TLS is on (docs/security.md); for the pool and
+    for a caller that keeps one connection of its own, like a replica fetcher."""
     loop = asyncio.get_running_loop()
+    tls = internal_tls.active()
     try:
         _, conn = await loop.create_connection(
-            lambda: DataLinkConnection(max_frame_bytes), address[0], address[1]
+            lambda: DataLinkConnection(max_frame_bytes),
+            address[0],
+            address[1],
+            ssl=tls.ssl_client_context() if tls else None,
+            server_hostname=tls.server_name if tls else None,
         )
     except OSError as exc:
         raise DataLinkError(f"data link at {address}: {exc}") from exc

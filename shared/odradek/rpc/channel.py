@@ -1,4 +1,5 @@
-"""Client channels between services, with the same limits as the servers."""
+"""Client channels between services, with the same limits as the servers, over mutual
+TLS when the process has internal TLS settings (:mod:`odradek.internal_tls`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,31 @@ from typing import Generic, TypeVar
 
 import grpc
 
+from odradek import internal_tls
 from odradek.rpc.server import CHANNEL_OPTIONS
 
 StubT = TypeVar("StubT")
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    """An insecure ``grpc.aio`` channel to ``host:port`` (services bind loopback or a pod IP)."""
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+def open_channel(address: str, tls: internal_tls.InternalTls | None = None) -> grpc.aio.Channel:
+    """A ``grpc.aio`` channel to ``host:port`` (services bind loopback or a pod IP);
+    ``tls``: an identity other than the process's (a tool acting as ``admin``)."""
+    tls = tls or internal_tls.active()
+    if tls is None:
+        return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return grpc.aio.secure_channel(
+        address, tls.channel_credentials(), options=CHANNEL_OPTIONS + tls.channel_options()
+    )
+
+
+def open_sync_channel(address: str, tls: internal_tls.InternalTls | None = None) -> grpc.Channel:
+    """A blocking channel (for a thread outside the event loop), same rules."""
+    tls = tls or internal_tls.active()
+    if tls is None:
+        return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return grpc.secure_channel(
+        address, tls.channel_credentials(), options=CHANNEL_OPTIONS + tls.channel_options()
+    )
 
 
 class NodeChannels(Generic[StubT]):

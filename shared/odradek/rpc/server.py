@@ -3,7 +3,9 @@
 Message size limits sit above Kafka's ``socket.request.max.bytes`` (100 MiB) so a
 request a gateway accepted is never refused between services. The standard gRPC
 health service answers for "" and for ``liveness``/``readiness``; services flip
-readiness once they can serve.
+readiness once they can serve. With internal TLS (:mod:`odradek.internal_tls`) the
+port requires a client certificate from the cluster CA and
+:mod:`odradek.rpc.peer_auth` decides who may call what.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import Counter, Histogram
+
+from odradek import internal_tls
+from odradek.rpc.peer_auth import NodeKindOf, PeerAuthInterceptor
 
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024 + 65536
 
@@ -75,16 +80,26 @@ class _MetricsInterceptor(grpc.aio.ServerInterceptor):
 class RpcServer:
     """A ``grpc.aio`` server with the health service and call metrics installed."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, node_kind_of: NodeKindOf | None = None
+    ) -> None:
         self.host = host
         self.requested_port = port
         self.port = 0
-        self.server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=[_MetricsInterceptor()])
+        self.tls = internal_tls.active()
+        interceptors: list[grpc.aio.ServerInterceptor] = [_MetricsInterceptor()]
+        if self.tls is not None:
+            interceptors.append(PeerAuthInterceptor(*([node_kind_of] if node_kind_of else [])))
+        self.server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
 
     async def start(self) -> int:
-        self.port = self.server.add_insecure_port(f"{self.host}:{self.requested_port}")
+        address = f"{self.host}:{self.requested_port}"
+        if self.tls is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, self.tls.server_credentials())
         if self.port == 0:
             raise OSError(f"cannot bind gRPC listener {self.host}:{self.requested_port}")
         await self.server.start()

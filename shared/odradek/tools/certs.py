@@ -4,6 +4,9 @@
 client NAME`` write ``NAME.crt`` (chain), ``NAME.key`` and ``NAME.pem`` (key and
 chain: Kafka's ``ssl.keystore.location`` with ``ssl.keystore.type=PEM``) next to
 ``ca.crt`` (the trust store), creating the CA on first use. Existing files are kept.
+``odradek certs --dir DIR member KIND ID`` writes a service's certificate for mutual
+TLS between services, ``KIND-ID.crt``/``.key`` naming ``odradek://KIND/ID``
+(:mod:`odradek.internal_tls`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from odradek import internal_tls
 from odradek.certs import ensure_ca, issue
 
 
@@ -31,6 +35,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     client = sub.add_parser("client", help="a client certificate (ssl.client.auth)")
     client.add_argument("name", help="the certificate's CN (principal User:CN=NAME)")
     client.add_argument("--ou", default=None, help="an OU in the subject")
+    member = sub.add_parser(
+        "member", help="a service's certificate for mutual TLS between services"
+    )
+    member.add_argument("kind", choices=internal_tls.KINDS)
+    member.add_argument(
+        "node_id",
+        metavar="ID",
+        help="the service's node.id, or '*': one certificate for every node of the kind "
+        "(not for storage)",
+    )
+    member.add_argument(
+        "--server-name",
+        default=internal_tls.DEFAULT_SERVER_NAME,
+        help="internal.tls.server.name (default odradek.internal)",
+    )
     p.set_defaults(func=run)
 
 
@@ -38,6 +57,19 @@ def run(args: argparse.Namespace) -> int:
     ca, _ = ensure_ca(args.dir)
     if args.what == "ca":
         print(ca)
+        return 0
+    if args.what == "member":
+        if args.node_id != "*" and not args.node_id.isdigit():
+            print(f"odradek certs: ID must be a node id or '*', got {args.node_id!r}")
+            return 2
+        node_id = None if args.node_id == "*" else int(args.node_id)
+        try:
+            out = internal_tls.issue_member(args.dir, args.kind, node_id, args.server_name)
+        except ValueError as exc:
+            print(f"odradek certs: {exc}")
+            return 2
+        for key, value in internal_tls.settings_for(args.dir, out).items():
+            print(f"{key}={value}")
         return 0
     if args.what == "server":
         hosts = tuple(args.host) or ("127.0.0.1", "localhost")

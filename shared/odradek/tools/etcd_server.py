@@ -7,6 +7,10 @@ directory of the caller's, waits until ``/health`` answers, and stops it by its 
 ``fast=True`` shortens etcd's raft heartbeat and election timeout so the smallest
 lease etcd grants is one second instead of two (etcd's minimum lease TTL is 1.5 x the
 election timeout, rounded up to whole seconds): tests use short leases.
+
+``tls=EtcdServerTls(ca, cert, key)`` serves clients over TLS and requires a client
+certificate signed by ``ca`` (etcd's ``--cert-file``, ``--key-file``,
+``--trusted-ca-file``, ``--client-cert-auth``); peers stay on loopback plaintext.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.process import terminate
@@ -43,6 +49,15 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class EtcdServerTls:
+    """PEM files: the CA clients' certificates must come from, etcd's certificate and key."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
 class EtcdServer:
     """One etcd process; ``start()`` blocks until it serves, ``stop()`` ends it."""
 
@@ -55,6 +70,7 @@ class EtcdServer:
         peer_port: int = 0,
         name: str = "odradek-etcd",
         fast: bool = False,
+        tls: EtcdServerTls | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.host = host
@@ -62,6 +78,7 @@ class EtcdServer:
         self.peer_port = peer_port or _free_port(host)
         self.name = name
         self.fast = fast
+        self.tls = tls
         self.process: subprocess.Popen[bytes] | None = None
         self.log_file = data_dir / "etcd.log"
 
@@ -82,7 +99,8 @@ class EtcdServer:
         binary = etcd_binary()
         if binary is None:
             raise EtcdUnavailable("etcd is not installed (Debian package etcd-server)")
-        client = f"http://{self.host}:{self.client_port}"
+        scheme = "https" if self.tls else "http"
+        client = f"{scheme}://{self.host}:{self.client_port}"
         peer = f"http://{self.host}:{self.peer_port}"
         cmd = [
             binary,
@@ -105,6 +123,16 @@ class EtcdServer:
             "--logger",
             "zap",
         ]
+        if self.tls is not None:
+            cmd += [
+                "--cert-file",
+                str(self.tls.cert),
+                "--key-file",
+                str(self.tls.key),
+                "--trusted-ca-file",
+                str(self.tls.ca),
+                "--client-cert-auth",
+            ]
         if self.fast:
             cmd += ["--heartbeat-interval", "10", "--election-timeout", "100"]
         return cmd
@@ -131,9 +159,14 @@ class EtcdServer:
             time.sleep(0.05)
 
     def healthy(self) -> bool:
+        context = None
+        if self.tls is not None:
+            context = ssl.create_default_context(cafile=str(self.tls.ca))
+            # etcd's own certificate doubles as the client one (clientAuth usage).
+            context.load_cert_chain(self.tls.cert, self.tls.key)
         try:
-            url = f"http://{self.endpoint}/health"
-            with urllib.request.urlopen(url, timeout=1.0) as response:
+            url = f"{'https' if self.tls else 'http'}://{self.endpoint}/health"
+            with urllib.request.urlopen(url, timeout=1.0, context=context) as response:
                 return bool(json.loads(response.read()).get("health") == "true")
         except (OSError, ValueError, urllib.error.URLError):
             return False

@@ -40,6 +40,7 @@ from typing import Any
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
+from odradek.internal_tls import InternalTls
 from odradek.parent_watch import launcher_env
 from odradek.process import terminate
 from odradek.tools import secure_cluster
@@ -207,6 +208,9 @@ class ClusterOptions:
     start_timeout: float = 60.0
     # "plaintext", "ssl" or "sasl_ssl": the gateways' listener (secure_cluster.py).
     security: str = "plaintext"
+    # Mutual TLS between services: a certificate per service under DATA/certs
+    # (odradek.internal_tls); on with any security other than plaintext.
+    internal_tls: bool = False
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -374,6 +378,11 @@ class Cluster:
         self.services: list[RunningService] = []
         self.etcd: EtcdServer | None = None
         self.security: SecuritySetup | None = None
+        self.admin_tls: InternalTls | None = None  # the launcher's own, as odradek://admin/0
+
+    @property
+    def internal_tls_on(self) -> bool:
+        return self.opts.internal_tls or self.opts.security != "plaintext"
 
     @property
     def cluster_file(self) -> Path:
@@ -386,10 +395,19 @@ class Cluster:
         try:
             metadata = None
             if self.opts.etcd:
-                self.etcd = EtcdServer(self.data_dir / "etcd", host=self.opts.host)
+                etcd_tls = (
+                    secure_cluster.etcd_certificates(self.data_dir, self.opts.host)
+                    if self.internal_tls_on
+                    else None
+                )
+                self.etcd = EtcdServer(self.data_dir / "etcd", host=self.opts.host, tls=etcd_tls)
                 self.etcd.start(self.opts.start_timeout)
                 metadata = self.etcd.url
             specs = plan(self.opts, metadata)
+            if self.internal_tls_on:
+                self.admin_tls = secure_cluster.member_certificates(
+                    self.data_dir, specs, etcd=self.etcd is not None
+                )
             if self.opts.security != "plaintext":
                 self.security = secure_cluster.prepare(
                     self.data_dir, self.opts.security, (self.opts.host,)
@@ -406,7 +424,7 @@ class Cluster:
             address = ",".join(f"{self._host_of(svc)}:{svc.ports['grpc']}" for svc in started)
             if self.security is not None:
                 if self.security.mode == "sasl_ssl":
-                    secure_cluster.add_super_user(self.security, address)
+                    secure_cluster.add_super_user(self.security, address, self.admin_tls)
                 secure_cluster.write_client_files(self.security, self.data_dir)
             rest = []
             for spec in specs[len(controllers) :]:
@@ -444,6 +462,14 @@ class Cluster:
                 "super_user": secure_cluster.SUPER_USER,
                 "client_properties": str(self.data_dir / "client.properties"),
                 "librdkafka_conf": str(self.data_dir / "librdkafka.conf"),
+            }
+        if self.admin_tls is not None:
+            certs = self.data_dir / "certs"
+            doc["internal_tls"] = {
+                "ca_file": str(certs / "ca.crt"),
+                "admin_cert": str(certs / "admin-0.crt"),
+                "admin_key": str(certs / "admin-0.key"),
+                "server_name": self.admin_tls.server_name,
             }
         if self.etcd is not None:
             doc["etcd"] = {
@@ -524,6 +550,8 @@ class Cluster:
         ids = [int(s.spec.settings["node.id"]) for s in self.services if s.spec.kind == "storage"]
         spec = storage_spec(self.opts, max(ids, default=STORAGE_BASE_ID - 1) + 1)
         spec.settings["controller.address"] = self.controller_address
+        if self.admin_tls is not None:
+            secure_cluster.member_certificates(self.data_dir, [spec])
         svc = start_process(spec, self.run_dir, self.log_dir)
         self.services.append(svc)
         wait_ready([svc], self.opts.start_timeout)

@@ -12,6 +12,10 @@
   ``allow.everyone.if.no.acl.found=false`` and ``super.users=User:admin``;
 - client files for the super user: ``DATA/client.properties`` (Java client) and
   ``DATA/librdkafka.conf`` (librdkafka, ``kcat -F``);
+- mutual TLS between services (also alone: ``odradek up --internal-tls``; a local
+  ``--etcd`` then serves TLS, requiring client certificates of the same CA): a member
+  certificate per service, ``<kind>-<node id>`` (:mod:`odradek.internal_tls`), and
+  ``admin-0`` for the launcher's own calls;
 - for ``sasl_ssl``, the web console's settings: a Kafka client over SASL_SSL trusting
   the CA (users log in with their own SCRAM credentials) and HTTPS for the UI with a
   ``console`` server certificate, as the login form carries passwords. ``ssl`` (client
@@ -25,11 +29,18 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from odradek import internal_tls
 from odradek.certs import IssuedCert, ensure_ca, issue
 from odradek.controller_client import ControllerClient
+from odradek.internal_tls import InternalTls
 from odradek.rpc.v1 import common_pb2, controller_pb2
 from odradek.sasl.scram import ScramMechanism, credential_from_password
+from odradek.tools.etcd_server import EtcdServerTls
+
+if TYPE_CHECKING:
+    from odradek.tools.launcher import ServiceSpec
 
 SECURITY_MODES = ("plaintext", "ssl", "sasl_ssl")
 SUPER_USER = "admin"
@@ -94,7 +105,45 @@ def prepare(data_dir: Path, mode: str, hosts: tuple[str, ...]) -> SecuritySetup:
     return SecuritySetup(mode, certs, ca, gateway, admin, password, console)
 
 
-def add_super_user(setup: SecuritySetup, controller_address: str, timeout: float = 30.0) -> None:
+def member_certificates(
+    data_dir: Path, specs: list[ServiceSpec], etcd: bool = False
+) -> InternalTls:
+    """Certificates under ``DATA/certs`` for every service in ``specs`` (their
+    ``internal.tls.*`` settings set), and the launcher's own ``admin`` identity. With
+    ``etcd`` (a local etcd under the same CA) controllers present theirs to etcd too."""
+    certs = data_dir / "certs"
+    for spec in specs:
+        node_id = int(spec.settings.get("node.id", "0"))
+        issued = internal_tls.issue_member(certs, spec.kind, node_id)
+        spec.settings.update(internal_tls.settings_for(certs, issued))
+        if etcd and spec.kind == "controller":
+            spec.settings.update(
+                {
+                    "metadata.store.tls.ca": str(certs / "ca.crt"),
+                    "metadata.store.tls.cert": str(issued.cert),
+                    "metadata.store.tls.key": str(issued.key),
+                }
+            )
+    admin = internal_tls.issue_member(certs, "admin", 0)
+    tls = internal_tls.InternalTls.from_settings(internal_tls.settings_for(certs, admin).get)
+    assert tls is not None
+    return tls
+
+
+def etcd_certificates(data_dir: Path, host: str) -> EtcdServerTls:
+    """etcd's server certificate under ``DATA/certs`` (the cluster CA: it then requires
+    client certificates of that CA, which the controllers' member certificates are)."""
+    certs = data_dir / "certs"
+    issued = issue(certs, "etcd", hosts=tuple(dict.fromkeys((host, "127.0.0.1", "localhost"))))
+    return EtcdServerTls(certs / "ca.crt", issued.cert, issued.key)
+
+
+def add_super_user(
+    setup: SecuritySetup,
+    controller_address: str,
+    tls: InternalTls | None = None,
+    timeout: float = 30.0,
+) -> None:
     """Give the controller the super user's SCRAM credentials (both mechanisms)."""
     creds = [credential_from_password(m, setup.password, SCRAM_ITERATIONS) for m in ScramMechanism]
     request = controller_pb2.AlterScramCredentialsRequest(
@@ -112,7 +161,7 @@ def add_super_user(setup: SecuritySetup, controller_address: str, timeout: float
     )
 
     async def run() -> None:
-        client = ControllerClient(controller_address)
+        client = ControllerClient(controller_address, tls)
         try:
             answer = await client.call(lambda s: s.AlterScramCredentials, request, timeout=timeout)
             for r in answer.results:

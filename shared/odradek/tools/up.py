@@ -82,6 +82,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "sasl_ssl also enable the ACL authorizer and write DATA/client.properties and "
         "DATA/librdkafka.conf",
     )
+    p.add_argument(
+        "--internal-tls",
+        action="store_true",
+        help="mutual TLS between services: a CA and a certificate per service under "
+        "DATA/certs (implied by --security ssl and sasl_ssl)",
+    )
     p.set_defaults(func=run)
 
 
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         console=not args.no_console,
         console_port=args.console_port,
         security=args.security,
+        internal_tls=args.internal_tls,
     )
     cluster = Cluster(opts)
     stopping = False
@@ -147,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"security: {cluster.security.protocol}, CA {cluster.security.ca_file}")
         print(f"super user client settings: {cluster.data_dir / 'client.properties'} (Java), ")
         print(f"  {cluster.data_dir / 'librdkafka.conf'} (librdkafka, kcat -F)")
+    if cluster.admin_tls is not None:
+        print(f"internal mutual TLS: certificates under {cluster.data_dir / 'certs'}")
     if cluster.console_url:
         print(f"web console: {cluster.console_url}")
     print("press Ctrl-C to stop", flush=True)

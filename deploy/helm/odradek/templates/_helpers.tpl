@@ -109,7 +109,8 @@ annotations:
 {{/* Probes. Argument: root. */}}
 {{- define "odradek.probes" -}}
 {{- $p := .Values.probes -}}
-{{- if eq $p.type "grpc" }}
+{{- /* The kubelet presents no client certificate: with internal TLS, probe over HTTP. */ -}}
+{{- if and (eq $p.type "grpc") (not .Values.internalTls.enabled) }}
 startupProbe:
   grpc:
     port: {{ .Values.ports.grpc }}
@@ -189,6 +190,12 @@ POD_IP, which it also registers with the controller (other pods dial it).
     - name: ODRADEK_CONTROLLER_ADDRESS
       value: {{ include "odradek.controllerAddress" $root | quote }}
     {{- end }}
+    {{- if and $root.Values.internalTls.enabled (ne .component "mirror") }}
+    - name: ODRADEK_INTERNAL_TLS_DIR
+      value: {{ $root.Values.internalTls.mountPath | quote }}
+    - name: ODRADEK_INTERNAL_TLS_SERVER_NAME
+      value: {{ $root.Values.internalTls.serverName | quote }}
+    {{- end }}
     {{- with .env }}
     {{- . | nindent 4 }}
     {{- end }}
@@ -225,6 +232,11 @@ POD_IP, which it also registers with the controller (other pods dial it).
   volumeMounts:
     - name: tmp
       mountPath: /tmp
+    {{- if and $root.Values.internalTls.enabled (ne .component "mirror") }}
+    - name: internal-tls
+      mountPath: {{ $root.Values.internalTls.mountPath }}
+      readOnly: true
+    {{- end }}
     {{- with .volumeMounts }}
     {{- . | nindent 4 }}
     {{- end }}
@@ -300,4 +312,15 @@ spec:
       port: {{ .root.Values.ports.metrics }}
       targetPort: metrics
       protocol: TCP
+{{- end -}}
+
+
+{{/* The internal TLS Secret as a pod volume (when enabled). Argument: root. */}}
+{{- define "odradek.internalTlsVolume" -}}
+{{- if .Values.internalTls.enabled }}
+- name: internal-tls
+  secret:
+    secretName: {{ required "internalTls.secretName is required when internalTls.enabled is true" .Values.internalTls.secretName }}
+    defaultMode: 0440
+{{- end }}
 {{- end -}}
