@@ -80,6 +80,10 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # What the member last said it owns (its heartbeat's TopicPartitions; nothing when
+    # it joins), None when not known (a shard just loaded). In memory only: a client
+    # whose coordinator moved sends a full request, which reports it again.
+    acknowledged: Assignment | None = None
     # A static member that left with epoch -2: kept (with its assignment) until its
     # instance rejoins or its session times out.
     departed: bool = False
@@ -129,7 +133,13 @@ class ConsumerGroup:
         if self.assignment_epoch < self.group_epoch:
             return "Assigning"
         for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
+            # A static member that left holds epoch -2 in Kafka's records, so its group
+            # is Reconciling until it returns (Kafka's ``isReconciledTo``).
+            if (
+                m.departed
+                or m.member_epoch != self.assignment_epoch
+                or m.state is not MemberState.STABLE
+            ):
                 return "Reconciling"
         return "Stable"
 

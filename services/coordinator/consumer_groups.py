@@ -34,7 +34,10 @@ background; a heartbeat of a known member (epoch > 0) to a group id that a class
 group holds (the consumer group went back to classic while the member was away)
 answers UNKNOWN_MEMBER_ID, so that the member rejoins, where Kafka answers
 GROUP_ID_NOT_FOUND, which clients take as fatal; a member whose epoch is behind
-because a response was lost is accepted when its previous epoch matches, whether or not it reported its partitions; a member
+because a response was lost is accepted when its previous epoch matches, whether or not
+it reported its partitions (Kafka fences it unless it reports a subset of its
+assignment), and every heartbeat is answered the assignment until the member reports
+owning it (Kafka: only when it changed or to a full request); a member
 waiting for partitions to be released is told to heartbeat every 100 ms until it has
 them (faster settling; Kafka answers the configured interval).
 """
@@ -309,19 +312,32 @@ class ConsumerGroups:
             bump = self._update_member(member, req)
             if bump:
                 records.append(self._member_record(group, member))
+        if req.member_epoch == 0:
+            member.acknowledged = {}  # a (re)joining member owns nothing
+        elif req.topic_partitions is not None:
+            member.acknowledged = normalized(req.topic_partitions)
         before = (member.member_epoch, member.assigned)
         self._advance(group, member, bump, req.topic_partitions, records)
         self._schedule_session(group, member)
-        # Kafka's rule: the assignment goes out when it changed or the request is a full
-        # one (a client resending everything after an error, which may have missed it).
+        # Kafka's rule (GroupMetadataManager.consumerGroupHeartbeat): the assignment goes
+        # out when it changed or the request is a full one (a client resending everything
+        # after an error, which may have missed it). And until the member reports owning
+        # its assignment: the response that carried it may have been lost. librdkafka
+        # times a heartbeat out after one heartbeat interval and retries the very same
+        # request (same epoch, no TopicPartitions); answered without the assignment, the
+        # member stayed Stable here with partitions its client never took (the stall of
+        # the rolling-migration test).
         full = (
             req.rebalance_timeout_ms != -1
-            and req.subscribed_topic_names is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
             and req.topic_partitions is not None
         )
-        send = req.member_epoch == 0 or full or (member.member_epoch, member.assigned) != before
-        if req.topic_partitions is not None and normalized(req.topic_partitions) != member.assigned:
-            send = True
+        send = (
+            req.member_epoch == 0
+            or full
+            or (member.member_epoch, member.assigned) != before
+            or member.acknowledged != member.assigned
+        )
         return HeartbeatResult(
             ErrorCode.NONE,
             member_id=member.member_id,
@@ -501,20 +517,35 @@ class ConsumerGroups:
     def _remove_member(
         self, group: ConsumerGroup, member: ConsumerGroupMember, records: list[Record]
     ) -> None:
-        if self._can_downgrade(group, member):
+        self._remove_members(group, [member], records)
+
+    def _remove_members(
+        self, group: ConsumerGroup, leaving: list[ConsumerGroupMember], records: list[Record]
+    ) -> None:
+        """Members that left or were fenced or removed together (a LeaveGroup may name
+        several): the group goes back to classic when only classic members remain,
+        else it gets one new group epoch and target for all of them (Kafka's
+        ``classicGroupLeaveToConsumerGroup``)."""
+        if self._can_downgrade(group, leaving):
             assert self.downgrade is not None
             log.info(
                 "consumer group %s: its last consumer-protocol member %s left, converting it "
                 "to a classic group",
                 group.group_id,
-                member.member_id,
+                ", ".join(m.member_id for m in leaving),
             )
+            for member in leaving[1:]:
+                # The first one is left out of the classic group by the conversion.
+                self._cancel_timers(group, member.member_id)
+                records.extend(self._member_tombstones(group, member.member_id))
+                group.remove(member.member_id)
             self._drop(group, records)
-            self.downgrade(group, member.member_id, records)
+            self.downgrade(group, leaving[0].member_id, records)
             return
-        group.remove(member.member_id)
-        self._cancel_timers(group, member.member_id)
-        records.extend(self._member_tombstones(group, member.member_id))
+        for member in leaving:
+            group.remove(member.member_id)
+            self._cancel_timers(group, member.member_id)
+            records.extend(self._member_tombstones(group, member.member_id))
         topics = self.topics()
         group.subscription_metadata = self._subscription_metadata(group, topics)
         group.topics_seen = topics
@@ -523,15 +554,18 @@ class ConsumerGroups:
         if group.members:
             self._compute_target(group, records)
 
-    def _can_downgrade(self, group: ConsumerGroup, leaving: ConsumerGroupMember) -> bool:
-        """Kafka's ``validateOnlineDowngradeWithFencedMember``."""
+    def _can_downgrade(self, group: ConsumerGroup, leaving: list[ConsumerGroupMember]) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithFencedMembers``, for members of which
+        one at least uses the consumer protocol."""
+        gone = {m.member_id for m in leaving}
+        remaining = [m for m in group.members.values() if m.member_id not in gone]
         return (
             self.downgrade is not None
-            and not leaving.uses_classic_protocol
-            and len(group.members) > 1
-            and group.all_classic_except(leaving.member_id)
+            and any(not m.uses_classic_protocol for m in leaving)
+            and bool(remaining)
+            and all(m.uses_classic_protocol for m in remaining)
             and self.policy.downgrade_enabled
-            and len(group.members) - 1 <= self.config.max_size
+            and len(remaining) <= self.config.max_size
         )
 
     def _can_downgrade_replacing(self, group: ConsumerGroup, joined: ConsumerGroupMember) -> bool:
@@ -763,19 +797,45 @@ class ConsumerGroups:
     def classic_leave(
         self, group_id: str, leaving: Iterable[tuple[str, str | None]]
     ) -> tuple[int, list[int]]:
-        """LeaveGroup of classic members (Kafka's ``classicGroupLeaveToConsumerGroup``)."""
+        """LeaveGroup to a consumer group (Kafka's ``classicGroupLeaveToConsumerGroup``):
+        classic members leaving, or an administrator removing members of either
+        protocol (``AdminClient.removeMembersFromConsumerGroup``; KAFKA-18188,
+        apache/kafka#18116) by member id, or by ``group.instance.id`` alone for a static
+        member (one that left with epoch -2 included). An unknown member or instance id
+        answers UNKNOWN_MEMBER_ID, a member id that is not the instance's
+        FENCED_INSTANCE_ID. The removed members go in one new group epoch."""
         group = self.groups[group_id]
         errors: list[int] = []
-        records: list[Record] = []
+        removed: list[ConsumerGroupMember] = []
         for member_id, instance_id in leaving:
-            found = self._classic_member(group, member_id, instance_id)
+            found = self._leaving_member(group, member_id, instance_id)
             if isinstance(found, int):
                 errors.append(found)
                 continue
-            self._remove_member(group, found, records)
+            if found not in removed:
+                removed.append(found)
             errors.append(ErrorCode.NONE)
+        records: list[Record] = []
+        if removed:
+            self._remove_members(group, removed, records)
         self._write(group, records)
         return ErrorCode.NONE, errors
+
+    @staticmethod
+    def _leaving_member(
+        group: ConsumerGroup, member_id: str, instance_id: str | None
+    ) -> ConsumerGroupMember | int:
+        """The member a LeaveGroup names, or its error."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            return ErrorCode.UNKNOWN_MEMBER_ID if member is None else member
+        static_id = group.static_members.get(instance_id)
+        member = group.members.get(static_id) if static_id is not None else None
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_id and member.member_id != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        return member
 
     def _schedule_join_timer(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A classic member told to rejoin must within its rebalance timeout (armed once)."""
@@ -1130,7 +1190,9 @@ class ConsumerGroups:
                     m.member_id,
                     m.instance_id,
                     m.rack_id,
-                    m.member_epoch,
+                    # A static member that left (epoch -2) is shown so, as Kafka writes
+                    # it, until it returns, is removed or its session ends.
+                    LEAVE_GROUP_STATIC_MEMBER_EPOCH if m.departed else m.member_epoch,
                     m.client_id,
                     m.client_host,
                     list(m.subscribed_topic_names),

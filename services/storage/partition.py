@@ -42,6 +42,7 @@ from odradek.log.log import AppendResult, PartitionLog
 from odradek.log.producer_state import AppendOrigin, ProducerStateEntry, VerificationGuard
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.records.batch import BatchesSummary
 from odradek.rpc.v1 import common_pb2
 from odradek.storage.notify import Notifier, OffsetWaiters
 from odradek.storage.replica_state import UNKNOWN_OFFSET, FollowerState
@@ -377,8 +378,10 @@ class Partition:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guard: VerificationGuard | None = None,
         verification_required: bool = False,
+        validated: BatchesSummary | None = None,
     ) -> LeaderAppend:
-        """Validate and append; raises KafkaError or a log error carrying ``kafka_error``."""
+        """Validate and append; raises KafkaError or a log error carrying ``kafka_error``.
+        ``validated``: :meth:`validate_records` already ran (in a worker thread)."""
         self.check_leader()
         self._check_min_isr(required_acks)
         result = self.log.append_as_leader(
@@ -387,8 +390,13 @@ class Partition:
             origin=origin,
             verification_guard=verification_guard,
             verification_required=verification_required,
+            validated=validated,
         )
         return self._appended(result, len(records))
+
+    def validate_records(self, records: bytearray, origin: AppendOrigin) -> BatchesSummary:
+        """The record checks of an append, safe to run off the event loop (no state)."""
+        return self.log.validate_records(records, now_ms=self.clock_ms(), origin=origin)
 
     @_log_io
     def append_end_txn_marker(

@@ -15,7 +15,9 @@ Per partition (Kafka's ReplicaManager.handleProduceAppend + appendRecords + Dela
 * ``acks=-1`` with an ISR smaller than ``min.insync.replicas`` -> NOT_ENOUGH_REPLICAS
   before anything is appended;
 * the log validates (CORRUPT_MESSAGE, INVALID_RECORD — control batches from clients
-  included —, MESSAGE_TOO_LARGE above ``max.message.bytes``, INVALID_TIMESTAMP), checks
+  included —, MESSAGE_TOO_LARGE above ``max.message.bytes``, INVALID_TIMESTAMP; a
+  compressed blob of at least ``VALIDATE_OFF_LOOP_BYTES`` is decompressed and checked
+  in a worker thread, :mod:`odradek.offload`, so the loop keeps serving), checks
   the producer (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE
   for a non-transactional batch inside a transaction) and answers a retried duplicate
   with its original offsets without appending. ``origin`` COORDINATOR (the offset
@@ -30,14 +32,23 @@ Per partition (Kafka's ReplicaManager.handleProduceAppend + appendRecords + Dela
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from odradek.log.errors import RecordValidationError
 from odradek.log.producer_state import AppendOrigin, VerificationGuard
+from odradek.offload import run_heavy
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
-from odradek.records.header import HEADER_SIZE, LOG_OVERHEAD, Buffer, read_batch_header
+from odradek.records.batch import BatchesSummary
+from odradek.records.header import (
+    COMPRESSION_CODEC_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    Buffer,
+    read_batch_header,
+)
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.partition import Partition
@@ -46,6 +57,9 @@ from odradek.storage.replication_wait import await_replication
 from odradek.storage.txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
+
+# Compressed blobs at least this large are validated in a worker thread (odradek.offload).
+VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 
 _ORIGINS = {
     storage_pb2.APPEND_ORIGIN_CLIENT: AppendOrigin.CLIENT,
@@ -174,7 +188,22 @@ class ProduceHandler:
         for slot in live:
             if slot.result.error_code != ErrorCode.NONE or slot.partition is None:
                 continue
-            appended = self._append(slot, slot.partition, acks, origin)
+            buf = bytearray(slot.records)
+            validated: BatchesSummary | None = None
+            if _compressed(buf):
+                # Decompressing to check every record can be tens of millions of
+                # records of work: a worker thread, so other clients are served.
+                part = slot.partition
+                try:
+                    validated = await run_heavy(
+                        len(buf),
+                        functools.partial(part.validate_records, buf, origin),
+                        min_bytes=VALIDATE_OFF_LOOP_BYTES,
+                    )
+                except Exception as exc:
+                    _refuse(slot, part, exc)
+                    continue
+            appended = self._append(slot, slot.partition, buf, acks, origin, validated)
             if appended is not None and acks == -1:
                 staged.waiting.append((slot.partition, appended[0], appended[1]))
                 staged.waiting_slots.append(slot)
@@ -228,28 +257,27 @@ class ProduceHandler:
             _fail(slot, code, message)
 
     def _append(
-        self, slot: _Slot, part: Partition, acks: int, origin: AppendOrigin
+        self,
+        slot: _Slot,
+        part: Partition,
+        records: bytearray,
+        acks: int,
+        origin: AppendOrigin,
+        validated: BatchesSummary | None,
     ) -> tuple[int, int] | None:
         """Append one partition; (required offset, leader epoch) for an acks=-1 wait."""
         result = slot.result
         try:
             appended = part.append_as_leader(
-                bytearray(slot.records),
+                records,
                 acks,
                 origin=origin,
                 verification_guard=slot.guard,
                 verification_required=self.verification_enabled,
+                validated=validated,
             )
         except Exception as exc:
-            code = error_code_for(exc)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("%s: append failed", part.name)
-            _fail(slot, code, getattr(exc, "message", None) or str(exc))
-            if isinstance(exc, RecordValidationError):
-                result.record_errors.extend(
-                    storage_pb2.RecordError(batch_index=i, message=m) for i, m in exc.record_errors
-                )
-            result.log_start_offset = part.log_start_offset
+            _refuse(slot, part, exc)
             return None
         result.base_offset = appended.first_offset
         result.log_append_time = appended.log_append_time
@@ -257,6 +285,27 @@ class ProduceHandler:
         if not appended.duplicate:
             self.metrics.bytes_in(part.topic, appended.size)
         return appended.last_offset + 1, appended.leader_epoch
+
+
+def _compressed(records: bytearray) -> bool:
+    """Whether the first batch is compressed (a producer compresses all or none)."""
+    return (
+        len(records) >= HEADER_SIZE
+        and read_batch_header(records).attributes & COMPRESSION_CODEC_MASK != 0
+    )
+
+
+def _refuse(slot: _Slot, part: Partition, exc: Exception) -> None:
+    """An append that raised: Kafka's error code, and per-record errors (KIP-467)."""
+    code = error_code_for(exc)
+    if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        log.error("%s: append failed", part.name, exc_info=exc)
+    _fail(slot, code, getattr(exc, "message", None) or str(exc))
+    if isinstance(exc, RecordValidationError):
+        slot.result.record_errors.extend(
+            storage_pb2.RecordError(batch_index=i, message=m) for i, m in exc.record_errors
+        )
+    slot.result.log_start_offset = part.log_start_offset
 
 
 def _fail(slot: _Slot, code: int, message: str) -> None:

@@ -379,6 +379,65 @@ def test_bad_heartbeats_get_kafkas_errors(bootstrap: str) -> None:
     assert left.error_code == 0 and left.member_epoch == -1
 
 
+def test_a_heartbeat_retried_after_a_lost_response_gets_the_assignment(bootstrap: str) -> None:
+    """librdkafka times a heartbeat out after one heartbeat interval (100 ms while it
+    waits for partitions being released) and sends the very same request again: same
+    member epoch, no TopicPartitions. When the lost response was the one handing over
+    the released partitions, the retry must carry them again; answered without an
+    assignment, the member stayed Stable on the coordinator with partitions its client
+    never took (the rolling-migration test's stall)."""
+    topic = make_topic(bootstrap)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    Owned = ConsumerGroupHeartbeatRequest.TopicPartitions
+
+    def heartbeat(member: str, epoch: int, owned: list[int] | None = None, **fields: Any) -> Any:
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=group,
+            member_id=member,
+            member_epoch=epoch,
+            topic_partitions=None if owned is None else [Owned(topic_id=tid, partitions=owned)],
+            **fields,
+        )
+        with WireClient(bootstrap) as wire:
+            r = wire.request(68, 1, request)
+        assert r.error_code == 0, r
+        return r
+
+    def partitions(r: Any) -> list[int]:
+        assert r.assignment is not None, r
+        return sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions)
+
+    join = {"rebalance_timeout_ms": 30_000, "subscribed_topic_names": [topic]}
+    deadline = time.monotonic() + 30
+    while True:
+        with WireClient(bootstrap) as wire:
+            a = wire.request(
+                68,
+                1,
+                ConsumerGroupHeartbeatRequest(
+                    group_id=group, member_id="a", member_epoch=0, **join
+                ),
+            )
+        if a.error_code not in (14, 15) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)  # COORDINATOR_LOAD_IN_PROGRESS / _NOT_AVAILABLE: just started
+    assert a.error_code == 0 and partitions(a) == list(range(PARTITIONS))
+    tid = a.assignment.topic_partitions[0].topic_id
+    b = heartbeat("b", 0, **join)
+    assert b.member_epoch == a.member_epoch + 1 and partitions(b) == []
+    revoke = heartbeat("a", a.member_epoch, list(range(PARTITIONS)))
+    kept = partitions(revoke)
+    assert len(kept) == PARTITIONS // 2
+    assert heartbeat("a", a.member_epoch, kept).member_epoch == b.member_epoch
+    released = sorted(set(range(PARTITIONS)) - set(kept))
+    lost = heartbeat("b", b.member_epoch)  # this response never reaches the client
+    assert partitions(lost) == released
+    retried = heartbeat("b", b.member_epoch)  # librdkafka's retry: the same request
+    assert retried.member_epoch == b.member_epoch and partitions(retried) == released
+    assert heartbeat("b", b.member_epoch, released).assignment is None  # acknowledged
+    assert heartbeat("b", b.member_epoch).assignment is None
+
+
 def test_a_revoked_partition_is_owned_again_within_a_few_heartbeats(bootstrap: str) -> None:
     """A member joins: each partition it takes over is unowned (revoked by its old
     owner, not yet assigned to it) for at most three heartbeat intervals, measured

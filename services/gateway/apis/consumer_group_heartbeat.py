@@ -3,7 +3,10 @@ forwarded to the group's coordinator (:mod:`odradek.coordinator.consumer_groups`
 
 Each heartbeat joins (member epoch 0), stays (its current epoch) or leaves (-1, or -2
 for a static member coming back) and is answered with the member epoch, the heartbeat
-interval and, when it changed, the assignment (by topic id). v1 adds
+interval and, when it changed, the assignment (by topic id); the assignment also goes
+out, as Kafka's, to a full request, and, beyond Kafka, on every heartbeat until the
+member reports owning it (a client retrying a timed-out heartbeat as is, as librdkafka
+does, would otherwise never learn what the lost response carried). v1 adds
 ``SubscribedTopicRegex``. Errors are Kafka's: FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID,
 UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 GROUP_MAX_SIZE_REACHED, INVALID_REQUEST (with Kafka's messages); NOT_COORDINATOR when
@@ -11,7 +14,10 @@ the coordinator cannot be reached, so the client looks it up again. One deviatio
 member's heartbeat (epoch > 0) after its group went back to being a classic group
 (it was fenced, e.g. after missing its session, and only classic members remained)
 answers UNKNOWN_MEMBER_ID, so that it rejoins; Kafka answers GROUP_ID_NOT_FOUND, which
-librdkafka 2.16 and the Java client treat as fatal ([C17](#c17)).
+librdkafka 2.16 and the Java client treat as fatal ([C17](#c17)). And a heartbeat at the
+member's previous epoch (its response was lost) is accepted even without
+TopicPartitions, and answered the assignment; Kafka fences it (FENCED_MEMBER_EPOCH)
+unless it reports a subset of the assignment.
 """
 
 from __future__ import annotations

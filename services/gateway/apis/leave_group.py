@@ -3,6 +3,13 @@
 v0-2 name one member and report its error at the top level; v3+ batch members
 (KIP-345), each with its own error, and may name a static member by
 ``group.instance.id`` alone (administrative removal). v5 carries a reason.
+
+In a consumer group (KIP-848) LeaveGroup serves its classic members and
+``AdminClient.removeMembersFromConsumerGroup``: any member may be removed by member id,
+a static one by ``group.instance.id`` alone, the consumer-protocol ones included
+(Kafka 4's ``classicGroupLeaveToConsumerGroup``, KAFKA-18188); the group gets one new
+epoch. An unknown member or instance id answers UNKNOWN_MEMBER_ID and a member id that
+is not the instance's FENCED_INSTANCE_ID, per member.
 """
 
 from __future__ import annotations

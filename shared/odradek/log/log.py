@@ -75,7 +75,7 @@ from odradek.log.validator import (
     validate_client_records,
     validate_leader_records,
 )
-from odradek.records.batch import BatchView, assign_offsets
+from odradek.records.batch import BatchesSummary, BatchView, assign_offsets
 from odradek.records.control import (
     ControlRecordType,
     EndTransactionMarker,
@@ -354,6 +354,18 @@ class PartitionLog:
         return self._name
 
     # -- append -------------------------------------------------------------------------
+    def validate_records(
+        self, records: bytearray, *, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> BatchesSummary:
+        """The checks of :meth:`append_as_leader` that read only the records (batches,
+        then every record, decompressed): no lock and no log state, so a caller may run
+        them in a worker thread for a large compressed blob and hand the summary to
+        :meth:`append_as_leader` as ``validated``."""
+        summary = validate_leader_records(records, self.config, self.name)
+        if origin is AppendOrigin.CLIENT:
+            validate_client_records(records, summary, self.config, now_ms, self.name)
+        return summary
+
     def append_as_leader(
         self,
         records: bytearray,
@@ -363,6 +375,7 @@ class PartitionLog:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guard: VerificationGuard | None = None,
         verification_required: bool = False,
+        validated: BatchesSummary | None = None,
     ) -> AppendResult:
         """Validate, dedupe, assign offsets (in place) and append a produced records blob.
 
@@ -378,9 +391,11 @@ class PartitionLog:
         """
         cfg = self.config
         now = self.clock_ms() if now_ms is None else now_ms
-        summary = validate_leader_records(records, cfg, self.name)
-        if origin is AppendOrigin.CLIENT:
-            validate_client_records(records, summary, cfg, now, self.name)
+        summary = (
+            self.validate_records(records, now_ms=now, origin=origin)
+            if validated is None
+            else validated
+        )
         total = len(records)
         positions = summary.positions
         log_append = cfg.log_append_time

@@ -1,6 +1,7 @@
 """``odradek groups describe`` for KIP-848 consumer groups: ConsumerGroupDescribe over
-one connection, printed with the group and assignment epochs and each member's epoch,
-current and target assignment.
+one connection, printed with the group and assignment epochs and each member's type
+(classic or consumer protocol), epoch (-2: a static member that left and may come
+back), current and target assignment.
 
 kafka-python's admin client has no ConsumerGroupDescribe, so the request is sent with
 Odradek's own codec (:mod:`odradek.protocol.messages`) on a plain blocking socket to
@@ -26,6 +27,9 @@ from odradek.protocol.messages import (
 from odradek.protocol.versions import response_header_version
 
 VERSION = 1
+# ConsumerGroupDescribe v1's MemberType (KIP-1099): a classic member inside a consumer
+# group while it migrates, or a consumer-protocol one.
+MEMBER_TYPES = {0: "classic", 1: "consumer"}
 
 
 def describe(bootstrap: str, group_ids: list[str], timeout: float = 15.0) -> list[Any]:
@@ -72,12 +76,22 @@ def render(group: Any, out: TextIO, table: Any) -> None:
         f"assignor {group.assignor_name or '-'}  members {len(group.members)}\n"
     )
     rows: list[Sequence[Any]] = [
-        ("CONSUMER-ID", "EPOCH", "INSTANCE-ID", "HOST", "CLIENT-ID", "ASSIGNMENT", "TARGET")
+        (
+            "CONSUMER-ID",
+            "TYPE",
+            "EPOCH",
+            "INSTANCE-ID",
+            "HOST",
+            "CLIENT-ID",
+            "ASSIGNMENT",
+            "TARGET",
+        )
     ]
     for m in sorted(group.members, key=lambda m: m.member_id):
         rows.append(
             (
                 m.member_id,
+                MEMBER_TYPES.get(int(m.member_type), "-"),
                 m.member_epoch,
                 m.instance_id or "-",
                 m.client_host or "-",

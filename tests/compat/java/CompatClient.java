@@ -2,7 +2,7 @@
 //
 // Usage: java CompatClient COMMAND BOOTSTRAP [name=value ...]
 // Commands: produce, txn-produce (transactions), consume, offsets-for-times, and admin
-// commands (create-topic, list-offsets, ...).
+// commands (create-topic, list-offsets, remove-members, ...).
 // Options named like "producer.X=Y", "consumer.X=Y" or "admin.X=Y" pass straight into
 // that client's config; the rest are this program's own (topic=, partition=, ...).
 //
@@ -38,6 +38,9 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -655,6 +658,42 @@ public final class CompatClient {
                         Integer.parseInt(opts.get("coordinator-epoch")));
                 admin.abortTransaction(spec).all().get(30, TimeUnit.SECONDS);
                 System.out.println("ABORTED\t" + tp);
+                return 0;
+            }
+            // removeMembersFromConsumerGroup (KIP-345, KAFKA-18188): the static members of
+            // group=<group> named by instances=<id,...>, or every member when instances is
+            // absent. Prints MEMBER <instance> <NONE or the exception's class> per instance
+            // named, then REMOVED <OK or the exception's class> for the whole call.
+            case "remove-members": {
+                String group = opts.get("group");
+                RemoveMembersFromConsumerGroupOptions options;
+                List<MemberToRemove> named = new ArrayList<>();
+                if (opts.containsKey("instances")) {
+                    for (String id : opts.get("instances").split(",")) {
+                        named.add(new MemberToRemove(id));
+                    }
+                    options = new RemoveMembersFromConsumerGroupOptions(named);
+                } else {
+                    options = new RemoveMembersFromConsumerGroupOptions();
+                }
+                RemoveMembersFromConsumerGroupResult result =
+                        admin.removeMembersFromConsumerGroup(group, options);
+                for (MemberToRemove m : named) {
+                    String outcome = "NONE";
+                    try {
+                        result.memberResult(m).get(30, TimeUnit.SECONDS);
+                    } catch (ExecutionException e) {
+                        outcome = e.getCause().getClass().getSimpleName();
+                    }
+                    System.out.println("MEMBER\t" + m.groupInstanceId() + "\t" + outcome);
+                }
+                String all = "OK";
+                try {
+                    result.all().get(30, TimeUnit.SECONDS);
+                } catch (ExecutionException e) {
+                    all = e.getCause().getClass().getSimpleName();
+                }
+                System.out.println("REMOVED\t" + all);
                 return 0;
             }
             default:

@@ -231,3 +231,134 @@ def test_record_roundtrip() -> None:
         rec.decode_value(rec.CONSUMER_GROUP_MEMBER_METADATA, raw[:-3])
     # Key bytes as Kafka writes them: type 3, then the group as an INT16-length string.
     assert rec.encode_key(rec.ConsumerGroupKey(3, "g")) == b"\x00\x03\x00\x01g"
+
+
+def _two_members_settled(h: Harness) -> tuple[list[int], list[int]]:
+    """a and b share t1 (three partitions each), both Stable at epoch 2 and each has
+    reported what it owns; returns (a's, b's) partitions."""
+    h.hb("a", 0)
+    h.hb("b", 0)
+    a = h.hb("a", 1, {T1: list(range(6))})
+    kept = parts(a)[T1]
+    assert h.hb("a", 1, {T1: kept}).member_epoch == 2
+    b = h.hb("b", 2, {})
+    released = parts(b)[T1]
+    assert h.hb("b", 2, {T1: released}).assignment is None  # acknowledged
+    return kept, released
+
+
+def test_a_retried_heartbeat_gets_the_assignment_its_lost_response_carried() -> None:
+    """The rolling-migration stall: b waits for partitions a is releasing; the heartbeat
+    that hands them over (same member epoch) times out on the client, which retries the
+    very same request (librdkafka's heartbeat timeout is the heartbeat interval, 100 ms
+    while waiting): same epoch, no TopicPartitions. The coordinator must answer the
+    assignment again, or b stays Stable with partitions its client never took."""
+    h = Harness()
+    h.hb("a", 0)
+    assert h.hb("b", 0).member_epoch == 2  # waiting for a's partitions
+    a = h.hb("a", 1, {T1: list(range(6))})
+    kept = parts(a)[T1]
+    assert h.hb("b", 2, {}).assignment is None  # a still owns them
+    assert h.hb("a", 1, {T1: kept}).member_epoch == 2  # a released them
+    lost = h.hb("b", 2)  # b gets them: this response is lost
+    wanted = sorted(set(range(6)) - set(kept))
+    assert parts(lost) == {T1: wanted}
+    retried = h.hb("b", 2)  # the same request again
+    assert retried.member_epoch == 2 and parts(retried) == {T1: wanted}
+    assert parts(h.hb("b", 2)) == {T1: wanted}  # until b says it owns them
+    assert h.hb("b", 2, {T1: wanted}).assignment is None
+    assert h.hb("b", 2).assignment is None
+
+
+def test_a_heartbeat_at_the_previous_epoch_gets_the_assignment() -> None:
+    """The response that moved b to a new epoch with more partitions was lost: the
+    retried request still names the previous epoch and reports nothing. It is
+    accepted (Odradek's deviation) and must carry the assignment."""
+    h = Harness()
+    kept, _mine = _two_members_settled(h)
+    assert h.hb("a", 2, {T1: kept}).assignment is None
+    assert h.hb("a", -1).member_epoch == -1  # a leaves: b gets everything at epoch 3
+    lost = h.hb("b", 2)
+    assert lost.member_epoch == 3 and parts(lost) == {T1: list(range(6))}
+    retried = h.hb("b", 2)
+    assert retried.error == 0 and retried.member_epoch == 3
+    assert parts(retried) == {T1: list(range(6))}
+    assert h.hb("b", 3, {T1: list(range(6))}).assignment is None
+
+
+def test_stable_member_reporting_fewer_partitions_gets_its_assignment_again() -> None:
+    """KIP-848: a member reports what it owns in TopicPartitions. A Stable member whose
+    report differs from its assignment at the same epoch is sent the assignment."""
+    h = Harness()
+    _kept, mine = _two_members_settled(h)
+    r = h.hb("b", 2, {T1: mine[1:]})
+    assert r.member_epoch == 2 and parts(r) == {T1: mine}
+
+
+def test_admin_removes_a_static_member_by_instance_id() -> None:
+    """LeaveGroup v3+ naming members by group.instance.id alone (AdminClient
+    removeMembersFromConsumerGroup; Kafka's classicGroupLeaveToConsumerGroup): the
+    static member goes, with its records, in one new group epoch; an unknown instance
+    id answers UNKNOWN_MEMBER_ID, a member id that is not the instance's
+    FENCED_INSTANCE_ID, each member on its own."""
+    h = Harness()
+    h.hb("a", 0, instance_id="i1")
+    h.hb("b", 0, instance_id="i2")
+    h.hb("a", 1, {T1: list(range(6))})
+    group = h.shard.consumer.groups["g"]
+    epoch = group.group_epoch
+    top, errors = h.shard.leave_group("g", [("", "i1"), ("", "i9"), ("not-b", "i2")])
+    h.flush()
+    assert (top, errors) == (E.NONE, [E.NONE, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID])
+    assert set(group.members) == {"b"} and group.static_members == {"i2": "b"}
+    assert group.group_epoch == epoch + 1
+    assert not [k for k in h.log if rec.decode_key(k).member_id == "a"]
+    # The removed member's client is told it is unknown (it rejoins); b gets everything.
+    assert h.hb("a", 2, {T1: [0, 1, 2]}).error == E.UNKNOWN_MEMBER_ID
+    b = h.hb("b", 2, {})
+    assert b.member_epoch == epoch + 1 and parts(b) == {T1: list(range(6))}
+    # A new process with the removed instance id joins as a new member.
+    back = h.hb("a2", 0, instance_id="i1")
+    assert back.error == E.NONE and group.static_members["i1"] == "a2"
+
+
+def test_admin_removal_of_a_departed_static_member_and_of_several_at_once() -> None:
+    """A static member that closed (epoch -2) keeps its partitions until its session
+    ends; an administrator removes it at once, and its partitions move. Several
+    members removed together (a dynamic one by member id, KAFKA-18188) make one new
+    group epoch."""
+    h = Harness()
+    h.hb("a", 0, instance_id="i1")
+    h.hb("b", 0)
+    h.hb("c", 0)
+    group = h.shard.consumer.groups["g"]
+    assert h.hb("a", -2, instance_id="i1").member_epoch == -2
+    # Described as Kafka writes it: member epoch -2, its partitions kept.
+    [departed] = [m for m in h.shard.consumer.describe("g").members if m.member_id == "a"]
+    assert departed.member_epoch == -2 and departed.assignment
+    epoch = group.group_epoch
+    assert h.shard.leave_group("g", [("a", "i1"), ("b", None)]) == (E.NONE, [E.NONE, E.NONE])
+    h.flush()
+    assert set(group.members) == {"c"} and group.group_epoch == epoch + 1
+    assert h.shard.leave_group("g", [("b", None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
+    c = h.hb("c", 3, {})
+    assert c.member_epoch == epoch + 1 and parts(c) == {T1: list(range(6))}
+
+
+def test_group_with_a_departed_static_member_is_reconciling() -> None:
+    """Kafka writes epoch -2 for a static member that left, so the group is not
+    reconciled (Reconciling) until the instance returns."""
+    h = Harness()
+    h.hb("a", 0, instance_id="i1")
+    h.hb("b", 0)
+    a = h.hb("a", 1, {T1: list(range(6))})
+    kept = parts(a)[T1]
+    h.hb("a", 1, {T1: kept})
+    b = h.hb("b", 2, {})
+    h.hb("b", 2, {T1: parts(b)[T1]})
+    assert h.shard.consumer.describe("g").state == "Stable"
+    h.hb("a", -2, instance_id="i1")
+    assert h.shard.consumer.describe("g").state == "Reconciling"
+    back = h.hb("a2", 0, instance_id="i1")
+    assert parts(back) == {T1: kept}
+    assert h.shard.consumer.describe("g").state == "Stable"

@@ -398,3 +398,22 @@ def test_member_metadata_record_round_trips_classic_metadata() -> None:
     raw = rec.encode_value(rec.CONSUMER_GROUP_MEMBER_METADATA, value)
     assert raw is not None
     assert rec.decode_value(rec.CONSUMER_GROUP_MEMBER_METADATA, raw) == value
+
+
+def test_admin_removal_of_the_last_consumer_member_by_instance_id_downgrades() -> None:
+    """LeaveGroup by group.instance.id (an administrator, KAFKA-18188) removing the
+    static consumer-protocol member of a mixed group: only classic members remain, so
+    the group goes back to classic and rebalances (Kafka's
+    validateOnlineDowngradeWithFencedMembers)."""
+    h = Harness()
+    a, b, _owned = settled_with_static_consumer_member(h)
+    assert h.shard.leave_group("g", [("", "i9"), ("", "i1")]) == (
+        E.NONE,
+        [E.UNKNOWN_MEMBER_ID, E.NONE],
+    )
+    h.flush()
+    assert "g" not in h.shard.consumer.groups
+    classic = h.shard.groups["g"]
+    assert set(classic.members) == {a, b} and classic.is_(GroupState.PREPARING_REBALANCE)
+    assert not [k for k in h.log if not isinstance(decode_key(k), GroupKey)]
+    assert h.hb("c", 5, instance_id="i1").error == E.UNKNOWN_MEMBER_ID
