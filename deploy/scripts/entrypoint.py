@@ -29,7 +29,7 @@ of :mod:`odradek.config`, so ``--set`` still overrides them):
   storage 100, coordinators 200, offset stores 300, transaction coordinators 400,
   controller 3000.
 - gateway ``listeners`` ``PLAINTEXT://0.0.0.0:9092`` and ``advertised.listeners``
-  ``PLAINTEXT://<own IP>:<port>``; storage ``log.dirs`` and controller
+  ``NAME://<own IP>:<port>`` for each listener; storage ``log.dirs`` and controller
   ``metadata.store`` under ``/var/lib/odradek``; ``controller.address``
   ``controller:9093``; the web console's ``console.listener`` ``0.0.0.0:8080`` (it
   has no node id: it is a client of the cluster, not a member).
@@ -273,8 +273,14 @@ def plan(
             listeners = f"PLAINTEXT://0.0.0.0:{DEFAULT_KAFKA_PORT}"
             added[env_name("listeners")] = listeners
         if need("advertised.listeners"):
-            port = listeners.split(",")[0].rsplit(":", 1)[-1]
-            added[env_name("advertised.listeners")] = f"PLAINTEXT://{address()}:{port}"
+            # Every listener at this container's address, under its own name (Kafka
+            # refuses advertised names that are not in listeners).
+            added[env_name("advertised.listeners")] = ",".join(
+                f"{item.split('://', 1)[0] if '://' in item else 'PLAINTEXT'}://"
+                f"{address()}:{item.rsplit(':', 1)[-1]}"
+                for item in (v.strip() for v in listeners.split(","))
+                if item
+            )
     if service == "storage" and need("log.dirs"):
         added[env_name("log.dirs")] = f"{DATA_ROOT}/data"
     if service == "controller" and need("metadata.store"):

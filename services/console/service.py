@@ -131,11 +131,17 @@ class ConsoleService:
         snapshot = self.snapshot()
         if snapshot is None:
             return ()
-        return tuple(
-            f"{n.advertised_host or n.host}:{n.kafka_port}"
-            for n in snapshot.nodes_of(NodeKind.GATEWAY)
-            if n.kafka_port > 0
-        )
+        # A gateway with several listeners: the one named as our security.protocol
+        # (e.g. SASL_SSL next to PLAINTEXT), else its first (docs/security.md).
+        wanted = self.client_defaults.security_protocol
+        out = []
+        for n in snapshot.nodes_of(NodeKind.GATEWAY):
+            match = [lst for lst in n.listeners if lst.name == wanted and lst.port > 0]
+            if match:
+                out.append(f"{match[0].host or n.host}:{match[0].port}")
+            elif n.kafka_port > 0:
+                out.append(f"{n.advertised_host or n.host}:{n.kafka_port}")
+        return tuple(out)
 
     def client_pool(self) -> ClientPool:
         if self.pool is None:

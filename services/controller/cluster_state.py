@@ -38,6 +38,33 @@ NO_LEADER = -1
 
 
 @dataclass
+class ListenerEndpoint:
+    """A gateway's advertised listener (common.proto ``ListenerEndpoint``)."""
+
+    name: str
+    host: str = ""
+    port: int = 0
+    broker_ports: dict[int, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "host": self.host,
+            "port": self.port,
+            "broker_ports": {str(k): v for k, v in sorted(self.broker_ports.items())},
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ListenerEndpoint:
+        return cls(
+            name=str(obj["name"]),
+            host=obj.get("host", ""),
+            port=int(obj.get("port", 0)),
+            broker_ports={int(k): int(v) for k, v in (obj.get("broker_ports") or {}).items()},
+        )
+
+
+@dataclass
 class NodeInfo:
     node_id: int
     kind: NodeKind
@@ -53,6 +80,8 @@ class NodeInfo:
     broker_ports: dict[int, int] = field(default_factory=dict)
     # Storage nodes: the data link port (common.proto ``Node.data_port``).
     data_port: int = 0
+    # Gateways: every listener's advertised endpoints (common.proto ``Node.listeners``).
+    listeners: list[ListenerEndpoint] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +97,7 @@ class NodeInfo:
             "advertised_host": self.advertised_host,
             "broker_ports": {str(k): v for k, v in sorted(self.broker_ports.items())},
             "data_port": self.data_port,
+            "listeners": [lst.to_json() for lst in self.listeners],
         }
 
     @classmethod
@@ -85,6 +115,7 @@ class NodeInfo:
             advertised_host=obj.get("advertised_host", ""),
             broker_ports={int(k): int(v) for k, v in (obj.get("broker_ports") or {}).items()},
             data_port=int(obj.get("data_port", 0)),
+            listeners=[ListenerEndpoint.from_json(x) for x in obj.get("listeners") or ()],
         )
 
 

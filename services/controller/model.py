@@ -403,6 +403,7 @@ class ClusterModel:
             state=NodeState.ONLINE,
             incarnation=self.last_incarnation,
             broker_ports=dict(node.broker_ports),
+            listeners=list(node.listeners),
         )
         self.nodes[node.node_id] = registered
         self._mark_node(node.node_id)

@@ -24,7 +24,7 @@ from odradek.acl import (
 )
 from odradek.acl import ResourceType as AclResourceType
 from odradek.client_quota_proto import entity_from_proto, entity_to_proto
-from odradek.controller.cluster_state import NodeInfo, NodeKind
+from odradek.controller.cluster_state import ListenerEndpoint, NodeInfo, NodeKind
 from odradek.controller.controller import (
     ConfigResourceChange,
     Controller,
@@ -102,6 +102,10 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             advertised_host=n.advertised_host,
             broker_ports=dict(n.broker_ports),
             data_port=n.data_port,
+            listeners=[
+                ListenerEndpoint(lst.name, lst.host, lst.port, dict(lst.broker_ports))
+                for lst in n.listeners
+            ],
         )
         try:
             registered = await self.controller.register_node(node, session=request.incarnation)

@@ -25,6 +25,12 @@ def node_proto(node: NodeInfo) -> common_pb2.Node:
         advertised_host=node.advertised_host,
         broker_ports=node.broker_ports,
         data_port=node.data_port,
+        listeners=[
+            common_pb2.ListenerEndpoint(
+                name=lst.name, host=lst.host, port=lst.port, broker_ports=lst.broker_ports
+            )
+            for lst in node.listeners
+        ],
     )
 
 

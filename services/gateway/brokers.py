@@ -13,9 +13,11 @@ same answer and every rule is unit-tested without a cluster (docs/brokers.md).
   makes librdkafka drop every broker it knows, fail its in-flight produce requests
   and re-bootstrap (tests/integration/test_failover_kill9.py restarts all three).
 - Each broker is advertised at a gateway's *broker port* for it (port-per-broker, as
-  Kafka proxies do it): a gateway opens one listener per storage node besides its
-  bootstrap listener and publishes the ports in its registration
-  (``Node.broker_ports``). The port a connection arrives on tells the gateway which
+  Kafka proxies do it): a gateway opens, for each of its listeners, one socket per
+  storage node besides that listener's bootstrap port and publishes the ports in its
+  registration (``Node.listeners``; the first listener also in ``Node.broker_ports``).
+  Clients get the endpoints of the listener they connected to (its name), as Kafka
+  answers the brokers' endpoints for the request's listener name. The port a connection arrives on tells the gateway which
   broker the client meant (``ConnectionContext.broker_id``).
 - Which gateway fronts a broker: among the online gateways with a port for it, one on
   the storage node's own host if there is one (co-location), else the brokers are
@@ -63,32 +65,64 @@ def _same_host(gateway: common_pb2.Node, storage: common_pb2.Node) -> bool:
     return gateway.host not in _WILDCARDS and gateway.host == storage.host
 
 
+@dataclass(frozen=True, slots=True)
+class _Endpoint:
+    """A gateway's advertised endpoint on one listener."""
+
+    gateway: common_pb2.Node
+    host: str
+    port: int
+    broker_ports: Mapping[int, int]
+
+
+def _endpoint(gateway: common_pb2.Node, listener: str | None) -> _Endpoint | None:
+    """``gateway``'s endpoint on ``listener`` (None: its first listener); None when the
+    gateway has no such listener. A registration without ``listeners`` (one listener,
+    from before they were listed) answers for any name."""
+    if listener is not None and gateway.listeners:
+        for found in gateway.listeners:
+            if found.name == listener:
+                return _Endpoint(
+                    gateway, found.host or gateway.host, found.port, found.broker_ports
+                )
+        return None
+    return _Endpoint(
+        gateway, gateway.advertised_host or gateway.host, gateway.kafka_port, gateway.broker_ports
+    )
+
+
 def advertise(
-    metadata: common_pb2.ClusterMetadata, gateways: Sequence[common_pb2.Node]
+    metadata: common_pb2.ClusterMetadata,
+    gateways: Sequence[common_pb2.Node],
+    listener: str | None = None,
 ) -> dict[int, Broker]:
-    """Every broker (live storage node) with the endpoint it is advertised at, by id.
+    """Every broker (live storage node) with the endpoint it is advertised at on
+    ``listener`` (the name of the listener the client connected to; None: each
+    gateway's first listener), by id.
 
     ``gateways`` are the online gateways by id (a gateway passes its own entry as it
-    is right now, which the metadata may not show yet). Empty without gateways.
+    is right now, which the metadata may not show yet). Only gateways with that listener
+    front brokers on it, as a Kafka broker without the request's listener is left out
+    of Metadata. Empty without such gateways.
     """
     out: dict[int, Broker] = {}
-    if not gateways:
+    endpoints = [e for e in (_endpoint(g, listener) for g in gateways) if e is not None]
+    if not endpoints:
         return out
     storage_nodes = live_storage_nodes(metadata) or sorted(
         (n for n in metadata.nodes if n.kind == common_pb2.STORAGE), key=lambda n: n.node_id
     )
     for index, storage in enumerate(storage_nodes):
-        with_port = [g for g in gateways if storage.node_id in g.broker_ports]
-        pool = with_port or list(gateways)
-        near = [g for g in pool if _same_host(g, storage)]
-        gateway = (near or pool)[index % len(near or pool)]
-        port = gateway.broker_ports.get(storage.node_id) or gateway.kafka_port
+        with_port = [e for e in endpoints if storage.node_id in e.broker_ports]
+        pool = with_port or endpoints
+        near = [e for e in pool if _same_host(e.gateway, storage)]
+        chosen = (near or pool)[index % len(near or pool)]
         out[storage.node_id] = Broker(
             node_id=storage.node_id,
-            host=gateway.advertised_host or gateway.host,
-            port=port,
-            rack=storage.rack or gateway.rack or None,
-            gateway_id=gateway.node_id,
+            host=chosen.host,
+            port=chosen.broker_ports.get(storage.node_id) or chosen.port,
+            rack=storage.rack or chosen.gateway.rack or None,
+            gateway_id=chosen.gateway.node_id,
         )
     return out
 

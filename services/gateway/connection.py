@@ -186,6 +186,9 @@ class ConnectionContext:
     principal: str = ANONYMOUS
     host: str = "?"
     security_protocol: str = "PLAINTEXT"
+    # The name of the listener the client connected to (``listeners``): Metadata,
+    # FindCoordinator and DescribeCluster answer that listener's endpoints.
+    listener: str = "PLAINTEXT"
     # SASL listeners: the exchange's state; requests other than ApiVersions and the
     # SASL ones are refused until ``authenticated`` (authentication.py).
     sasl: SaslSession | None = None
@@ -322,6 +325,7 @@ class KafkaConnection(asyncio.Protocol):
     def _secure(self, transport: asyncio.BaseTransport) -> None:
         sec = self.security
         self.ctx.security_protocol = sec.protocol
+        self.ctx.listener = sec.name
         if sec.ssl_context is not None:
             ssl_object = transport.get_extra_info("ssl_object")
             der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None

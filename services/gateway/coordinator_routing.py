@@ -29,7 +29,7 @@ class CoordinatorRouting:
     def __init__(
         self,
         metadata: MetadataCache,
-        brokers: Callable[[], Mapping[int, Broker]],
+        brokers: Callable[[str | None], Mapping[int, Broker]],
         request_timeout_ms: int,
     ) -> None:
         self.metadata = metadata
@@ -51,11 +51,11 @@ class CoordinatorRouting:
         """Whether FindCoordinator may name a coordinator for the key now."""
         raise NotImplementedError
 
-    def coordinator_broker(self, key: str) -> Broker | None:
+    def coordinator_broker(self, key: str, listener: str | None = None) -> Broker | None:
         """The broker FindCoordinator names: the leader of the key's partition of the
-        internal topic, None while that has no leader."""
+        internal topic (at its endpoint on ``listener``), None while that has no leader."""
         return broker_of_partition(
-            self.metadata.current, self._brokers(), self.internal_topic, self.shard(key)
+            self.metadata.current, self._brokers(listener), self.internal_topic, self.shard(key)
         )
 
     def listed_on(self, key: str, broker_id: int | None) -> bool:

@@ -5,10 +5,11 @@ partition's data to the storage node leading it, and asks the controller for
 admin changes and producer-id blocks.
 
 Broker identity (docs/brokers.md, :mod:`odradek.gateway.brokers`): the brokers Kafka
-clients see are the storage nodes. Besides its bootstrap listener (``listeners``) a
-gateway opens one *broker port* per storage node and announces them to the controller
-(``Node.broker_ports``); Metadata advertises each storage node at one gateway's port
-for it. Any gateway serves any partition on any of its ports, so a client following
+clients see are the storage nodes. Besides the bootstrap port of each of its
+``listeners`` a gateway opens, per listener, one *broker port* per storage node
+(:mod:`odradek.gateway.served_listeners`) and announces them to the controller
+(``Node.listeners``); Metadata advertises each storage node at one gateway's port
+for it on the listener the client connected to. Any gateway serves any partition on any of its ports, so a client following
 stale metadata still works; the port only tells broker-scoped requests (ListGroups,
 DescribeConfigs on a broker, DescribeLogDirs, ...) which broker the client addressed
 (``ConnectionContext.broker_id``). ``broker.port.start`` 0 takes ephemeral ports as
@@ -50,8 +51,9 @@ from odradek.gateway.connection import (
     Result,
 )
 from odradek.gateway.group_routing import GroupRouter
-from odradek.gateway.listeners import parse_advertised, parse_listener
+from odradek.gateway.listeners import parse_listeners
 from odradek.gateway.memory_pool import MemoryPool
+from odradek.gateway.served_listeners import ServedListener
 from odradek.gateway.throttling import apply_quotas
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache, Snapshot
@@ -120,6 +122,10 @@ def _api_name(api_key: int) -> str:
         return f"Unknown{api_key}"
 
 
+# Every listener's broker ports: (name, ((storage node id, port), ...)), ...
+_PortState = tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
+
+
 class _RequestMetrics(NamedTuple):
     name: str  # the API's name, the ``request`` label
     requests: Counter
@@ -132,11 +138,14 @@ class Gateway:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.node_id = GATEWAY_CONFIGS.read_int(config, "node.id")
-        # The listener and its security (listeners.py): TLS, SASL, authentication bound.
-        self.host, self.port, self.security = parse_listener(config)
-        self.advertised_host, self.advertised_port = parse_advertised(
-            config.get("advertised.listeners"), self.host
-        )
+        self.broker_port_start = GATEWAY_CONFIGS.read_int(config, "broker.port.start")
+        self.broker_port_count = GATEWAY_CONFIGS.read_int(config, "broker.port.count")
+        self.storage_node_id_base = GATEWAY_CONFIGS.read_int(config, "storage.node.id.base")
+        # The listeners and their security (listeners.py): TLS, SASL, authentication bound.
+        self.listeners = parse_listeners(config, self.broker_port_start, self.broker_port_count)
+        self.host = self.listeners[0].host
+        # Fixed broker ports (some listener has a broker.port.start): opened at start.
+        self.fixed_broker_ports = any(lst.broker_port_start for lst in self.listeners)
         self.credentials = Credentials()
         grpc_host, _, grpc_port = config.str("grpc.listener").rpartition(":")
         self.rpc = RpcServer(grpc_host or "127.0.0.1", int(grpc_port or 0))
@@ -151,20 +160,19 @@ class Gateway:
         self.storage = StoragePool(self.metadata)
         self.request_timeout_ms = GATEWAY_CONFIGS.read_int(config, "request.timeout.ms")
         self.metadata_wait_s = GATEWAY_CONFIGS.read_int(config, "metadata.wait.ms") / 1000.0
-        self.broker_port_start = GATEWAY_CONFIGS.read_int(config, "broker.port.start")
-        self.broker_port_count = GATEWAY_CONFIGS.read_int(config, "broker.port.count")
-        self.storage_node_id_base = GATEWAY_CONFIGS.read_int(config, "storage.node.id.base")
         self.groups = GroupRouter(self.metadata, self.brokers, self.request_timeout_ms)
         self.transactions = TxnRouter(self.metadata, self.brokers, self.request_timeout_ms)
         self.producer_ids = ProducerIdBlocks(
             from_controller(self.controller, self.node_id, self._incarnation)
         )
         self.handlers = apis.load_handlers()
-        # The SASL APIs are advertised only on a SASL listener (docs/compatibility.md C4).
+        # Everything served on some listener (bounds the request metrics' labels).
         self.advertised_versions: dict[ApiKey, tuple[int, int]] = {
-            k: v
-            for k, v in SUPPORTED.items()
-            if k in self.handlers and (self.security.sasl or k not in SASL_APIS)
+            k: v for k, v in SUPPORTED.items() if k in self.handlers
+        }
+        # The SASL APIs are advertised only on a SASL listener (docs/compatibility.md C4).
+        self._without_sasl = {
+            k: v for k, v in self.advertised_versions.items() if k not in SASL_APIS
         }
         self._metric_children: dict[tuple[int, int], _RequestMetrics] = {}
         self.memory_pool = MemoryPool(GATEWAY_CONFIGS.read_int(config, "queued.max.request.bytes"))
@@ -194,22 +202,16 @@ class Gateway:
             ConnectionQuota.parse_overrides(config.get("max.connections.per.ip.overrides")),
             GATEWAY_CONFIGS.read_int(config, "max.connection.creation.rate"),
         )
-        # The bootstrap listener; broker_listeners hold one per storage node (broker port).
-        self.listener = KafkaListener(
-            self.host,
-            self.port,
-            self.dispatch,
-            self.limits,
-            security=self.security,
-            quota=self.quota,
-        )
-        self.listener.on_count_change = self._count_connections
-        self.broker_listeners: dict[int, KafkaListener] = {}
-        self.broker_ports: dict[int, int] = {}  # storage node id -> advertised broker port
-        self._announced: dict[int, int] | None = None  # what the controller last accepted
+        # Per listener: its bootstrap port and one broker port per storage node.
+        self.served = [
+            ServedListener(lst, self.dispatch, self.limits, self.quota, self._count_connections)
+            for lst in self.listeners
+        ]
+        self._served_ids: set[int] = set()  # storage nodes with broker ports
+        self._announced: _PortState | None = None  # what the controller last accepted
         self._out_of_range: set[int] = set()
-        self._brokers_cache: tuple[Snapshot, tuple[tuple[int, int], ...], dict[int, Broker]] | None
-        self._brokers_cache = None
+        self._brokers_cache: dict[str | None, tuple[Snapshot, _PortState, dict[int, Broker]]]
+        self._brokers_cache = {}
         self._grpc_port = self._metrics_port = 0
         self.membership: Membership | None = None
         self._stop = asyncio.Event()
@@ -219,11 +221,9 @@ class Gateway:
     async def start(self) -> dict[str, int]:
         grpc_port = await self.rpc.start()
         metrics_port = await self.metrics_server.start()
-        kafka_port = await self.listener.start()
-        if not self.advertised_port:
-            self.advertised_port = kafka_port
+        bound = [await served.start() for served in self.served]
         self._grpc_port, self._metrics_port = grpc_port, metrics_port
-        if self.broker_port_start:
+        if self.fixed_broker_ports:
             # Fixed ports: all of them now, so a port conflict fails the start.
             for node_id in range(
                 self.storage_node_id_base, self.storage_node_id_base + self.broker_port_count
@@ -233,7 +233,7 @@ class Gateway:
         self.membership, watch = await join_cluster(
             self.controller, self.metadata, self._node(), self._stop
         )
-        self._announced = dict(self.broker_ports)
+        self._announced = self._port_state()
         self._tasks.append(watch)
         # A broker port for every storage node the cluster has, announced before we
         # report ready, so the first Metadata a client gets has them all (if the
@@ -245,35 +245,48 @@ class Gateway:
         self._tasks.append(asyncio.get_running_loop().create_task(self._follow_storage_nodes()))
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
-        return {
-            "kafka": kafka_port,
-            "grpc": grpc_port,
-            "metrics": metrics_port,
-            **{f"broker-{n}": port for n, port in sorted(self.broker_ports.items())},
-        }
+        # "kafka" and "broker-<id>": the first listener's; "kafka-<name>" and
+        # "<name>-broker-<id>": every listener's (cluster.json, docs/security.md).
+        ports = {"kafka": bound[0], "grpc": grpc_port, "metrics": metrics_port}
+        first = self.served[0]
+        ports.update({f"broker-{n}": p for n, p in sorted(first.broker_ports.items())})
+        for served, port in zip(self.served, bound, strict=True):
+            name = served.name.lower()
+            ports[f"kafka-{name}"] = port
+            ports.update({f"{name}-broker-{n}": p for n, p in sorted(served.broker_ports.items())})
+        return ports
 
     def _node(self) -> common_pb2.Node:
-        """This gateway's registration as it is right now."""
+        """This gateway's registration as it is right now: every listener's endpoints,
+        the first one's also in the single-listener fields."""
+        first = self.served[0]
         return common_pb2.Node(
             node_id=self.node_id,
             kind=common_pb2.GATEWAY,
             host=self.host,
-            advertised_host=self.advertised_host,
-            kafka_port=self.advertised_port,
+            advertised_host=first.listener.advertised_host,
+            kafka_port=first.advertised_port,
             grpc_port=self._grpc_port,
             metrics_port=self._metrics_port,
             rack=self.config.get("broker.rack") or "",
             state=common_pb2.ONLINE,
-            broker_ports=self.broker_ports,
+            broker_ports=first.broker_ports,
+            listeners=[served.endpoint() for served in self.served],
+        )
+
+    def _port_state(self) -> _PortState:
+        """Every listener's broker ports, to tell whether the controller has them."""
+        return tuple(
+            (served.name, tuple(sorted(served.broker_ports.items()))) for served in self.served
         )
 
     # -- broker ports ------------------------------------------------------------------------
     async def _open_broker_port(self, storage_id: int) -> None:
-        if storage_id in self.broker_listeners:
+        """Serve ``storage_id`` on a broker port of every listener."""
+        if storage_id in self._served_ids:
             return
-        port = 0
-        if self.broker_port_start:
-            offset = storage_id - self.storage_node_id_base
+        offset = storage_id - self.storage_node_id_base
+        if self.fixed_broker_ports:
             if not 0 <= offset < self.broker_port_count:
                 if storage_id not in self._out_of_range:
                     self._out_of_range.add(storage_id)
@@ -287,21 +300,10 @@ class Gateway:
                         self.storage_node_id_base,
                     )
                 return
-            port = self.broker_port_start + offset
-        listener = KafkaListener(
-            self.host,
-            port,
-            self.dispatch,
-            self.limits,
-            broker_id=storage_id,
-            security=self.security,
-            quota=self.quota,
-        )
-        listener.on_count_change = self._count_connections
-        bound = await listener.start()
-        self.broker_listeners[storage_id] = listener
-        self.broker_ports[storage_id] = bound
-        log.info("broker %d: listening on %s:%d", storage_id, self.host, bound)
+        for served in self.served:
+            start = served.listener.broker_port_start
+            await served.open_broker_port(storage_id, start + offset if start else 0)
+        self._served_ids.add(storage_id)
 
     def _unserved(self, snap: Snapshot) -> list[int]:
         """Storage nodes (any state: a restarted node keeps its port) without a broker port."""
@@ -309,7 +311,7 @@ class Gateway:
             n.node_id
             for n in snap.raw.nodes
             if n.kind == common_pb2.STORAGE
-            and n.node_id not in self.broker_listeners
+            and n.node_id not in self._served_ids
             and n.node_id not in self._out_of_range
         ]
 
@@ -318,8 +320,8 @@ class Gateway:
         cannot be reached; the follower task tries again)."""
         for storage_id in self._unserved(self.metadata.current):
             await self._open_broker_port(storage_id)
-        if self.membership is not None and self._announced != self.broker_ports:
-            ports = dict(self.broker_ports)
+        if self.membership is not None and self._announced != self._port_state():
+            ports = self._port_state()
             await self.membership.announce(self._node(), timeout=self.request_timeout_ms / 1000)
             self._announced = ports
 
@@ -327,7 +329,7 @@ class Gateway:
         """Serve storage nodes that join later (scale-out)."""
         while not self._stop.is_set():
             await self.metadata.wait_for(
-                lambda s: bool(self._unserved(s)) or self._announced != self.broker_ports, 30.0
+                lambda s: bool(self._unserved(s)) or self._announced != self._port_state(), 30.0
             )
             try:
                 await self._serve_storage_nodes()
@@ -338,7 +340,7 @@ class Gateway:
                 await asyncio.sleep(1.0)
 
     def _listeners(self) -> list[KafkaListener]:
-        return [self.listener, *self.broker_listeners.values()]
+        return [sock for served in self.served for sock in served.sockets()]
 
     def _count_connections(self, _: int) -> None:
         CONNECTIONS.set(sum(len(lst.connections) for lst in self._listeners()))
@@ -421,7 +423,7 @@ class Gateway:
                     build_api_versions_response(
                         header.api_version,
                         header.correlation_id,
-                        supported=self.advertised_versions,
+                        supported=self.versions_for(ctx),
                     )
                 )
         if (
@@ -501,13 +503,19 @@ class Gateway:
         ]
         return sorted([*others, self._node()], key=lambda n: n.node_id)
 
-    def brokers(self) -> dict[int, Broker]:
-        """The brokers clients see, by id (:func:`odradek.gateway.brokers.advertise`)."""
+    def versions_for(self, ctx: ConnectionContext) -> dict[ApiKey, tuple[int, int]]:
+        """What ApiVersions lists on the client's listener (SASL APIs on SASL ones only)."""
+        sasl = ctx.security_protocol.startswith("SASL_")
+        return self.advertised_versions if sasl else self._without_sasl
+
+    def brokers(self, listener: str | None = None) -> dict[int, Broker]:
+        """The brokers clients of ``listener`` see (None: the first listener), by id
+        (:func:`odradek.gateway.brokers.advertise`)."""
         snap = self.metadata.current
-        ports = tuple(sorted(self.broker_ports.items()))
-        cached = self._brokers_cache
+        ports = self._port_state()
+        cached = self._brokers_cache.get(listener)
         if cached is not None and cached[0] is snap and cached[1] == ports:
             return cached[2]
-        brokers = advertise(snap.raw, self.gateways())
-        self._brokers_cache = (snap, ports, brokers)
+        brokers = advertise(snap.raw, self.gateways(), listener)
+        self._brokers_cache[listener] = (snap, ports, brokers)
         return brokers

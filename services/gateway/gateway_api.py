@@ -23,6 +23,7 @@ from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker
 from odradek.gateway.client_quotas import ClientQuotas
+from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.group_routing import GroupRouter
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache
@@ -98,7 +99,7 @@ class GatewayApi(Protocol):
 
     @property
     def advertised_versions(self) -> Mapping[ApiKey, tuple[int, int]]:
-        """What ApiVersions lists: the supported versions of the APIs served here."""
+        """The supported versions of the APIs served here (on some listener)."""
         ...
 
     @property
@@ -120,7 +121,12 @@ class GatewayApi(Protocol):
         """A cluster-wide broker config (``cluster_configs`` of the metadata), else Kafka's default."""
         ...
 
-    def brokers(self) -> Mapping[int, Broker]:
-        """The brokers clients see: live storage nodes at their advertised endpoints, by id
-        (:mod:`odradek.gateway.brokers`)."""
+    def versions_for(self, ctx: ConnectionContext) -> Mapping[ApiKey, tuple[int, int]]:
+        """What ApiVersions lists on the client's listener (the SASL APIs on SASL
+        listeners only)."""
+        ...
+
+    def brokers(self, listener: str | None = None) -> Mapping[int, Broker]:
+        """The brokers clients of ``listener`` see: live storage nodes at their advertised
+        endpoints on that listener (None: the first), by id (:mod:`odradek.gateway.brokers`)."""
         ...

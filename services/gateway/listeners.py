@@ -1,21 +1,24 @@
-"""The gateway's Kafka listener: ``listeners``, ``advertised.listeners``,
+"""The gateway's Kafka listeners: ``listeners``, ``advertised.listeners``,
 ``listener.security.protocol.map`` and the security each protocol brings.
 
-Kafka's syntax: ``NAME://host:port`` where NAME is a security protocol (PLAINTEXT,
+Kafka's syntax: ``NAME://host:port,...`` where NAME is a security protocol (PLAINTEXT,
 SSL, SASL_PLAINTEXT, SASL_SSL) or a name that ``listener.security.protocol.map``
 (``NAME:PROTOCOL,...``) maps to one. Per-listener settings may be prefixed as Kafka
-does (``listener.name.<name lower-case>.ssl.keystore.location``), falling back to
-the plain name.
+does (``listener.name.<name lower-case>.ssl.keystore.location``, and for JAAS-like
+per-mechanism keys ``listener.name.<name>.<mechanism>.<key>``), falling back to the
+plain name.
 
-One listener per gateway: its security applies to the bootstrap port and to every
-broker port (docs/brokers.md), since Metadata advertises the broker ports to the
-clients of that listener. Several listeners (e.g. PLAINTEXT and SASL_SSL side by
-side) would need a set of broker ports per listener; until then a second listener
-is refused at start-up rather than silently ignored.
+A gateway serves several listeners at once (docs/security.md, "Listeners"). Each has
+its own bootstrap port and its own set of broker ports (docs/brokers.md), all with
+that listener's security; Metadata, FindCoordinator and DescribeCluster answer the
+endpoints of the listener a client connected on, as Kafka answers the brokers'
+endpoints for the request's listener name. Configuration errors carry Kafka's
+messages (KafkaConfig / SocketServerConfigs.listenerListToEndPoints).
 """
 
 from __future__ import annotations
 
+import itertools
 import ssl
 from dataclasses import dataclass, field
 
@@ -26,6 +29,8 @@ from odradek.tls import PrincipalMapper, server_context
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SERVED_MECHANISMS = ("PLAIN", *MECHANISMS)
 ANONYMOUS = "User:ANONYMOUS"
+# Kafka's default listener.security.protocol.map: each protocol names itself.
+DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,20 @@ class ListenerSecurity:
         return self.protocol.startswith("SASL_")
 
 
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One entry of ``listeners``: where it binds, what it advertises, its security."""
+
+    name: str
+    host: str
+    port: int  # 0: ephemeral
+    security: ListenerSecurity
+    advertised_host: str
+    advertised_port: int  # 0: the bound port
+    # Fixed broker ports from this number (0: ephemeral; docs/brokers.md).
+    broker_port_start: int = 0
+
+
 def _split(value: str) -> list[tuple[str, str, int]]:
     """``NAME://host:port,...`` (urlsplit refuses the underscore of SASL_SSL)."""
     out = []
@@ -63,10 +82,23 @@ def _split(value: str) -> list[tuple[str, str, int]]:
     return out
 
 
+def _check_distinct(value: str, endpoints: list[tuple[str, str, int]]) -> None:
+    """Kafka's listenerListToEndPoints: distinct names, distinct ports (0 excepted)."""
+    ports = [port for _name, _host, port in endpoints if port != 0]
+    if len(set(ports)) != len(ports):
+        raise ConfigError(f"Each listener must have a different port, listeners: {value}")
+    names = [name for name, _host, _port in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"Each listener must have a different name, listeners: {value}")
+
+
 def protocol_map(value: str | None) -> dict[str, str]:
-    """``listener.security.protocol.map``; Kafka's default maps each protocol to itself."""
-    out = {p: p for p in PROTOCOLS}
-    for item in (v.strip() for v in (value or "").split(",")):
+    """``listener.security.protocol.map``; unset, Kafka's default maps each protocol
+    to itself (set, it replaces the default, as in Kafka)."""
+    if not value or not value.strip():
+        return dict(DEFAULT_PROTOCOL_MAP)
+    out: dict[str, str] = {}
+    for item in (v.strip() for v in value.split(",")):
         if not item:
             continue
         name, sep, proto = item.partition(":")
@@ -76,21 +108,9 @@ def protocol_map(value: str | None) -> dict[str, str]:
     return out
 
 
-def parse_listener(config: Config) -> tuple[str, int, ListenerSecurity]:
-    """(host, port, security) of the gateway's listener."""
-    listeners = _split(config.str("listeners"))
-    if len(listeners) != 1:
-        raise ConfigError(
-            f"listeners={config.str('listeners')}: a gateway serves exactly one listener "
-            "(its broker ports share its security; docs/security.md)"
-        )
-    name, host, port = listeners[0]
-    protocols = protocol_map(config.get("listener.security.protocol.map"))
-    if name not in protocols:
-        raise ConfigError(
-            f"listener {name} has no security protocol in listener.security.protocol.map"
-        )
-    protocol = protocols[name]
+def listener_security(config: Config, name: str, protocol: str) -> ListenerSecurity:
+    """The security of listener ``name``: its ``listener.name.<name>.`` settings, else
+    the plain ones."""
     prefix = f"listener.name.{name.lower()}."
 
     def get(key: str) -> str | None:
@@ -104,11 +124,11 @@ def parse_listener(config: Config) -> tuple[str, int, ListenerSecurity]:
         unknown = [m for m in mechanisms if m not in SERVED_MECHANISMS]
         if unknown or not mechanisms:
             raise ConfigError(
-                f"sasl.enabled.mechanisms: {', '.join(unknown) or 'none'} not supported "
-                f"(served: {', '.join(SERVED_MECHANISMS)})"
+                f"{prefix}sasl.enabled.mechanisms: {', '.join(unknown) or 'none'} not "
+                f"supported (served: {', '.join(SERVED_MECHANISMS)})"
             )
     timeout = int(get("authentication.timeout.ms") or 10_000)
-    security = ListenerSecurity(
+    return ListenerSecurity(
         name=name,
         protocol=protocol,
         ssl_context=ctx,
@@ -117,14 +137,76 @@ def parse_listener(config: Config) -> tuple[str, int, ListenerSecurity]:
         auth_timeout_s=max(0.05, timeout / 1000.0),
         reauth_ms=int(get("connections.max.reauth.ms") or 0),
     )
-    return host, port, security
 
 
-def parse_advertised(value: str | None, host: str) -> tuple[str, int]:
-    """(host, port) of ``advertised.listeners`` (port 0: the bound port)."""
-    if not value:
-        return host, 0
-    listeners = _split(value)
-    if len(listeners) != 1:
-        raise ConfigError(f"advertised.listeners={value}: expected one listener")
-    return listeners[0][1], listeners[0][2]
+def parse_listeners(
+    config: Config, broker_port_start: int = 0, broker_port_count: int = 0
+) -> list[Listener]:
+    """The gateway's listeners, in the order of ``listeners``.
+
+    ``broker_port_start`` > 0 (fixed broker ports): the first listener takes that range,
+    listener ``i`` the range ``broker_port_start + i * broker_port_count``, unless
+    ``listener.name.<name>.broker.port.start`` says otherwise; ranges may not overlap.
+    """
+    value = config.str("listeners")
+    protocols = protocol_map(config.get("listener.security.protocol.map"))
+    endpoints = _split(value)
+    if not endpoints:
+        raise ConfigError("listeners: at least one listener is needed")
+    for name, _host, _port in endpoints:
+        if name not in protocols:
+            raise ConfigError(
+                f"Error creating broker listeners from '{value}': "
+                f"No security protocol defined for listener {name}"
+            )
+    _check_distinct(value, endpoints)
+    advertised_value = config.get("advertised.listeners") or ""
+    advertised: dict[str, tuple[str, int]] = {}
+    if advertised_value.strip():
+        entries = _split(advertised_value)
+        names = [name for name, _h, _p in entries]
+        if len(set(names)) != len(names):
+            raise ConfigError(
+                f"Each listener must have a different name, listeners: {advertised_value}"
+            )
+        listed = {name for name, _h, _p in endpoints}
+        if not set(names) <= listed:
+            raise ConfigError(
+                "advertised.listeners listener names must be equal to or a subset of the "
+                f"ones defined in listeners. Found {','.join(names)}. The valid options "
+                f"based on the current configuration are {','.join(n for n, _h, _p in endpoints)}"
+            )
+        for name, host, port in entries:
+            if host in ("0.0.0.0", "::"):
+                raise ConfigError(
+                    "advertised.listeners cannot use the nonroutable meta-address "
+                    f"{host}. Use a routable IP address."
+                )
+            advertised[name] = (host, port)
+    out: list[Listener] = []
+    for index, (name, host, port) in enumerate(endpoints):
+        own = config.get(f"listener.name.{name.lower()}.broker.port.start")
+        start = int(own) if own else 0
+        if not own and broker_port_start:
+            start = broker_port_start + index * broker_port_count
+        adv_host, adv_port = advertised.get(name, (host, 0))
+        out.append(
+            Listener(
+                name=name,
+                host=host,
+                port=port,
+                security=listener_security(config, name, protocols[name]),
+                advertised_host=adv_host,
+                advertised_port=adv_port,
+                broker_port_start=start,
+            )
+        )
+    ranges = sorted((lst.broker_port_start, lst.name) for lst in out if lst.broker_port_start)
+    for (low, first), (high, second) in itertools.pairwise(ranges):
+        if high < low + broker_port_count:
+            raise ConfigError(
+                f"the broker ports of listeners {first} and {second} overlap (from {low} "
+                f"and {high}, broker.port.count={broker_port_count}): set "
+                f"listener.name.{second.lower()}.broker.port.start"
+            )
+    return out

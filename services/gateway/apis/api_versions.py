@@ -25,4 +25,4 @@ async def handle(
     if header.api_version >= 3:
         ctx.client_software = getattr(request, "client_software_name", "") or ""
         ctx.client_software_version = getattr(request, "client_software_version", "") or ""
-    return api_versions_response(supported=gw.advertised_versions)
+    return api_versions_response(supported=gw.versions_for(ctx))

@@ -74,7 +74,7 @@ async def handle(
             brokers=[],
             authorized_operations=authorized_operations(None),
         )
-    brokers = gw.brokers()
+    brokers = gw.brokers(ctx.listener)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,

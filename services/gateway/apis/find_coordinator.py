@@ -50,7 +50,7 @@ def _answer(
     # KafkaApis.handleFindCoordinatorRequest: DESCRIBE on the group or transactional id.
     if not gw.authorizer.allowed(ctx, AclOperation.DESCRIBE, resource, key):
         return refused, None, -1, "", -1
-    broker = router.coordinator_broker(key) if router.available(key) else None
+    broker = router.coordinator_broker(key, ctx.listener) if router.available(key) else None
     if broker is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     return ErrorCode.NONE, None, broker.node_id, broker.host, broker.port

@@ -86,7 +86,7 @@ async def handle(
     include_ops = (
         bool(getattr(request, "include_topic_authorized_operations", False)) and version >= 8
     )
-    brokers = gw.brokers()
+    brokers = gw.brokers(ctx.listener)
     authz = gw.authorizer
 
     def describable(name: str) -> bool:

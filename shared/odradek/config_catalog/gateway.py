@@ -21,8 +21,11 @@ GATEWAY_CONFIGS = Catalog(
             "listeners",
             _STRING,
             "PLAINTEXT://127.0.0.1:9092",
-            "Where Kafka clients connect: one listener, NAME://host:port, whose security "
-            "protocol (listener.security.protocol.map) also applies to the broker ports.",
+            "Where Kafka clients connect: NAME://host:port,... (several listeners at once, "
+            "each with a distinct name and port; port 0: ephemeral). Each listener has its "
+            "own broker ports with its security (listener.security.protocol.map), and "
+            "Metadata on it names its endpoints. Any listener setting may be given for one "
+            "listener as listener.name.<name lower-case>.<setting> (docs/security.md).",
             note="Kafka's default PLAINTEXT://:9092 listens on every interface; "
             "Odradek's on loopback only.",
         ),
@@ -30,7 +33,10 @@ GATEWAY_CONFIGS = Catalog(
             "advertised.listeners",
             _STRING,
             None,
-            "The address given to clients in Metadata, if not the listener's.",
+            "NAME://host:port per listener: the address Metadata gives that listener's "
+            "clients (port 0: the bound port; broker ports are advertised at this host "
+            "as they are). Names must be among listeners; a listener left out is "
+            "advertised at its own address.",
         ),
         ConfigDef(
             "broker.rack",
@@ -46,7 +52,9 @@ GATEWAY_CONFIGS = Catalog(
             "First broker port: storage node N is served on port "
             "broker.port.start + N - storage.node.id.base of the listener's host (and "
             "advertised host). 0: an ephemeral port per storage node, published through "
-            "the controller (docs/brokers.md).",
+            "the controller (docs/brokers.md). With several listeners, listener i takes "
+            "broker.port.start + i * broker.port.count onwards unless "
+            "listener.name.<name>.broker.port.start sets its own.",
             at_least=0,
             at_most=65535,
             kafka=False,
@@ -204,7 +212,9 @@ GATEWAY_CONFIGS = Catalog(
             "listener.security.protocol.map",
             _STRING,
             "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "Listener name to security protocol (docs/security.md).",
+            "Listener name to security protocol, NAME:PROTOCOL,... (e.g. "
+            "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL); once set it replaces the default, as "
+            "in Kafka (docs/security.md).",
         ),
         ConfigDef(
             "sasl.enabled.mechanisms",

@@ -54,12 +54,17 @@ class UsageError(ToolError):
     prefixed = False
 
 
-def default_bootstrap_servers(cluster_file: Path = CLUSTER_FILE) -> str:
-    """The local cluster's address when ``odradek up`` ran here, else Kafka's usual port."""
+def default_bootstrap_servers(cluster_file: Path = CLUSTER_FILE, protocol: str = "") -> str:
+    """The local cluster's address when ``odradek up`` ran here, else Kafka's usual port.
+    With several listeners (``odradek up --listeners``), the one named ``protocol`` (the
+    ``security.protocol`` of ``--command-config``) if there is one."""
     try:
         doc = json.loads(cluster_file.read_text())
     except (OSError, ValueError):
         return DEFAULT_BOOTSTRAP_SERVER
+    listeners = doc.get("listeners") if isinstance(doc, dict) else None
+    if protocol and isinstance(listeners, dict) and isinstance(listeners.get(protocol), str):
+        return str(listeners[protocol])
     servers = doc.get("bootstrap_servers") if isinstance(doc, dict) else None
     if isinstance(servers, str) and servers.strip():
         return servers.strip()
@@ -102,7 +107,10 @@ def add_settings_argument(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def bootstrap_servers(args: argparse.Namespace) -> list[str]:
-    raw = args.bootstrap_server or default_bootstrap_servers()
+    raw = args.bootstrap_server
+    if not raw:
+        protocol = command_config(getattr(args, "command_config", None)).get("security_protocol")
+        raw = default_bootstrap_servers(protocol=protocol or "")
     servers = [s.strip() for s in raw.split(",") if s.strip()]
     if not servers:
         raise ToolError(f"Invalid --bootstrap-server {raw!r}")

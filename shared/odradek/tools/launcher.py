@@ -208,6 +208,10 @@ class ClusterOptions:
     start_timeout: float = 60.0
     # "plaintext", "ssl" or "sasl_ssl": the gateways' listener (secure_cluster.py).
     security: str = "plaintext"
+    # The gateways' ``listeners`` (Kafka's syntax, several at once); "" for one listener
+    # of the --security protocol on --port. Gateway i adds i * (number of listeners) to
+    # every non-zero port, since all gateways share this host.
+    listeners: str = ""
     # Mutual TLS between services: a certificate per service under DATA/certs
     # (odradek.internal_tls); on with any security other than plaintext.
     internal_tls: bool = False
@@ -305,19 +309,29 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
     broker_port_count = int(
         common.get("broker.port.count") or GATEWAY_CONFIGS.text("broker.port.count")
     )
+    listeners = _listener_entries(opts.listeners)
     for i in range(opts.gateways):
         node_id = GATEWAY_BASE_ID + i
         port = opts.port + i if opts.port else 0
         protocol = "PLAINTEXT" if opts.security == "plaintext" else opts.security.upper()
+        value = f"{protocol}://{opts.host}:{port}"
+        if listeners:
+            value = ",".join(
+                f"{name}://{host}:{p + i * len(listeners) if p else 0}"
+                for name, host, p in listeners
+            )
         settings = {
             "node.id": str(node_id),
-            "listeners": f"{protocol}://{opts.host}:{port}",
+            "listeners": value,
             "grpc.listener": f"{opts.host}:0",
             **common,
         }
         if broker_ports:
-            # Every gateway listens for every storage node, on this one host.
-            settings["broker.port.start"] = str(broker_ports + i * broker_port_count)
+            # Every gateway listens for every storage node on every listener, on this one
+            # host: listener j of gateway i from N + (i * listeners + j) * count.
+            settings["broker.port.start"] = str(
+                broker_ports + i * max(1, len(listeners)) * broker_port_count
+            )
         specs.append(
             ServiceSpec(
                 f"gateway-{node_id}", "gateway", "gateway", settings, data / f"gateway-{node_id}"
@@ -326,6 +340,20 @@ def plan(opts: ClusterOptions, metadata: str | None = None) -> list[ServiceSpec]
     if opts.console and opts.gateways and opts.security != "ssl":
         specs.append(console_spec(opts, data, common))
     return specs
+
+
+def _listener_entries(value: str) -> list[tuple[str, str, int]]:
+    """``--listeners NAME://host:port,...`` as (name, host, port)."""
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not port.isdigit():
+            raise ClusterError(f"--listeners: expected NAME://host:port, got {item!r}")
+        out.append((name.upper(), host, int(port)))
+    return out
 
 
 def console_spec(opts: ClusterOptions, data: Path, common: dict[str, str]) -> ServiceSpec:
@@ -454,9 +482,14 @@ class Cluster:
         }
         if self.console_url:
             doc["console_url"] = self.console_url
+        listeners = self.listener_bootstrap_servers()
+        if self.opts.listeners:
+            doc["listeners"] = listeners
         if self.security is not None:
+            name = self.security.protocol if self.security.protocol in listeners else None
+            servers = listeners[name] if name else self.bootstrap_servers
             doc["security"] = {
-                "listener": f"{self.security.protocol}://{self.bootstrap_servers}",
+                "listener": f"{self.security.protocol}://{servers}",
                 "security_protocol": self.security.protocol,
                 "ca_file": str(self.security.ca_file),
                 "super_user": secure_cluster.SUPER_USER,
@@ -480,6 +513,17 @@ class Cluster:
         tmp = self.cluster_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         os.replace(tmp, self.cluster_file)
+
+    def listener_bootstrap_servers(self) -> dict[str, str]:
+        """Each listener's bootstrap servers (every gateway's port for it), by name."""
+        gateways = [s for s in self.services if s.spec.kind == "gateway"]
+        names = [name for name, _h, _p in _listener_entries(self.opts.listeners)]
+        return {
+            name: ",".join(
+                f"{self.opts.host}:{s.ports.get(f'kafka-{name.lower()}', 0)}" for s in gateways
+            )
+            for name in names
+        }
 
     @property
     def bootstrap_servers(self) -> str:

@@ -74,6 +74,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--no-console", action="store_true", help="do not start the web console")
     p.add_argument(
+        "--listeners",
+        default="",
+        metavar="NAME://HOST:PORT,...",
+        help="the gateways' listeners, several at once (Kafka's listeners syntax, e.g. "
+        "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093; port 0: ephemeral; gateway i "
+        "adds i * the number of listeners to each port); replaces --port. Custom names need "
+        "--set listener.security.protocol.map=... (docs/security.md)",
+    )
+    p.add_argument(
         "--security",
         choices=("plaintext", "ssl", "sasl_ssl"),
         default="plaintext",
@@ -126,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         console=not args.no_console,
         console_port=args.console_port,
         security=args.security,
+        listeners=args.listeners,
         internal_tls=args.internal_tls,
     )
     cluster = Cluster(opts)
@@ -150,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'etcd':<18} pid {cluster.etcd.pid:<8} client={cluster.etcd.endpoint}")
     print(f"cluster file: {cluster.cluster_file}")
     print(f"Kafka bootstrap servers: {cluster.bootstrap_servers}")
+    for name, servers in cluster.listener_bootstrap_servers().items():
+        print(f"  listener {name}: {servers}")
     if cluster.security is not None:
         print(f"security: {cluster.security.protocol}, CA {cluster.security.ca_file}")
         print(f"super user client settings: {cluster.data_dir / 'client.properties'} (Java), ")

@@ -3,7 +3,24 @@
 // {"ok": true, ...} or {"ok": false, "error": {"name", "type", "message", "cause"}}.
 'use strict';
 
+const fs = require('fs');
 const { Kafka, logLevel } = require('kafkajs');
+
+// `req.security` ({mechanism, username, password, ca}): TLS trusting the CA file and
+// SASL with that mechanism (plain, scram-sha-256, scram-sha-512), kafkajs' own options.
+function securityOptions(security) {
+  if (!security) {
+    return {};
+  }
+  return {
+    ssl: { ca: [fs.readFileSync(security.ca, 'utf8')] },
+    sasl: {
+      mechanism: security.mechanism.toLowerCase(),
+      username: security.username,
+      password: security.password,
+    },
+  };
+}
 
 // A kafkajs error as the Python side reads it (compat_clients.KafkajsClient.run).
 function errorAnswer(e) {
@@ -36,6 +53,7 @@ function serve(clientId, retries, handle) {
       brokers: bootstrap.split(','),
       logLevel: logLevel.ERROR,
       retry: { retries: retries(req) },
+      ...securityOptions(req.security),
     });
     let answer;
     try {

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from odradek.controller.cluster_state import NodeInfo, NodeKind, NodeState
+from odradek.controller.cluster_state import ListenerEndpoint, NodeInfo, NodeKind, NodeState
 from odradek.controller.errors import ControllerError
 from odradek.controller.model import ClusterModel, ConfigChange, ConfigOp, ResourceType, TopicSpec
 from odradek.controller.snapshot import build_metadata
@@ -147,6 +147,35 @@ def test_gateway_announces_broker_ports_in_place() -> None:
     assert dict(node.broker_ports) == {100: 9193, 101: 9194}
     assert reloaded(model).nodes[0].broker_ports == {100: 9193, 101: 9194}
     # Announcing the same endpoints again writes nothing.
+    model.register_node(update, session=session)
+    assert not model.has_changes
+
+
+def test_gateway_announces_every_listeners_endpoints() -> None:
+    # Several listeners (docs/security.md): each with its own advertised broker ports,
+    # published in the metadata and kept across a controller restart.
+    model = make_model()
+    session = model.nodes[0].incarnation
+    endpoints = [
+        ListenerEndpoint("PLAINTEXT", "127.0.0.1", 9092, {100: 9193}),
+        ListenerEndpoint("SASL_SSL", "kafka.example", 9093, {100: 9293}),
+    ]
+    update = NodeInfo(
+        0,
+        NodeKind.GATEWAY,
+        "127.0.0.1",
+        kafka_port=9092,
+        broker_ports={100: 9193},
+        listeners=endpoints,
+    )
+    model.register_node(update, session=session)
+    assert "nodes/0" in model.take_changes()
+    (node,) = [n for n in build_metadata(model, 3000, 1).nodes if n.node_id == 0]
+    assert [(x.name, x.host, x.port, dict(x.broker_ports)) for x in node.listeners] == [
+        ("PLAINTEXT", "127.0.0.1", 9092, {100: 9193}),
+        ("SASL_SSL", "kafka.example", 9093, {100: 9293}),
+    ]
+    assert reloaded(model).nodes[0].listeners == endpoints
     model.register_node(update, session=session)
     assert not model.has_changes
 

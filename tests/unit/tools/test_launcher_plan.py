@@ -23,3 +23,28 @@ def test_no_console_without_a_gateway(tmp_path: Path) -> None:
 
 def test_console_can_be_left_out(tmp_path: Path) -> None:
     assert "console" not in kinds(ClusterOptions(data_dir=tmp_path, port=0, console=False))
+
+
+def test_several_listeners_shift_per_gateway(tmp_path: Path) -> None:
+    # odradek up --listeners: gateway i adds i * (number of listeners) to each port, and
+    # fixed broker ports leave room for every listener of every gateway.
+    opts = ClusterOptions(
+        data_dir=tmp_path,
+        gateways=2,
+        listeners="PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
+        settings={"broker.port.start": "9200", "broker.port.count": "4"},
+    )
+    gateways = [spec.settings for spec in plan(opts, metadata="") if spec.kind == "gateway"]
+    assert [g["listeners"] for g in gateways] == [
+        "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093",
+        "PLAINTEXT://127.0.0.1:9094,SASL_SSL://127.0.0.1:9095",
+    ]
+    assert [g["broker.port.start"] for g in gateways] == ["9200", "9208"]
+    ephemeral = ClusterOptions(
+        data_dir=tmp_path, gateways=2, listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
+    )
+    assert {
+        spec.settings["listeners"]
+        for spec in plan(ephemeral, metadata="")
+        if spec.kind == "gateway"
+    } == {"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"}

@@ -36,7 +36,7 @@ OFFLINE: NodeState
 SHUTTING_DOWN: NodeState
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports", "data_port")
+    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports", "data_port", "listeners")
     class BrokerPortsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class Node(_message.Message):
     ADVERTISED_HOST_FIELD_NUMBER: _ClassVar[int]
     BROKER_PORTS_FIELD_NUMBER: _ClassVar[int]
     DATA_PORT_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     kind: NodeKind
     host: str
@@ -68,7 +69,27 @@ class Node(_message.Message):
     advertised_host: str
     broker_ports: _containers.ScalarMap[int, int]
     data_port: int
-    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ..., data_port: _Optional[int] = ...) -> None: ...
+    listeners: _containers.RepeatedCompositeFieldContainer[ListenerEndpoint]
+    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ..., data_port: _Optional[int] = ..., listeners: _Optional[_Iterable[_Union[ListenerEndpoint, _Mapping]]] = ...) -> None: ...
+
+class ListenerEndpoint(_message.Message):
+    __slots__ = ("name", "host", "port", "broker_ports")
+    class BrokerPortsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    BROKER_PORTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    port: int
+    broker_ports: _containers.ScalarMap[int, int]
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., broker_ports: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class Partition(_message.Message):
     __slots__ = ("partition", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "offline_replicas", "adding_replicas", "removing_replicas")
