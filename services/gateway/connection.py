@@ -64,6 +64,7 @@ from odradek.gateway.authentication import SaslSession
 from odradek.gateway.listeners import ANONYMOUS, ListenerSecurity
 from odradek.gateway.memory_pool import MemoryPool
 from odradek.gateway.ordered_lanes import OrderedLanes
+from odradek.gateway.produce_lane import ProduceLane
 from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
@@ -202,8 +203,10 @@ class ConnectionContext:
     # length (connections.max.reauth.ms) comes from the listener.
     session_expires_at: float | None = None
     reauth_ms: int = 0
-    # Produce and OffsetCommit requests keep their order per connection (ordered_lanes.py).
+    # OffsetCommit requests keep their order per connection (ordered_lanes.py), Produce
+    # requests theirs (produce_lane.py).
     lanes: OrderedLanes = field(default_factory=OrderedLanes)
+    produce_lane: ProduceLane = field(default_factory=ProduceLane)
     # Client quotas (KIP-219): stop reading from this connection for that many ms;
     # the response carrying the throttle time goes out at once (set by KafkaConnection).
     mute: Callable[[int], None] | None = None

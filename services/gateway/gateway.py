@@ -67,11 +67,13 @@ from odradek.protocol.fetch_response import encode_fetch_response
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import (
     FetchResponse,
+    ProduceResponse,
     decode_request,
     encode_response,
     expects_response,
 )
-from odradek.protocol.versions import SUPPORTED
+from odradek.protocol.produce_response import encode_produce_response
+from odradek.protocol.versions import SUPPORTED, response_header_version
 from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2
 from odradek.storage_client import StoragePool
@@ -471,6 +473,13 @@ class Gateway:
             parts = encode_fetch_response(header.correlation_id, header.api_version, response)
             if parts is not None:
                 return parts  # record payloads go to the socket uncopied
+        if key == ApiKey.PRODUCE and isinstance(response, ProduceResponse):
+            version = header.api_version
+            frame = encode_produce_response(
+                header.correlation_id, response_header_version(key, version), version, response
+            )
+            if frame is not None:
+                return frame  # framed by hand: the generic encoder costs more than the rest
         return encode_response(header, response)
 
     # -- the rest of GatewayApi (odradek.gateway.gateway_api) ------------------------------------

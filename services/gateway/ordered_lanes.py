@@ -4,8 +4,9 @@ Kafka's broker handles one request per connection at a time, so clients may rely
 pipelined writes of one connection landing in the order they were sent. The gateway
 starts every request at once (a long-poll Fetch must not hold up a Metadata), so
 the APIs whose effects must keep that order enter a lane of their connection:
-Produce (records of one connection are appended in order) and OffsetCommit (a later
-commit never overtakes an earlier one). Other APIs are not held up.
+OffsetCommit and TxnOffsetCommit (a later commit never overtakes an earlier one).
+Produce has a lane of its own that also coalesces the requests queued on it
+(:mod:`odradek.gateway.produce_lane`). Other APIs are not held up.
 
 A lane is an :class:`asyncio.Lock`, which wakes its waiters first come, first
 served: requests enter in the order their handlers started, which is arrival order.

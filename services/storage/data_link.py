@@ -12,9 +12,12 @@ the previous one's append (its acks=-1 wait runs alongside the next one's); unti
 node is up a call gets an ERROR answer (the gateway answers the client as for an unreachable node). A
 malformed frame closes the connection, never the node.
 
-With internal TLS (:mod:`odradek.internal_tls`) the listener requires a client
-certificate from the cluster CA naming a gateway, and closes any other connection; a
-follower's Fetch (``replica_id >= 0``) is refused here, as followers use gRPC.
+Followers' replica fetches come here too (:mod:`odradek.storage.fetcher`). With
+internal TLS (:mod:`odradek.internal_tls`) the listener requires a client certificate
+from the cluster CA naming a gateway, and closes any other connection; a Fetch with a
+``replica_id`` is then refused here (a gateway may not act as a follower), and
+followers fetch over gRPC, where the peer rules check that the certificate names that
+replica.
 """
 
 from __future__ import annotations
@@ -129,8 +132,8 @@ class _Connection(FrameProtocol):
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
             fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
-            if fetch.replica_id >= 0:
-                return ERROR, b"followers fetch over gRPC", []
+            if fetch.replica_id >= 0 and self.server.tls is not None:
+                return ERROR, b"followers fetch over gRPC under internal TLS", []
             response, records = await handlers.fetch.fetch_split(fetch)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:

@@ -1,10 +1,19 @@
 """Follower side of replication: one fetcher task per (leader node, fetcher index).
 
 Like Kafka's ReplicaFetcherThread, a fetcher multiplexes all partitions this node
-follows from one leader over one ``ReplicaFetch`` stream: it sends a FetchRequest
-(replica_id = this node, each partition at its log end offset with the epoch of its
-last fetched batch), the leader answers once data arrives or
-``replica.fetch.wait.max.ms`` passes, the fetcher appends and asks again.
+follows from one leader over one connection: it sends a FetchRequest (replica_id =
+this node, each partition at its log end offset with the epoch of its last fetched
+batch), the leader answers once ``replica.fetch.min.bytes`` are there or
+``replica.fetch.wait.max.ms`` passes, the fetcher appends and asks again. The
+connection is the leader's data link (docs/data-link.md: the record bytes travel
+beside a protobuf head, not inside it, and no gRPC call machinery runs per fetch),
+or its ``ReplicaFetch`` gRPC stream when the leader has no data link or internal TLS
+is on (the data link then serves gateways only, docs/security.md). With the
+default ``replica.fetch.min.bytes`` of 1 an answer goes out as soon as anything is
+new, as in Kafka: an acks=all produce waits for the followers' next fetches, so a
+fetch that waited for more bytes would delay every acknowledgement by that wait.
+While one fetch is out the leader's appends accumulate, so under load each fetch
+carries every batch appended since the previous one.
 
 A partition enters a fetcher in the *truncating* state: before fetching, the
 follower asks the leader where its latest epoch ends (OffsetForLeaderEpoch) and
@@ -36,6 +45,9 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from odradek import internal_tls
+from odradek.datalink.client import DataLinkConnection, DataLinkError, open_connection
+from odradek.datalink.frame import FETCH, Buffer
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
@@ -77,8 +89,10 @@ class ReplicaFetcher:
         incarnation: Callable[[], int],
         metrics: StorageMetrics,
         quotas: ReplicationQuotas | None = None,
+        data_address: tuple[str, int] | None = None,
     ) -> None:
         self.settings = settings
+        self.data_address = data_address
         self.node_id = settings.node_id
         self.quotas = quotas or ReplicationQuotas()
         self.leader_id = leader_id
@@ -107,10 +121,11 @@ class ReplicaFetcher:
         self.states.pop((part.topic, part.index), None)
         self._changed.set()
 
-    def set_address(self, address: str | None) -> None:
-        if address != self.address:
-            log.info("leader %d now at %s", self.leader_id, address)
+    def set_address(self, address: str | None, data_address: tuple[str, int] | None = None) -> None:
+        if address != self.address or data_address != self.data_address:
+            log.info("leader %d now at %s (data link %s)", self.leader_id, address, data_address)
             self.address = address
+            self.data_address = data_address
             self._changed.set()
 
     async def stop(self) -> None:
@@ -122,35 +137,48 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff = _MIN_BACKOFF_S
         while not self._stopped:
-            address = self.address
+            address, data_address = self.address, self.data_address
             if address is None:
                 await self._wait_changed(1.0)
                 continue
             channel = open_channel(address)
             stub = storage_pb2_grpc.StorageStub(channel)
             call: grpc.aio.StreamStreamCall | None = None
+            link: DataLinkConnection | None = None
             try:
-                while self.address == address and not self._stopped:
+                while (
+                    self.address == address
+                    and self.data_address == data_address
+                    and not self._stopped
+                ):
                     await self._truncate(stub)
                     request, sent = self._build_request()
                     if request is None:
                         await self._wait_changed(self._until_next_ready())
                         continue
-                    if call is None:
-                        call = stub.ReplicaFetch()
-                    await call.write(request)
                     wait = self.settings.replica_fetch_wait_max_ms / 1000.0 + SOCKET_TIMEOUT_S
-                    response = await asyncio.wait_for(call.read(), wait)
-                    if response is grpc.aio.EOF:
-                        raise ConnectionError("the leader closed the replica fetch stream")
-                    self._process(response, sent)
+                    if data_address is not None and internal_tls.active() is None:
+                        if link is None or link.closed:
+                            link = await asyncio.wait_for(
+                                open_connection(data_address), SOCKET_TIMEOUT_S
+                            )
+                        response, records = await _fetch_over_link(link, request, wait)
+                    else:
+                        if call is None:
+                            call = stub.ReplicaFetch()
+                        await call.write(request)
+                        response = await asyncio.wait_for(call.read(), wait)
+                        if response is grpc.aio.EOF:
+                            raise ConnectionError("the leader closed the replica fetch stream")
+                        records = [r.records for r in response.partitions]
+                    self._process(response, sent, records)
                     backoff = _MIN_BACKOFF_S
                     if self._failing:
                         self._failing = False
                         log.info("fetching from leader %d at %s again", self.leader_id, address)
             except asyncio.CancelledError:
                 raise
-            except (grpc.aio.AioRpcError, ConnectionError, TimeoutError) as exc:
+            except (grpc.aio.AioRpcError, ConnectionError, TimeoutError, DataLinkError) as exc:
                 if self._stopped:
                     return
                 detail = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
@@ -171,6 +199,8 @@ class ReplicaFetcher:
             finally:
                 if call is not None:
                     call.cancel()
+                if link is not None:
+                    link.close()
                 with contextlib.suppress(Exception):
                     await channel.close(None)
 
@@ -311,8 +341,10 @@ class ReplicaFetcher:
         self,
         response: storage_pb2.FetchResponse,
         sent: dict[tuple[str, int], tuple[FetchState, int]],
+        records: list[Buffer],
     ) -> None:
-        for result in response.partitions:
+        """Apply each partition's answer; ``records[i]`` are partition i's batches."""
+        for result, data in zip(response.partitions, records, strict=True):
             entry = sent.get((result.topic, result.partition))
             if entry is None:
                 continue
@@ -320,13 +352,15 @@ class ReplicaFetcher:
             if not self._current(state) or state.partition.log_end_offset != fetch_offset:
                 continue
             try:
-                self._apply(state, result)
+                self._apply(state, result, data)
             except Exception as exc:
                 log.warning("%s: cannot apply fetched data: %s", state.partition.name, exc)
                 state.truncating = True
                 self._delay(state)
 
-    def _apply(self, state: FetchState, result: storage_pb2.FetchPartitionResult) -> None:
+    def _apply(
+        self, state: FetchState, result: storage_pb2.FetchPartitionResult, records: Buffer
+    ) -> None:
         part = state.partition
         code = result.error_code
         if code == ErrorCode.NONE:
@@ -334,11 +368,11 @@ class ReplicaFetcher:
                 diverging = result.diverging_epoch
                 self._truncate_to_leader(state, diverging.epoch, diverging.end_offset)
                 return
-            if result.records:
-                part.append_as_follower(result.records)
-                self.metrics.replica_bytes_in(part.topic, len(result.records))
+            if records:
+                part.append_as_follower(records)
+                self.metrics.replica_bytes_in(part.topic, len(records))
                 if self._throttled(part):
-                    self.quotas.follower.record(len(result.records))
+                    self.quotas.follower.record(len(records))
             part.update_follower_high_watermark(result.high_watermark)
             part.follow_leader_log_start(result.log_start_offset)
             state.failures = 0
@@ -369,6 +403,20 @@ class ReplicaFetcher:
         return part.follower_throttled and self.node_id not in part.isr
 
 
+async def _fetch_over_link(
+    link: DataLinkConnection, request: storage_pb2.FetchRequest, timeout: float
+) -> tuple[storage_pb2.FetchResponse, list[Buffer]]:
+    """One fetch on the leader's data link: the answer and each partition's records."""
+    frame = await link.call(FETCH, request.SerializeToString(), (), timeout)
+    response = storage_pb2.FetchResponse.FromString(bytes(frame.meta))
+    if len(frame.blobs) != len(response.partitions):
+        raise ConnectionError(
+            f"the leader sent {len(frame.blobs)} records blobs "
+            f"for {len(response.partitions)} partitions"
+        )
+    return response, list(frame.blobs)
+
+
 def _name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -386,10 +434,12 @@ class ReplicaFetcherManager:
         incarnation: Callable[[], int],
         metrics: StorageMetrics,
         quotas: ReplicationQuotas | None = None,
+        data_address_of: Callable[[int], tuple[str, int] | None] = lambda _node: None,
     ) -> None:
         self.settings = settings
         self.quotas = quotas or ReplicationQuotas()
         self.address_of = address_of
+        self.data_address_of = data_address_of
         self.incarnation = incarnation
         self.metrics = metrics
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
@@ -413,6 +463,7 @@ class ReplicaFetcherManager:
                 self.incarnation,
                 self.metrics,
                 self.quotas,
+                self.data_address_of(part.leader_id),
             )
             self.fetchers[fkey] = fetcher
             fetcher.start()
@@ -435,7 +486,7 @@ class ReplicaFetcherManager:
 
     def refresh_addresses(self) -> None:
         for (leader_id, _), fetcher in self.fetchers.items():
-            fetcher.set_address(self.address_of(leader_id))
+            fetcher.set_address(self.address_of(leader_id), self.data_address_of(leader_id))
 
     def following(self) -> dict[tuple[str, int], int]:
         return {key: fkey[0] for key, fkey in self._assignment.items()}

@@ -72,7 +72,12 @@ class StorageNode:
         self.controller = controller
         self.incarnation = incarnation
         self.fetchers = ReplicaFetcherManager(
-            settings, self._leader_address, incarnation, self.metrics, self.replicas.quotas
+            settings,
+            self._leader_address,
+            incarnation,
+            self.metrics,
+            self.replicas.quotas,
+            self._leader_data_address,
         )
         self.mover = LogDirMover(log_manager, self.replicas.quotas.alter_log_dirs)
         self.isr = IsrManager(
@@ -114,6 +119,9 @@ class StorageNode:
 
     def _leader_address(self, node_id: int) -> str | None:
         return self.snapshot.grpc_address(node_id) if self.snapshot is not None else None
+
+    def _leader_data_address(self, node_id: int) -> tuple[str, int] | None:
+        return self.snapshot.data_address(node_id) if self.snapshot is not None else None
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -599,7 +599,7 @@ class Partition:
 
     # -- follower -----------------------------------------------------------------------
     @_log_io
-    def append_as_follower(self, records: bytes) -> None:
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> None:
         self.log.append_as_follower(records)
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:

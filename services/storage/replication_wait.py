@@ -26,16 +26,22 @@ Waiter = tuple[Partition, int, int]
 
 
 async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[ErrorCode]:
-    """The outcome of each waiter, in order."""
+    """The outcome of each waiter, in order.
+
+    Waiters on one partition share one registration, at the lowest offset still
+    pending: a storage call carrying many batches of one partition (a run of coalesced
+    Produce requests, odradek.gateway.produce_lane) waits once, not once per batch.
+    """
     outcome: list[ErrorCode | None] = [None] * len(waiting)
     pending = list(range(len(waiting)))
     deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000.0
     event = asyncio.Event()
-    registered: dict[int, OffsetWaiter] = {}
+    registered: dict[int, OffsetWaiter] = {}  # by id() of the partition
     try:
         while pending:
             event.clear()
             still = []
+            lowest: dict[int, tuple[Partition, int]] = {}
             for i in pending:
                 part, required, epoch = waiting[i]
                 done, error = part.replication_status(required, epoch)
@@ -43,9 +49,14 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
                     outcome[i] = error
                     continue
                 still.append(i)
-                waiter = registered.get(i)
+                key = id(part)
+                low = lowest.get(key)
+                if low is None or required < low[1]:
+                    lowest[key] = (part, required)
+            for key, (part, required) in lowest.items():
+                waiter = registered.get(key)
                 if waiter is None or not waiter.active:
-                    registered[i] = part.replication_waiters.add(required, event)
+                    registered[key] = part.replication_waiters.add(required, event)
             pending = still
             if not pending or not await wait_until(event, deadline):
                 break

@@ -177,3 +177,54 @@ async def test_without_a_data_port_produce_and_fetch_use_grpc(
             await pool.close()
     finally:
         await client.close()
+
+
+def _established_to(port: int) -> int:
+    """Established TCP connections whose local end is ``port`` (this host, IPv4)."""
+    count = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            if int(local.rsplit(":", 1)[1], 16) == port and state == "01":
+                count += 1
+    return count
+
+
+async def _replicate(cluster: Cluster, topic: str) -> None:
+    """acks=-1 writes to a replication factor 2 topic led by NODE: each is answered
+    only once the follower has it."""
+    client = Client(cluster)
+    try:
+        await client.create_topic(topic, assignment=[[NODE, NODE + 1]])
+        for i in range(5):
+            result = await client.produce(NODE, topic, make_batch([b"r%d" % i]), acks=-1)
+            assert (result.error_code, result.base_offset) == (0, i)
+        follower = await client.describe(NODE + 1, topic)
+        assert (follower.log_end_offset, follower.is_leader) == (5, False)
+    finally:
+        await client.close()
+
+
+async def test_followers_fetch_over_the_leaders_data_link(
+    cluster_factory: Callable[..., LaunchedCluster],
+) -> None:
+    cluster = storage_clusters(cluster_factory)([NODE, NODE + 1])
+    await _replicate(cluster, "link-replicated")
+    client = Client(cluster)
+    try:
+        md = await client.metadata()
+        (leader,) = [n for n in md.nodes if n.node_id == NODE]
+    finally:
+        await client.close()
+    # No gateway in this cluster and the test talks gRPC: the follower's replica
+    # fetcher is the one connected to the leader's data link.
+    assert _established_to(leader.data_port) >= 1
+
+
+async def test_without_a_data_port_followers_fetch_over_grpc(
+    cluster_factory: Callable[..., LaunchedCluster],
+) -> None:
+    cluster = storage_clusters(cluster_factory)([NODE, NODE + 1], storage={"data.port": "-1"})
+    await _replicate(cluster, "grpc-replicated")

@@ -18,7 +18,7 @@ every version.
 Ordering: Kafka handles one request per connection at a time, and clients pipeline
 asynchronous commits (librdkafka's auto-commit), so commits of one connection are
 forwarded strictly one after another (the connection's OffsetCommit lane,
-:mod:`odradek.gateway.ordered_lanes`, as for Produce); a later commit can never
+:mod:`odradek.gateway.ordered_lanes`; Produce has a lane of its own); a later commit can never
 overtake an earlier one on its way to the log.
 """
 

@@ -6,15 +6,18 @@ data link (the request's record bytes go to the socket uncopied; docs/data-link.
 gRPC. The storage node validates CRCs, assigns offsets and answers per ``acks``.
 
 Ordering: like Kafka, which handles one request per connection at a time, Produce
-requests of one connection are forwarded strictly one after another (the
-connection's Produce lane, :mod:`odradek.gateway.ordered_lanes`), so records from
-one connection land in the order they were sent even with several requests in
-flight. Other APIs on the connection are not held up. Over a data link the lane
-passes on as soon as the request is written to every leader's connection, tagged
-with the client connection as its ``ordering_lane``: the storage node appends a
-lane's requests in arrival order (docs/data-link.md), so the next request's
-appends cannot overtake, while its acks=-1 wait overlaps the previous one's. Over
-gRPC the lane passes on only with the answer.
+requests of one connection go to the storage nodes strictly one after another (the
+connection's Produce lane, :mod:`odradek.gateway.produce_lane`), so records from one
+connection land in the order they were sent even with several requests in flight.
+Other APIs on the connection are not held up. Over a data link the lane passes on as
+soon as a request is written to every leader's connection, tagged with the client
+connection as its ``ordering_lane``: the storage node appends a lane's requests in
+arrival order (docs/data-link.md), so the next request's appends cannot overtake,
+while its acks=-1 wait overlaps the previous one's. Over gRPC the lane passes on only
+with the answer. Requests that queue up on the lane meanwhile (librdkafka at
+``linger.ms=0`` sends one request per record) go together when their turn comes: one
+storage call per leader for the whole run, each request answered with its own
+results (produce_lane.py says which requests may share a call).
 
 Broker ports: a Produce that arrives on broker ``N``'s port (docs/brokers.md) goes to
 storage node ``N``, whatever the gateway's metadata says, and ``N`` answers
@@ -48,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections import defaultdict
 from collections.abc import Callable
 from typing import cast
 
@@ -62,6 +64,13 @@ from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
+from odradek.gateway.produce_lane import (
+    NodeCall,
+    ProduceLane,
+    QueuedProduce,
+    merge_run,
+    split_answers,
+)
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -79,6 +88,13 @@ BYTES_IN = Counter("odradek_gateway_bytes_in_total", "Record bytes produced, by 
 PRODUCE_PARTITIONS = Counter(
     "odradek_gateway_produce_partitions_total", "Partition entries produced, by topic.", ["topic"]
 )
+
+PRODUCE_COALESCED = Counter(
+    "odradek_gateway_produce_coalesced_requests_total",
+    "Produce requests sent to the storage nodes in one call with an earlier request of "
+    "their connection (produce_lane.py).",
+)
+_TOPIC_METRICS: dict[str, tuple[Counter, Counter]] = {}  # children by topic
 
 TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = TopicResp.PartitionProduceResponse
@@ -117,19 +133,21 @@ async def handle(
     refused = [t for t in request.topic_data if denied_txn or t.name in denied]
     if refused:
         request.topic_data = [t for t in request.topic_data if t not in refused]
-    lane = ctx.lanes.lane(API_KEY)
-    await lane.acquire()
-    # The lane passes to this connection's next Produce once ours can no longer be
-    # overtaken: written to every data link, or answered (gRPC). A plain callback, not
-    # a task waiting for an event: at thousands of one-record requests per second the
-    # gateway's CPU per request is what bounds acks=all throughput (issue 18).
-    release = _once(lane.release)
+    version = header.api_version
+    queued = QueuedProduce(request.acks, request.timeout_ms, version, txn)
+    lane = ctx.produce_lane
+    lane.enter(queued)  # before any await: handlers start in arrival order
     try:
-        results = await _produce(
-            gw, header.api_version, request, ctx.connection_id, release, ctx.broker_id
-        )
-    finally:
-        release()
+        results = await _prepare(gw, version, request, queued, ctx.broker_id)
+    except BaseException:
+        lane.leave(queued)
+        raise
+    if queued.sends:
+        lane.ready(queued)
+        await _take_turn(gw, ctx.connection_id, lane, queued)
+        _apply_answers(queued, results)
+    else:
+        lane.leave(queued)  # nothing to append: nothing to keep in order
     code = (
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         if denied_txn
@@ -167,22 +185,18 @@ async def handle(
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-async def _produce(
+async def _prepare(
     gw: GatewayApi,
     version: int,
     request: ProduceRequest,
-    lane: int,
-    sent: Callable[[], None],
+    queued: QueuedProduce,
     broker_id: int | None = None,
 ) -> dict[str, dict[int, _Result]]:
-    """Forward to the leaders; ``sent`` runs once every node's request is written on
-    its data link (in ``lane``'s order) or answered."""
+    """Check every partition entry: an error result, or its batches added to
+    ``queued`` for the leader (the result then waits for the leader's answer)."""
     snap = gw.metadata.current
     results: dict[str, dict[int, _Result]] = {}
-    by_node: dict[int, list[storage_pb2.ProducePartition]] = defaultdict(list)
-    blobs: dict[int, list[Buffer]] = defaultdict(list)
-    transactional_id = request.transactional_id if version >= 3 else None
-    if transactional_id is None and _has_transactional_records(request):
+    if queued.transactional_id is None and _has_transactional_records(request):
         return {
             t.name: {
                 p.index: _Result(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -193,14 +207,14 @@ async def _produce(
     for topic_data in request.topic_data:
         name = topic_data.name
         topic_results = results.setdefault(name, {})
-        topic = snap.topics.get(name)
+        leaders = snap.leaders(name)
         for pdata in topic_data.partition_data:
             index = pdata.index
-            if topic is None or not 0 <= index < len(topic.partitions):
+            if leaders is None or not 0 <= index < len(leaders):
                 topic_results[index] = _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            part = snap.partition(name, index)
-            if part is None or part.leader < 0:
+            leader = leaders[index]
+            if leader < 0:
                 topic_results[index] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
             # odradek.protocol.decoder leaves records a zero-copy view of the request.
@@ -229,40 +243,85 @@ async def _produce(
                 continue
             else:
                 data = records  # a view of the request: sent on without a copy
-            BYTES_IN.labels(name).inc(len(data))
-            PRODUCE_PARTITIONS.labels(name).inc()
-            topic_results[index] = _Result(ErrorCode.NONE)
-            node = part.leader if broker_id is None else broker_id
-            by_node[node].append(storage_pb2.ProducePartition(topic=name, partition=index))
-            blobs[node].append(data)
-    unsent = len(by_node)
+            bytes_in, partitions_in = _topic_metrics(name)
+            bytes_in.inc(len(data))
+            partitions_in.inc()
+            topic_results[index] = _Result(ErrorCode.REQUEST_TIMED_OUT)  # until answered
+            # On broker N's port the request goes to storage node N (module docstring).
+            node = leader if broker_id is None else broker_id
+            queued.add(node, storage_pb2.ProducePartition(topic=name, partition=index), data)
+    return results
+
+
+def _topic_metrics(topic: str) -> tuple[Counter, Counter]:
+    """The topic's byte and partition-entry counters (``labels()`` once per topic: per
+    request it was a measurable share of the gateway's CPU, issue 18)."""
+    found = _TOPIC_METRICS.get(topic)
+    if found is None:
+        found = _TOPIC_METRICS[topic] = (BYTES_IN.labels(topic), PRODUCE_PARTITIONS.labels(topic))
+    return found
+
+
+async def _take_turn(
+    gw: GatewayApi, lane_id: int, lane: ProduceLane, queued: QueuedProduce
+) -> None:
+    """Wait for ``queued``'s turn on the lane; send its run when it heads one; return
+    once its answers are in."""
+    turn, answered = queued.turn, queued.answered
+    assert turn is not None and answered is not None
+    try:
+        run = await turn
+    except asyncio.CancelledError:
+        run = turn.result() if turn.done() and not turn.cancelled() else None
+        if run:  # ours to send, never sent: answer it as unknown, free the lane
+            _answered(run)
+            lane.passed()
+        else:
+            lane.leave(queued)
+        raise
+    if run is not None:
+        await _send_run(gw, lane_id, lane, run)
+    await answered
+
+
+async def _send_run(
+    gw: GatewayApi, lane_id: int, lane: ProduceLane, run: list[QueuedProduce]
+) -> None:
+    """One storage call per leader for the whole run; the lane passes on once every
+    call is written to its data link (or answered, over gRPC)."""
+    if len(run) > 1:
+        PRODUCE_COALESCED.inc(len(run) - 1)
+    calls = merge_run(run)
+    passed = _once(lane.passed)
+    unsent = len(calls)
 
     def one_sent() -> None:
         nonlocal unsent
         unsent -= 1
         if unsent == 0:
-            sent()
+            passed()
 
-    sends = [
-        _send(
-            gw,
-            node,
-            parts,
-            blobs[node],
-            version,
-            request,
-            transactional_id or "",
-            lane,
-            _once(one_sent),
-            results,
-        )
-        for node, parts in by_node.items()
-    ]
-    if len(sends) == 1:
-        await sends[0]  # one leader (the common case): no task to create
-    elif sends:
-        await asyncio.gather(*sends)
-    return results
+    first = run[0]
+    try:
+        sends = [
+            _send(gw, node, call, run, first, lane_id, _once(one_sent))
+            for node, call in calls.items()
+        ]
+        if len(sends) == 1:
+            await sends[0]  # one leader (the common case): no task to create
+        else:
+            await asyncio.gather(*sends)
+    finally:
+        passed()
+        _answered(run)
+
+
+def _answered(run: list[QueuedProduce]) -> None:
+    """Wake every request of ``run``; those left without an answer keep
+    REQUEST_TIMED_OUT (:func:`_apply_answers`)."""
+    for queued in run:
+        if queued.answered is not None and not queued.answered.done():
+            queued.answered.set_result(None)
 
 
 def _once(fn: Callable[[], None]) -> Callable[[], None]:
@@ -296,53 +355,75 @@ def _has_transactional_records(request: ProduceRequest) -> bool:
 async def _send(
     gw: GatewayApi,
     node_id: int,
-    parts: list[storage_pb2.ProducePartition],
-    records: list[Buffer],
-    version: int,
-    request: ProduceRequest,
-    transactional_id: str,
+    call: NodeCall,
+    run: list[QueuedProduce],
+    first: QueuedProduce,
     lane: int,
     sent: Callable[[], None],
-    results: dict[str, dict[int, _Result]],
 ) -> None:
     rpc = storage_pb2.ProduceRequest(
-        acks=request.acks,
-        timeout_ms=request.timeout_ms,
-        partitions=parts,
-        transactional_id=transactional_id,
-        api_version=version,
+        acks=first.acks,
+        timeout_ms=first.timeout_ms,
+        partitions=call.partitions,
+        transactional_id=first.transactional_id or "",
+        api_version=first.api_version,
         ordering_lane=lane,
     )
+    answers: list[storage_pb2.ProducePartitionResult]
     try:
         response = await gw.storage.produce(
             node_id,
             rpc,
-            records,
-            timeout=max(1.0, request.timeout_ms / 1000.0) + 5.0,
+            call.records,
+            timeout=max(1.0, first.timeout_ms / 1000.0) + 5.0,
             on_sent=sent,
         )
     except (grpc.aio.AioRpcError, DataLinkError, TimeoutError) as exc:
-        failed = failure_code(exc)
         log.debug("produce to storage node %s failed: %s", node_id, exc)
-        for p in parts:
-            results[p.topic][p.partition] = _Result(failed)
-        return
+        answers = _failed(call, failure_code(exc))
     except Exception as exc:  # StorageUnavailable and friends: let the client refresh metadata
-        for p in parts:
-            results[p.topic][p.partition] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
-        return
+        answers = _failed(call, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
+    else:
+        answers = list(response.partitions)
+        if len(answers) != len(call.partitions):
+            log.warning(
+                "storage node %s answered %d of %d partition entries",
+                node_id,
+                len(answers),
+                len(call.partitions),
+            )
+            answers = _failed(call, ErrorCode.UNKNOWN_SERVER_ERROR, "incomplete answer")
     finally:
         sent()  # failed or answered (gRPC): nothing left that could be overtaken
-    for pr in response.partitions:
-        answered = pr.error_code
-        if answered == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            # The gateway's metadata has the partition, the node does not host it: a
-            # Kafka broker answers NOT_LEADER_OR_FOLLOWER then (ReplicaManager
-            # .getPartitionOrError), which every client takes as "refresh and retry".
-            answered = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        r = _Result(answered, pr.error_message or None)
-        r.base_offset = pr.base_offset if not answered else -1
-        r.log_append_time = pr.log_append_time
-        r.log_start_offset = pr.log_start_offset
-        r.record_errors = list(pr.record_errors)
-        results[pr.topic][pr.partition] = r
+    split_answers(run, node_id, call, answers)
+
+
+def _failed(
+    call: NodeCall, code: int, message: str = ""
+) -> list[storage_pb2.ProducePartitionResult]:
+    return [
+        storage_pb2.ProducePartitionResult(
+            topic=p.topic, partition=p.partition, error_code=code, error_message=message
+        )
+        for p in call.partitions
+    ]
+
+
+def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, _Result]]) -> None:
+    """Each partition entry sent gets its leader's answer; one without (its run's
+    sender was cancelled mid-way) keeps REQUEST_TIMED_OUT: its fate is unknown."""
+    for node, entries in queued.sends.items():
+        answers = queued.answers.get(node, ())
+        for (p, _), pr in zip(entries, answers, strict=False):
+            code = pr.error_code
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                # The gateway's metadata has the partition, the node does not host it: a
+                # Kafka broker answers NOT_LEADER_OR_FOLLOWER then (ReplicaManager
+                # .getPartitionOrError), which every client takes as "refresh and retry".
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            r = _Result(code, pr.error_message or None)
+            r.base_offset = pr.base_offset if not code else -1
+            r.log_append_time = pr.log_append_time
+            r.log_start_offset = pr.log_start_offset
+            r.record_errors = list(pr.record_errors)
+            results[p.topic][p.partition] = r

@@ -30,12 +30,19 @@ class DataLinkError(Exception):
     kafka_error = "NOT_LEADER_OR_FOLLOWER"
 
 
-class _Connection(FrameProtocol):
+class DataLinkConnection(FrameProtocol):
+    """One connection to a storage node's data link; calls pipelined on it."""
+
     def __init__(self, max_frame_bytes: int) -> None:
         super().__init__(max_frame_bytes)
         self.pending: dict[int, asyncio.Future[Frame]] = {}
         self.next_id = 0
         self.closed = False
+
+    def close(self) -> None:
+        """Close the connection; calls in flight fail with DataLinkError."""
+        if self.transport is not None:
+            self.transport.close()
 
     def bad_frame(self, exc: FrameError) -> None:
         log.warning("data link: bad frame from the storage node: %s", exc)
@@ -85,6 +92,27 @@ class _Connection(FrameProtocol):
         return frame
 
 
+async def open_connection(
+    address: tuple[str, int], max_frame_bytes: int = MAX_MESSAGE_BYTES
+) -> DataLinkConnection:
+    """A new connection to the data link at ``address`` (raises DataLinkError), with
+    mutual TLS as on gRPC when internal TLS is on (docs/security.md); for the pool and
+    for a caller that keeps one connection of its own, like a replica fetcher."""
+    loop = asyncio.get_running_loop()
+    tls = internal_tls.active()
+    try:
+        _, conn = await loop.create_connection(
+            lambda: DataLinkConnection(max_frame_bytes),
+            address[0],
+            address[1],
+            ssl=tls.ssl_client_context() if tls else None,
+            server_hostname=tls.server_name if tls else None,
+        )
+    except OSError as exc:
+        raise DataLinkError(f"data link at {address}: {exc}") from exc
+    return conn
+
+
 class DataLinkPool:
     """Data link connections by storage node id, to the address in the metadata.
 
@@ -95,8 +123,8 @@ class DataLinkPool:
     def __init__(self, metadata: MetadataCache, max_frame_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.metadata = metadata
         self.max_frame_bytes = max_frame_bytes
-        self._conns: dict[int, tuple[tuple[str, int], _Connection]] = {}
-        self._opening: dict[int, asyncio.Task[_Connection]] = {}
+        self._conns: dict[int, tuple[tuple[str, int], DataLinkConnection]] = {}
+        self._opening: dict[int, asyncio.Task[DataLinkConnection]] = {}
 
     def available(self, node_id: int) -> bool:
         return self.metadata.current.data_address(node_id) is not None
@@ -118,7 +146,7 @@ class DataLinkPool:
             conn = await asyncio.wait_for(self._connection(node_id), timeout)
         return await conn.call(kind, meta, blobs, timeout, on_sent)
 
-    def _open_connection(self, node_id: int) -> _Connection | None:
+    def _open_connection(self, node_id: int) -> DataLinkConnection | None:
         """The node's connection when it is open at the node's current address: the
         common case, served without creating a task per call."""
         entry = self._conns.get(node_id)
@@ -128,7 +156,7 @@ class DataLinkPool:
             return None
         return entry[1]
 
-    async def _connection(self, node_id: int) -> _Connection:
+    async def _connection(self, node_id: int) -> DataLinkConnection:
         address = self.metadata.current.data_address(node_id)
         if address is None:
             raise DataLinkError(f"storage node {node_id} has no data link")
@@ -142,19 +170,11 @@ class DataLinkPool:
             opening.add_done_callback(lambda _: self._opening.pop(node_id, None))
         return await asyncio.shield(opening)
 
-    async def _open(self, node_id: int, address: tuple[str, int]) -> _Connection:
-        loop = asyncio.get_running_loop()
-        tls = internal_tls.active()  # mutual TLS as on gRPC (docs/security.md)
+    async def _open(self, node_id: int, address: tuple[str, int]) -> DataLinkConnection:
         try:
-            _, conn = await loop.create_connection(
-                lambda: _Connection(self.max_frame_bytes),
-                address[0],
-                address[1],
-                ssl=tls.ssl_client_context() if tls else None,
-                server_hostname=tls.server_name if tls else None,
-            )
-        except OSError as exc:
-            raise DataLinkError(f"storage node {node_id} at {address}: {exc}") from exc
+            conn = await open_connection(address, self.max_frame_bytes)
+        except DataLinkError as exc:
+            raise DataLinkError(f"storage node {node_id}: {exc}") from exc
         old = self._conns.get(node_id)
         if old is not None and old[1].transport is not None:
             old[1].transport.close()  # the node moved: its calls in flight fail over

@@ -106,9 +106,11 @@ class ApiKey(IntEnum):
     DELETE_SHARE_GROUP_OFFSETS = 92
 
 
+_BY_VALUE: dict[int, ApiKey] = {int(k): k for k in ApiKey}
+
+
 def api_key_or_none(value: int) -> ApiKey | None:
-    """The ApiKey for a raw header value, or None when Kafka defines no such key."""
-    try:
-        return ApiKey(value)
-    except ValueError:
-        return None
+    """The ApiKey for a raw header value, or None when Kafka defines no such key (a
+    dict lookup: ``ApiKey(value)`` was a measurable share of the gateway's CPU per
+    request, issue 18)."""
+    return _BY_VALUE.get(value)
