@@ -784,3 +784,26 @@ def create_topic(
         return md is not None and md.error is None and len(md.partitions) == partitions
 
     wait_until(shown, f"{topic} to show {partitions} partitions in metadata", timeout=30)
+    wait_until(
+        lambda: _leaders_serve(bootstrap, topic, partitions),
+        f"the leaders of {topic} to serve",
+        timeout=30,
+    )
+
+
+def _leaders_serve(bootstrap: str, topic: str, partitions: int) -> bool:
+    """Every partition's leader answers ListOffsets: the storage node applied its
+    leadership (the gateway's metadata can name it a moment before it does, as a Kafka
+    broker's metadata can run ahead of another broker's), so a raw request sent next
+    does not meet NOT_LEADER_OR_FOLLOWER."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-compat-probe"})
+    try:
+        for p in range(partitions):
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
+    except KafkaException:
+        return False
+    finally:
+        consumer.close()
+    return True
