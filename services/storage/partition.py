@@ -396,7 +396,8 @@ class Partition:
 
     def validate_records(self, records: bytearray, origin: AppendOrigin) -> BatchesSummary:
         """The record checks of an append, safe to run off the event loop (no state)."""
-        return self.log.validate_records(records, now_ms=self.clock_ms(), origin=origin)
+        # The log's wall clock (record timestamps), not the partition's replica clock.
+        return self.log.validate_records(records, now_ms=self.log.clock_ms(), origin=origin)
 
     @_log_io
     def append_end_txn_marker(
