@@ -156,8 +156,10 @@ class Proc:
     def kill(self) -> None:
         """kill -9: no flush, no checkpoints, no controlled shutdown."""
         if self.alive:
+            # SIGKILL alone: it ends a stopped process too. A SIGCONT first let a node
+            # stopped to "stall" run for an instant and apply a fetch answer already in
+            # its socket (test_seed_3_4 then saw the stalled follower holding m2).
             process = self.service.process
-            process.send_signal(signal.SIGCONT)
             process.kill()
             process.wait(10)
 
