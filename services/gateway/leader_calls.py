@@ -39,8 +39,14 @@ class PartitionKeyed(Protocol):
     def partition(self) -> int: ...
 
 
+class PartitionResult(PartitionKeyed, Protocol):
+    """A per-partition result of a storage answer."""
+
+    error_code: int
+
+
 P = TypeVar("P", bound=PartitionKeyed)
-R = TypeVar("R", bound=PartitionKeyed)
+R = TypeVar("R", bound=PartitionResult)
 
 
 class PartitionsAnswer(Protocol[R_co]):
@@ -70,6 +76,17 @@ def leading(
     if part.leader < 0:
         return no_leader
     return part
+
+
+def leader_answer_code(code: int) -> int:
+    """A storage node's error for a partition the gateway's metadata has: a node that
+    does not host it (UNKNOWN_TOPIC_OR_PARTITION, e.g. a new topic whose leader has not
+    applied its leadership yet, or a replica just moved away) answers what a Kafka broker
+    answers then, NOT_LEADER_OR_FOLLOWER (``ReplicaManager.getPartitionOrError``), which
+    every client takes as "refresh metadata and retry" rather than as a missing topic."""
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return code
 
 
 def failure_code(
@@ -105,6 +122,7 @@ async def call_leaders(
                 results[(q.topic, q.partition)] = error(code)
             return
         for r in response.partitions:
+            r.error_code = leader_answer_code(r.error_code)
             results[(r.topic, r.partition)] = r
 
     await asyncio.gather(*(one(n, ps) for n, ps in by_node.items()))

@@ -49,7 +49,7 @@ from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.client_quotas import Who
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.leader_calls import failure_code
+from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -204,6 +204,7 @@ async def _fan_out(
         size = 0
         err = False
         for r, data in zip(response.partitions, records, strict=True):
+            r.error_code = leader_answer_code(r.error_code)
             results[(r.topic, r.partition)] = (r, data)
             size += len(data)
             err = err or r.error_code != 0

@@ -62,7 +62,7 @@ from odradek.datalink.frame import Buffer
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
-from odradek.gateway.leader_calls import failure_code
+from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.gateway.produce_lane import (
     NodeCall,
@@ -415,12 +415,7 @@ def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, _Result]]
     for node, entries in queued.sends.items():
         answers = queued.answers.get(node, ())
         for (p, _), pr in zip(entries, answers, strict=False):
-            code = pr.error_code
-            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                # The gateway's metadata has the partition, the node does not host it: a
-                # Kafka broker answers NOT_LEADER_OR_FOLLOWER then (ReplicaManager
-                # .getPartitionOrError), which every client takes as "refresh and retry".
-                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            code = leader_answer_code(pr.error_code)
             r = _Result(code, pr.error_message or None)
             r.base_offset = pr.base_offset if not code else -1
             r.log_append_time = pr.log_append_time

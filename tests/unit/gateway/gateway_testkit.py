@@ -50,6 +50,8 @@ async def call(
     body = memoryview(frame)[4 + offset :]
     answer = await gw.dispatch(ConnectionContext(1, "test", broker), header, body)
     assert answer is not None
+    if isinstance(answer, list):  # Fetch answers buffers for writelines
+        answer = b"".join(answer)
     cid, start = parse_response_header(
         memoryview(answer)[4:], response_header_version(api_key, version)
     )
