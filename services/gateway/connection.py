@@ -14,12 +14,13 @@ pipelines hundreds of cheap requests and never reads holds a few handlers, not
 hundreds, and the event loop's turns are shared between connections, not between
 requests. Starting in arrival order is what keeps a connection's Produce requests in
 order (they enter their Produce lane as their handlers start, produce_lane.py); a
-semaphore's wake-up order is not a place to keep that. A Produce request frees its
-place once its records are handed to the storage nodes (:func:`request_handed_off`):
-waiting for the acknowledgement costs the loop nothing, and requests that pile up
-behind it can then start and join the next coalesced run. A long-poll Fetch keeps its
-place (a Metadata behind it is computed meanwhile as long as the setting is above 1;
-1 would be Kafka's behaviour).
+semaphore's wake-up order is not a place to keep that. The default, 1, is Kafka's
+behaviour (a long-poll Fetch holds up the requests behind it until it is answered),
+with one exception that keeps Produce coalescing (produce_lane.py) working: while
+only Produce requests are being handled, a Produce request at the head of the queue
+starts at once and joins their lane (up to ``queued.max.requests``), and a Produce
+request frees its place as soon as its records are handed to the storage nodes
+(:func:`request_handed_off`): waiting for the acknowledgement costs the loop nothing.
 
 Limits, with Kafka's names where Kafka has one:
 - ``socket.request.max.bytes``: a larger size prefix closes the connection before
@@ -72,6 +73,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import functools
 import logging
 import socket
 import struct
@@ -92,6 +94,8 @@ from odradek.protocol.headers import RequestHeader, parse_request_header
 
 log = logging.getLogger(__name__)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
+_PRODUCE = 0  # ApiKey.PRODUCE, and how a request frame starts with it (INT16 api key)
+_PRODUCE_KEY = struct.pack(">h", _PRODUCE)
 
 # A handler result: framed response bytes, the frame as buffers to send in order
 # without joining them (a Fetch response's record payloads), or None for "send
@@ -306,6 +310,7 @@ class KafkaConnection(asyncio.Protocol):
         )
         self.waiting: collections.deque[memoryview | bytes] = collections.deque()
         self.handling = 0
+        self.handling_other = 0  # of which not Produce
         self.inflight_bytes = 0
         self.reading_paused = False
         self.waiting_turn = False  # max.connection.creation.rate holds this one back
@@ -533,11 +538,20 @@ class KafkaConnection(asyncio.Protocol):
         """Requests read and not yet answered: being handled or waiting to start."""
         return len(self.pending) + len(self.waiting)
 
+    def _may_start(self, frame: memoryview | bytes) -> bool:
+        """Whether the oldest waiting request may start now (module docstring)."""
+        if self.handling_other == 0 and frame[:2] == _PRODUCE_KEY:
+            # Only Produce requests are being handled: this one joins their lane, so
+            # that pipelined Produce requests coalesce (produce_lane.py); bounded by
+            # queued.max.requests like everything a connection has read.
+            return self.handling < self.limits.max_inflight_requests
+        return self.handling < self.limits.max_handled_requests
+
     def _start_waiting(self) -> None:
-        """Start waiting requests, oldest first, while fewer than
-        ``max_handled_requests`` are being handled (module docstring: arrival order is
-        what keeps a connection's Produce requests in order)."""
-        while self.waiting and self.handling < self.limits.max_handled_requests:
+        """Start waiting requests, oldest first, while :meth:`_may_start` lets them
+        (module docstring: arrival order is what keeps a connection's Produce requests
+        in order)."""
+        while self.waiting and self._may_start(self.waiting[0]):
             if self.closed:
                 return
             body = memoryview(self.waiting.popleft())
@@ -548,8 +562,10 @@ class KafkaConnection(asyncio.Protocol):
                 log.info("closing %s: bad request header: %s", self.ctx.peer, exc)
                 self.close()
                 return
+            other = header.api_key != _PRODUCE
             self.handling += 1
-            slot = RequestSlot(self._slot_released)
+            self.handling_other += other
+            slot = RequestSlot(functools.partial(self._slot_released, other))
             fut: asyncio.Future[Result] = asyncio.ensure_future(
                 self._run(header, body[offset:], slot)
             )
@@ -557,8 +573,9 @@ class KafkaConnection(asyncio.Protocol):
             self.pending.append((fut, size, slot))
             self.wakeup.set()
 
-    def _slot_released(self) -> None:
+    def _slot_released(self, other: bool) -> None:
         self.handling -= 1
+        self.handling_other -= other
         self._start_waiting()
 
     def _response_ready(self, fut: asyncio.Future[Result]) -> None:

@@ -111,16 +111,17 @@ GATEWAY_CONFIGS = Catalog(
         ConfigDef(
             "connection.max.handled.requests",
             _INT,
-            16,
+            1,
             "Requests of one connection handled at once; later ones wait, in arrival "
-            "order, until an earlier one's response is handed to the socket (a Produce "
-            "frees its place once its records are handed to the storage nodes), so a "
-            "client pipelining cheap requests it never reads cannot crowd out the "
-            "others.",
+            "order, until an earlier one's response is handed to the socket, so a client "
+            "pipelining requests it never reads gets no more of the event loop than "
+            "another connection. Pipelined Produce requests are the exception: they are "
+            "handled together (and coalesced) while no other request is, and free their "
+            "place once their records are handed to the storage nodes.",
             at_least=1,
             kafka=False,
             note="Kafka handles one request per connection at a time (the channel is "
-            "muted until the response is sent); Odradek pipelines up to this many.",
+            "muted until the response is sent), which the default of 1 matches.",
         ),
         ConfigDef(
             "queued.max.request.bytes",

@@ -102,26 +102,28 @@ async def test_never_reading_backlog_does_not_delay_another_connection() -> None
 
 async def test_requests_start_in_arrival_order_and_answer_in_order_under_the_cap() -> None:
     started: list[int] = []
-    running = 0
+    running = 0  # requests other than Produce being handled
     most = 0
     rng = random.Random(14)
+    keys = [rng.choice((0, 3, 3)) for _ in range(300)]  # Produce and Metadata mixed
 
     async def jittery(_ctx: ConnectionContext, header: RequestHeader, _body: memoryview) -> Result:
         nonlocal running, most
         started.append(header.correlation_id)
-        running += 1
+        other = header.api_key != 0
+        running += other
         most = max(most, running)
         try:
             for _ in range(rng.randrange(3)):
                 await asyncio.sleep(rng.random() / 1000)
         finally:
-            running -= 1
+            running -= other
         return _answer(header.correlation_id)
 
     lst = KafkaListener("127.0.0.1", 0, jittery, ConnectionLimits(max_handled_requests=3))
     await lst.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
-    writer.write(b"".join(_request(cid) for cid in range(300)))
+    writer.write(b"".join(_request(cid, key) for cid, key in enumerate(keys)))
     assert await asyncio.wait_for(_read_answers(reader, 300), 30) == list(range(300))
     assert started == list(range(300))
     assert most == 3
@@ -129,30 +131,39 @@ async def test_requests_start_in_arrival_order_and_answer_in_order_under_the_cap
     await lst.stop(grace=0.1)
 
 
-async def test_handed_off_request_lets_the_next_start_and_parked_one_does_not() -> None:
+async def test_pipelined_produce_requests_start_together_and_free_their_place_when_handed_off() -> (
+    None
+):
+    hand_off = asyncio.Event()
     release = asyncio.Event()
     started: list[int] = []
 
     async def parked(_ctx: ConnectionContext, header: RequestHeader, _body: memoryview) -> Result:
         started.append(header.correlation_id)
-        if header.api_key == 0:  # "Produce": handed to the storage nodes at once
+        if header.api_key == 0:  # "Produce": its records reach the storage nodes ...
+            await hand_off.wait()
             request_handed_off()()
-        await release.wait()
+        await release.wait()  # ... and its answer comes later
         return _answer(header.correlation_id)
 
-    lst = KafkaListener("127.0.0.1", 0, parked, ConnectionLimits(max_handled_requests=2))
+    lst = KafkaListener("127.0.0.1", 0, parked, ConnectionLimits(max_handled_requests=1))
     await lst.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
-    # Ten handed-off requests all start although only two may be handled at once ...
-    writer.write(b"".join(_request(cid, api_key=0) for cid in range(10)))
-    await wait_until_async(lambda: len(started) == 10, "handed-off requests started")
-    # ... then parked ones hold their places: only two of five start.
-    writer.write(b"".join(_request(cid, api_key=1) for cid in range(10, 15)))
-    await wait_until_async(lambda: len(started) == 12, "two parked requests started")
+    # Five pipelined Produce requests are handled together (they would coalesce) ...
+    writer.write(b"".join(_request(cid, api_key=0) for cid in range(5)))
+    await wait_until_async(lambda: len(started) == 5, "pipelined Produce requests started")
+    # ... a Metadata behind them waits for its turn, and so does a Produce behind it ...
+    writer.write(_request(5, api_key=3) + _request(6, api_key=0))
     await asyncio.sleep(0.2)
-    assert started == list(range(12))
+    assert started == list(range(5))
+    # ... which comes once the five are handed to the storage nodes, unanswered yet;
+    # the Metadata is then the one request being handled: the Produce still waits.
+    hand_off.set()
+    await wait_until_async(lambda: len(started) == 6, "the Metadata started")
+    await asyncio.sleep(0.2)
+    assert started == list(range(6))
     release.set()
-    assert await asyncio.wait_for(_read_answers(reader, 15), 30) == list(range(15))
-    assert started == list(range(15))
+    assert await asyncio.wait_for(_read_answers(reader, 7), 30) == list(range(7))
+    assert started == list(range(7))
     writer.close()
     await lst.stop(grace=0.1)
