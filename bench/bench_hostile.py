@@ -16,7 +16,8 @@ Reported: p50/p99 produce latency per phase and their ratio (goal p99 within 1.5
 a request unanswered for 30 s ends its client and counts as infinitely late),
 the gateway's peak RSS per phase against its budget (``queued.max.request.bytes``),
 and how many hostile connections the gateway cut. ``python -m bench hostile``
-(``--seconds``, ``--good``, ``--rate``).
+(``--seconds``, ``--good``, ``--rate``, ``--hostile never-read=20,trickle=15,oversize=15``
+for another mix); the gateway's CPU use per phase is shown too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import socket
 import struct
 import time
@@ -35,8 +37,15 @@ from odradek.protocol.messages import MetadataRequest, ProduceRequest, encode_re
 from odradek.records.record import BatchBuilder
 
 READ_TIMEOUT_MS = 2000
+KINDS = ("never-read", "trickle", "oversize")
 UNANSWERED_S = 30.0
 BUDGET = 256 * 1024 * 1024
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mib(pid: int) -> float:
@@ -148,8 +157,9 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
 
 async def _phase(
     host: str, port: int, topic: str, args: argparse.Namespace, pid: int, hostile: bool
-) -> tuple[list[float], float, dict[str, int]]:
+) -> tuple[list[float], float, dict[str, int], float]:
     stop = time.monotonic() + args.seconds
+    cpu_start = _cpu_s(pid)
     latencies: list[float] = []
     cuts: dict[str, int] = {}
     peak = 0.0
@@ -166,10 +176,10 @@ async def _phase(
     ]
     tasks.append(asyncio.ensure_future(sample()))
     if hostile:
-        kinds = ["never-read"] * 20 + ["trickle"] * 15 + ["oversize"] * 15
+        kinds = [kind for kind, count in args.hostile.items() for _ in range(count)]
         tasks += [asyncio.ensure_future(_cut(k, host, port, stop, cuts)) for k in kinds]
     await asyncio.gather(*tasks, return_exceptions=True)
-    return latencies, peak, cuts
+    return latencies, peak, cuts, (_cpu_s(pid) - cpu_start) / args.seconds
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -177,11 +187,28 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
 
 
+def _mix(text: str) -> dict[str, int]:
+    """``kind=count,...`` for --hostile."""
+    mix: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        kind, _, count = item.partition("=")
+        if kind not in KINDS:
+            raise argparse.ArgumentTypeError(f"unknown hostile kind {kind!r}")
+        mix[kind] = int(count)
+    return mix
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench hostile")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--good", type=int, default=100)
     parser.add_argument("--rate", type=float, default=5.0, help="requests/s per good client")
+    parser.add_argument(
+        "--hostile",
+        type=_mix,
+        default=_mix("never-read=20,trickle=15,oversize=15"),
+        help="hostile clients by kind (default never-read=20,trickle=15,oversize=15)",
+    )
     args, _ = parser.parse_known_args(argv)
     settings = {
         "connection.request.read.timeout.ms": str(READ_TIMEOUT_MS),
@@ -201,16 +228,21 @@ def main(argv: list[str]) -> None:
         baseline = _rss_mib(pid)
         alone = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=False))
         mixed = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=True))
-    rows = [("alone", alone), ("with 50 hostile", mixed)]
+    rows = [("alone", alone), (f"with {sum(args.hostile.values())} hostile", mixed)]
     print(
         f"{args.good} clients x {args.rate:g} one-record acks=1 produces/s, {args.seconds:g} s "
         f"per phase; gateway RSS at start {baseline:.0f} MiB, budget "
         f"(queued.max.request.bytes) {BUDGET // (1 << 20)} MiB"
     )
-    print(f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13}")
-    for name, (lat, peak, _cuts) in rows:
+    print(f"hostile mix: {args.hostile}")
+    print(
+        f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13} "
+        f"{'gateway CPU':>12}"
+    )
+    for name, (lat, peak, _cuts, cpu) in rows:
         print(
-            f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} {peak:>13.0f}"
+            f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} "
+            f"{peak:>13.0f} {cpu:>11.0%}"
         )
     p99_ratio = _pct(mixed[0], 0.99) / max(_pct(alone[0], 0.99), 1e-9)
     cuts = mixed[2]

@@ -1,16 +1,37 @@
 """One Kafka client connection: framing, pipelining, in-order responses, limits.
 
 Kafka clients pipeline requests on one connection and match responses by
-correlation id, but the protocol promises responses in request order. Each decoded
-request starts its handler at once (so a long-poll Fetch does not stall a Metadata
-behind it from being *computed*), and a single writer task sends results strictly in
-arrival order.
+correlation id, but the protocol promises responses in request order. A single writer
+task sends results strictly in arrival order.
+
+Handling: Kafka handles one request per connection at a time (the channel is muted
+until the response is sent, Kafka's ``SocketServer``/``Selector``). A gateway
+pipelines, but at most ``connection.max.handled.requests`` requests of a connection
+are being handled at once: later ones wait in the connection's start queue (a plain
+deque) and are started by the connection itself, strictly in arrival order, each time
+an earlier request's response has been handed to the transport. So a client that
+pipelines hundreds of cheap requests and never reads holds a few handlers, not
+hundreds, and the event loop's turns are shared between connections, not between
+requests. Starting in arrival order is what keeps a connection's Produce requests in
+order (they enter their Produce lane as their handlers start, produce_lane.py); a
+semaphore's wake-up order is not a place to keep that. The default, 1, is Kafka's
+behaviour (a long-poll Fetch holds up the requests behind it until it is answered),
+with one exception that keeps Produce coalescing (produce_lane.py) working: while
+only Produce requests are being handled, a Produce request at the head of the queue
+starts at once and joins their lane (up to ``queued.max.requests``), and a Produce
+request frees its place as soon as its records are handed to the storage nodes
+(:func:`request_handed_off`): waiting for the acknowledgement costs the loop nothing.
 
 Limits, with Kafka's names where Kafka has one:
 - ``socket.request.max.bytes``: a larger size prefix closes the connection before
   the body is buffered (Kafka logs ``InvalidReceiveException`` and closes);
 - ``queued.max.requests`` and ``connection.max.queued.request.bytes`` (per
-  connection): past either bound the connection stops reading until responses drain;
+  connection, requests being handled plus those waiting to start): past either bound
+  the connection stops reading until responses drain;
+- ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``: the kernel's
+  buffers of a connection (Kafka's defaults, 100 KiB): without them a client that
+  never reads has megabytes of responses computed and buffered before its socket's
+  write buffer fills and the connection stops being read;
 - ``queued.max.request.bytes``: the process's budget (memory_pool.py) for the bytes
   every connection holds (requests being read or handled, responses not yet sent);
   while it is used up, no connection is read from (Kafka mutes every channel);
@@ -51,6 +72,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
+import functools
 import logging
 import socket
 import struct
@@ -71,6 +94,8 @@ from odradek.protocol.headers import RequestHeader, parse_request_header
 
 log = logging.getLogger(__name__)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
+_PRODUCE = 0  # ApiKey.PRODUCE, and how a request frame starts with it (INT16 api key)
+_PRODUCE_KEY = struct.pack(">h", _PRODUCE)
 
 # A handler result: framed response bytes, the frame as buffers to send in order
 # without joining them (a Fetch response's record payloads), or None for "send
@@ -88,10 +113,50 @@ def result_size(result: bytes | list[bytes | bytearray | memoryview]) -> int:
 Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[Result]]
 
 
+class RequestSlot:
+    """One request's place among the ``connection.max.handled.requests`` of its
+    connection; given back once (its response handed to the transport, or earlier by
+    :func:`request_handed_off`)."""
+
+    __slots__ = ("_release",)
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+# The slot of the request whose handler runs in the current task (each request runs
+# in a task of its own, so each sees its own).
+_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar(
+    "odradek_request_slot", default=None
+)
+
+
+def request_handed_off() -> Callable[[], None]:
+    """For a handler about to wait on something other than the event loop (a Produce
+    whose records are handed to the storage nodes): the callback that lets its
+    connection start the next request before this one's response is written.
+    A no-op outside a connection's request."""
+    slot = _SLOT.get()
+    return slot.release if slot is not None else _nothing
+
+
+def _nothing() -> None:
+    pass
+
+
 @dataclass(slots=True)
 class ConnectionLimits:
     max_request_bytes: int = GATEWAY_CONFIGS.int("socket.request.max.bytes")
     max_inflight_requests: int = GATEWAY_CONFIGS.int("queued.max.requests")
+    max_handled_requests: int = GATEWAY_CONFIGS.int("connection.max.handled.requests")
+    # SO_SNDBUF of each connection, SO_RCVBUF of the listening sockets (-1: the OS's).
+    send_buffer_bytes: int = GATEWAY_CONFIGS.int("socket.send.buffer.bytes")
+    receive_buffer_bytes: int = GATEWAY_CONFIGS.int("socket.receive.buffer.bytes")
     max_inflight_bytes: int = GATEWAY_CONFIGS.int("connection.max.queued.request.bytes")
     idle_timeout_s: float = GATEWAY_CONFIGS.int("connections.max.idle.ms") / 1000.0
     max_queued_response_bytes: int = GATEWAY_CONFIGS.int("connection.max.queued.response.bytes")
@@ -237,7 +302,15 @@ class KafkaConnection(asyncio.Protocol):
         self.ctx = ConnectionContext(KafkaConnection._next_id, "?", broker_id)
         self.security = security or ListenerSecurity()
         self._auth_timer: asyncio.TimerHandle | None = None
-        self.pending: collections.deque[tuple[asyncio.Future[Result], int]] = collections.deque()
+        # Started requests in arrival order (the writer answers them in this order),
+        # and those not started yet, behind them (at most max_handled_requests are
+        # being handled: started, their response not yet handed to the transport).
+        self.pending: collections.deque[tuple[asyncio.Future[Result], int, RequestSlot]] = (
+            collections.deque()
+        )
+        self.waiting: collections.deque[memoryview | bytes] = collections.deque()
+        self.handling = 0
+        self.handling_other = 0  # of which not Produce
         self.inflight_bytes = 0
         self.reading_paused = False
         self.waiting_turn = False  # max.connection.creation.rate holds this one back
@@ -278,6 +351,16 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if delay > 0:
                 self._delay_reading(delay)
+        if self.limits.send_buffer_bytes > 0:
+            # Kafka's Acceptor sets socket.send.buffer.bytes on every accepted channel.
+            # Left to autotuning, the kernel takes up to tcp_wmem's maximum (4 MiB) of
+            # responses a client never reads before the transport pauses us.
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer_bytes
+                    )
         self._secure(transport)
         self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
 
@@ -320,7 +403,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.partial_since is not None:
             self.partial_since = self.last_activity
         if (
-            len(self.pending) < self.limits.max_inflight_requests
+            self.queued_requests < self.limits.max_inflight_requests
             and self.inflight_bytes < self.limits.max_inflight_bytes
         ):
             self._resume_reading()
@@ -391,7 +474,7 @@ class KafkaConnection(asyncio.Protocol):
             and not (self.decoder.buffered_bytes and not frames)
         )
         if not self.closed and (
-            len(self.pending) >= self.limits.max_inflight_requests
+            self.queued_requests >= self.limits.max_inflight_requests
             or self.inflight_bytes >= self.limits.max_inflight_bytes
             or starved
         ):
@@ -416,9 +499,10 @@ class KafkaConnection(asyncio.Protocol):
             self.quota.release(self.ctx.host)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        for fut, _ in self.pending:
+        for fut, _, _ in self.pending:
             fut.cancel()
         self.pending.clear()
+        self.waiting.clear()
         self.wakeup.set()
         self.writable.set()
         if self.writer_task is not None:
@@ -436,26 +520,63 @@ class KafkaConnection(asyncio.Protocol):
         self.writable.set()
         if (
             not self.closed
-            and len(self.pending) < self.limits.max_inflight_requests
+            and self.queued_requests < self.limits.max_inflight_requests
             and self.inflight_bytes < self.limits.max_inflight_bytes
         ):
             self._resume_reading()
 
     # -- requests ------------------------------------------------------------------------
     def _start(self, frame: memoryview | bytes) -> None:
-        body = memoryview(frame)
-        size = len(body)
-        try:
-            header, offset = parse_request_header(body)
-        except ProtocolError as exc:
-            log.info("closing %s: bad request header: %s", self.ctx.peer, exc)
-            self.close()
-            return
-        fut: asyncio.Future[Result] = asyncio.ensure_future(self._run(header, body[offset:]))
-        fut.add_done_callback(self._response_ready)
-        self.pending.append((fut, size))
-        self.inflight_bytes += size
-        self.wakeup.set()
+        # Only queued here: even its header is parsed when its turn comes, so a read of
+        # thousands of pipelined requests costs the loop next to nothing now.
+        self.waiting.append(frame)
+        self.inflight_bytes += len(frame)
+        self._start_waiting()
+
+    @property
+    def queued_requests(self) -> int:
+        """Requests read and not yet answered: being handled or waiting to start."""
+        return len(self.pending) + len(self.waiting)
+
+    def _may_start(self, frame: memoryview | bytes) -> bool:
+        """Whether the oldest waiting request may start now (module docstring)."""
+        if self.handling_other == 0 and frame[:2] == _PRODUCE_KEY:
+            # Only Produce requests are being handled: this one joins their lane, so
+            # that pipelined Produce requests coalesce (produce_lane.py); bounded by
+            # queued.max.requests like everything a connection has read.
+            return self.handling < self.limits.max_inflight_requests
+        return self.handling < self.limits.max_handled_requests
+
+    def _start_waiting(self) -> None:
+        """Start waiting requests, oldest first, while :meth:`_may_start` lets them
+        (module docstring: arrival order is what keeps a connection's Produce requests
+        in order)."""
+        while self.waiting and self._may_start(self.waiting[0]):
+            if self.closed:
+                return
+            body = memoryview(self.waiting.popleft())
+            size = len(body)
+            try:
+                header, offset = parse_request_header(body)
+            except ProtocolError as exc:
+                log.info("closing %s: bad request header: %s", self.ctx.peer, exc)
+                self.close()
+                return
+            other = header.api_key != _PRODUCE
+            self.handling += 1
+            self.handling_other += other
+            slot = RequestSlot(functools.partial(self._slot_released, other))
+            fut: asyncio.Future[Result] = asyncio.ensure_future(
+                self._run(header, body[offset:], slot)
+            )
+            fut.add_done_callback(self._response_ready)
+            self.pending.append((fut, size, slot))
+            self.wakeup.set()
+
+    def _slot_released(self, other: bool) -> None:
+        self.handling -= 1
+        self.handling_other -= other
+        self._start_waiting()
 
     def _response_ready(self, fut: asyncio.Future[Result]) -> None:
         if self.closed or fut.cancelled() or fut.exception() is not None:
@@ -475,7 +596,8 @@ class KafkaConnection(asyncio.Protocol):
                 f"{self.limits.max_queued_response_bytes})"
             )
 
-    async def _run(self, header: RequestHeader, body: memoryview) -> Result:
+    async def _run(self, header: RequestHeader, body: memoryview, slot: RequestSlot) -> Result:
+        _SLOT.set(slot)  # this task's own context: request_handed_off() finds it
         if self.muted_until:
             # Read before the connection was throttled: Kafka would not have read it
             # yet, so it waits for the throttle to pass too.
@@ -492,7 +614,7 @@ class KafkaConnection(asyncio.Protocol):
                     self.wakeup.clear()
                     await self.wakeup.wait()
                     continue
-                fut, size = self.pending[0]
+                fut, size, slot = self.pending[0]
                 try:
                     result = await fut
                 except CloseConnection:
@@ -522,11 +644,12 @@ class KafkaConnection(asyncio.Protocol):
                     self.queued_response_bytes -= result_size(result)
                     self._account()
                     self.last_activity = time.monotonic()
+                slot.release()  # handed to the transport (or nothing to send)
                 if self.ctx.close_after_response:
                     self.close()
                     return
                 if self.reading_paused and (
-                    len(self.pending) < self.limits.max_inflight_requests // 2
+                    self.queued_requests < self.limits.max_inflight_requests // 2
                     and self.inflight_bytes < self.limits.max_inflight_bytes // 2
                 ):
                     self._resume_reading()
@@ -584,7 +707,7 @@ class KafkaConnection(asyncio.Protocol):
         if (
             not self.closed
             and not self.held  # used up again while parsing: paused and waiting again
-            and len(self.pending) < self.limits.max_inflight_requests
+            and self.queued_requests < self.limits.max_inflight_requests
             and self.inflight_bytes < self.limits.max_inflight_bytes
         ):
             self._resume_reading()
@@ -593,6 +716,7 @@ class KafkaConnection(asyncio.Protocol):
     def idle(self) -> bool:
         return (
             not self.pending
+            and not self.waiting
             and not self.muted_until
             and time.monotonic() - self.last_activity > self.limits.idle_timeout_s
         )
@@ -674,6 +798,14 @@ class KafkaListener:
             ssl=tls,
             ssl_handshake_timeout=self.security.auth_timeout_s if tls is not None else None,
         )
+        if self.limits.receive_buffer_bytes > 0:
+            # Kafka sets socket.receive.buffer.bytes on the server socket: accepted
+            # connections inherit it (and the TCP window scale it implies).
+            for sock in self.server.sockets:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_RCVBUF, self.limits.receive_buffer_bytes
+                    )
         self.port = self.server.sockets[0].getsockname()[1]
         self._reaper = loop.create_task(self._reap())
         return self.port
@@ -717,7 +849,7 @@ class KafkaListener:
             conn.wakeup.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while any(c.pending for c in self.connections) and loop.time() < deadline:
+        while any(c.queued_requests for c in self.connections) and loop.time() < deadline:
             await asyncio.sleep(0.05)
         for conn in list(self.connections):
             conn.close()

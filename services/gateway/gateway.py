@@ -181,6 +181,11 @@ class Gateway:
         self.limits = ConnectionLimits(
             max_request_bytes=GATEWAY_CONFIGS.read_int(config, "socket.request.max.bytes"),
             max_inflight_requests=GATEWAY_CONFIGS.read_int(config, "queued.max.requests"),
+            max_handled_requests=GATEWAY_CONFIGS.read_int(
+                config, "connection.max.handled.requests"
+            ),
+            send_buffer_bytes=GATEWAY_CONFIGS.read_int(config, "socket.send.buffer.bytes"),
+            receive_buffer_bytes=GATEWAY_CONFIGS.read_int(config, "socket.receive.buffer.bytes"),
             max_inflight_bytes=GATEWAY_CONFIGS.read_int(
                 config, "connection.max.queued.request.bytes"
             ),

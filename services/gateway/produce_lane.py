@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.datalink.frame import Buffer
@@ -66,6 +67,10 @@ class QueuedProduce:
     # and the future resolved once they are all in.
     answers: dict[int, list[storage_pb2.ProducePartitionResult]] = field(default_factory=dict)
     answered: asyncio.Future[None] | None = None
+    # Called once its run is handed to the storage nodes: its connection may start
+    # the next request (connection.py's connection.max.handled.requests), so requests
+    # piling up behind it are started and join the next run.
+    handed_off: Callable[[], None] | None = None
 
     def add(self, node: int, partition: storage_pb2.ProducePartition, records: Buffer) -> None:
         self.sends.setdefault(node, []).append((partition, records))
@@ -177,9 +182,13 @@ class ProduceLane:
             return
         self._next()
 
-    def passed(self) -> None:
-        """The current run can no longer be overtaken: the next may go."""
+    def passed(self, run: list[QueuedProduce] | None = None) -> None:
+        """The current run (``run``) can no longer be overtaken: the next may go, and
+        the connection may start the requests waiting behind ``run``'s."""
         self._busy = False
+        for request in run or ():
+            if request.handed_off is not None:
+                request.handed_off()
         self._next()
 
     def _next(self) -> None:

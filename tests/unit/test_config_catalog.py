@@ -180,6 +180,8 @@ KAFKA_4_DEFAULTS: dict[str, str | None] = {
     "advertised.listeners": None,
     "broker.rack": None,
     "socket.request.max.bytes": "104857600",
+    "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400",
     "queued.max.requests": "500",
     "queued.max.request.bytes": "-1",
     "connections.max.idle.ms": "600000",

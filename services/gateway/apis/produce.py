@@ -60,7 +60,7 @@ from prometheus_client import Counter
 from odradek.datalink.client import DataLinkError
 from odradek.datalink.frame import Buffer
 from odradek.gateway.authorizer import AclOperation, ResourceType
-from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.connection import ConnectionContext, request_handed_off
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
@@ -135,6 +135,7 @@ async def handle(
         request.topic_data = [t for t in request.topic_data if t not in refused]
     version = header.api_version
     queued = QueuedProduce(request.acks, request.timeout_ms, version, txn)
+    queued.handed_off = request_handed_off()
     lane = ctx.produce_lane
     lane.enter(queued)  # before any await: handlers start in arrival order
     try:
@@ -292,7 +293,7 @@ async def _send_run(
     if len(run) > 1:
         PRODUCE_COALESCED.inc(len(run) - 1)
     calls = merge_run(run)
-    passed = _once(lane.passed)
+    passed = _once(functools.partial(lane.passed, run))
     unsent = len(calls)
 
     def one_sent() -> None:

@@ -86,11 +86,42 @@ GATEWAY_CONFIGS = Catalog(
             at_least=1024,
         ),
         ConfigDef(
+            "socket.send.buffer.bytes",
+            _INT,
+            102_400,
+            "The SO_SNDBUF of client connections; -1 keeps the OS default (autotuned). "
+            "What a client that does not read can make the gateway hold in the kernel, and "
+            "how many responses it gets computed before its connection stops being read.",
+            at_least=-1,
+        ),
+        ConfigDef(
+            "socket.receive.buffer.bytes",
+            _INT,
+            102_400,
+            "The SO_RCVBUF of the client listeners' sockets; -1 keeps the OS default.",
+            at_least=-1,
+        ),
+        ConfigDef(
             "queued.max.requests",
             _INT,
             500,
             "Requests of one connection in flight before the gateway stops reading it.",
             at_least=1,
+        ),
+        ConfigDef(
+            "connection.max.handled.requests",
+            _INT,
+            1,
+            "Requests of one connection handled at once; later ones wait, in arrival "
+            "order, until an earlier one's response is handed to the socket, so a client "
+            "pipelining requests it never reads gets no more of the event loop than "
+            "another connection. Pipelined Produce requests are the exception: they are "
+            "handled together (and coalesced) while no other request is, and free their "
+            "place once their records are handed to the storage nodes.",
+            at_least=1,
+            kafka=False,
+            note="Kafka handles one request per connection at a time (the channel is "
+            "muted until the response is sent), which the default of 1 matches.",
         ),
         ConfigDef(
             "queued.max.request.bytes",

@@ -14,7 +14,14 @@ check what Kafka's generated Java code checks:
   are only M bytes remaining");
 * a negative length means null only where ``nullableVersions`` allows it;
 * compact strings are at most 0x7fff bytes; unsigned varints at most 5 bytes;
-* a known tagged field must use exactly the size its tag header announces.
+* a known tagged field must use exactly the size its tag header announces;
+* one message decodes to at most :data:`MAX_DECODED_ITEMS` array items, nested arrays
+  and tagged fields included. The byte check alone lets a compact array of tiny
+  structs cost 40-45x its size in Python objects (ElectLeaders v2 with 3-byte
+  entries: 136 bytes of objects each), so a 3 MB request could hold 140 MB; Java
+  objects are smaller, which is why Kafka needs no such cap. Past it the request is
+  invalid, and Kafka closes the connection on an invalid request
+  (:mod:`odradek.protocol.policy`).
 
 The objects produced are kafka-python's own data classes (equal to what its decoder
 returns for valid input), so kafka-python's encoders and ``.pyi`` field names apply.
@@ -27,6 +34,7 @@ does.
 from __future__ import annotations
 
 import struct
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +66,21 @@ PARSE_ERRORS: tuple[type[BaseException], ...] = (
 
 _ZERO_UUID = bytes(16)
 _MAX_COMPACT_STRING = 0x7FFF
+
+# Array items (all arrays of one message together) a decode may produce: far above any
+# real client's request (a Fetch or OffsetCommit names the partitions of a broker:
+# thousands), and at most ~70 MB of Python objects (module docstring).
+MAX_DECODED_ITEMS = 500_000
+
+
+class _ItemBudget(threading.local):
+    """Items the decode running on this thread may still produce (decodes run on the
+    event loop and in offload threads)."""
+
+    left = MAX_DECODED_ITEMS
+
+
+_BUDGET = _ItemBudget()
 
 
 def read_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
@@ -123,6 +146,7 @@ class _Source:
             "_UUID": uuid.UUID,
             "_ZERO_UUID": _ZERO_UUID,
             "_from_bits": BitField.from_32_bit_field,
+            "_budget": _BUDGET,
         }
         self._count = 0
 
@@ -274,6 +298,13 @@ def _emit_array(
     )
     src.emit(ind, "else:")
     body = ind + "    "
+    src.emit(body, f"_budget.left -= {n}")
+    src.emit(body, "if _budget.left < 0:")
+    src.emit(
+        body,
+        f'    raise _Invalid("array {path} of " + str({n}) + " items exceeds the "'
+        f' + "{MAX_DECODED_ITEMS} items one message may decode to")',
+    )
     fmt = None if field.is_struct_array() else _fixed_fmt(elem)
     if fmt is not None:
         src.emit(body, f'{out} = list(unpack_from(">" + str({n}) + "{fmt}", data, pos))')
@@ -409,11 +440,14 @@ def decode_struct(
     data: bytes | bytearray | memoryview,
     *,
     exact: bool = True,
+    max_items: int = MAX_DECODED_ITEMS,
 ) -> Any:
     """Decode one ``data_class`` body. With ``exact`` every byte must be consumed
-    (Kafka rejects trailing bytes in a request frame)."""
+    (Kafka rejects trailing bytes in a request frame); at most ``max_items`` array
+    items in all (module docstring)."""
     view = as_byte_view(data)
     decoder = compiled_decoder(data_class, version, flexible)
+    _BUDGET.left = max_items
     try:
         obj, pos = decoder(view, 0)
     except InvalidRequestError:

@@ -10,6 +10,7 @@ import tracemalloc
 import pytest
 
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.decoder import MAX_DECODED_ITEMS
 from odradek.protocol.exceptions import InvalidRequestError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
@@ -199,3 +200,42 @@ def test_known_tag_must_use_exactly_its_announced_size() -> None:
     oversized = body[: -len(section)] + b"\x01\x00\x03\x02cx"  # claims 3, string uses 2
     with pytest.raises(InvalidRequestError, match="used 2 of 3"):
         decode_request_body(ApiKey.FETCH, 12, oversized)
+
+
+def _elect_leaders_v2(partitions_per_topic: list[int]) -> bytes:
+    """ElectLeaders v2 body: election type, compact topic_partitions[] of {topic "",
+    compact partitions[] int32, tags}, timeout, tags."""
+    body = b"\x00" + _uvarint(len(partitions_per_topic) + 1)
+    for count in partitions_per_topic:
+        body += b"\x01" + _uvarint(count + 1) + b"\x00\x00\x00\x01" * count + b"\x00"
+    return body + struct.pack(">i", 1000) + b"\x00"
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def test_flexible_array_of_tiny_structs_is_refused_past_the_item_cap() -> None:
+    # 600,000 entries of 3 bytes (1.8 MB) decoded to ~80 MB of objects (45x its size,
+    # measured with tracemalloc before the cap); now refused before any is built.
+    entries = MAX_DECODED_ITEMS + 100_000
+    body = b"\x00" + _uvarint(entries + 1) + b"\x01\x01\x00" * entries
+    body += struct.pack(">i", 1000) + b"\x00"
+    header = RequestHeader(api_key=ApiKey.ELECT_LEADERS, api_version=2, correlation_id=7)
+    exc = _bounded(lambda: decode_request(header, body))
+    assert "items" in str(exc) and exc.correlation_id == 7
+
+
+def test_item_cap_counts_nested_arrays_together_and_resets_per_message() -> None:
+    under = _elect_leaders_v2([MAX_DECODED_ITEMS // 2 - 10] * 2)
+    for _ in range(2):  # the budget is per message: a second decode gets all of it again
+        request = decode_request_body(ApiKey.ELECT_LEADERS, 2, under)
+        assert sum(len(t.partitions) for t in request.topic_partitions) == MAX_DECODED_ITEMS - 20
+    over = _elect_leaders_v2([MAX_DECODED_ITEMS // 2] * 2)  # + the 2 topic entries
+    with pytest.raises(InvalidRequestError, match="items"):
+        decode_request_body(ApiKey.ELECT_LEADERS, 2, over)

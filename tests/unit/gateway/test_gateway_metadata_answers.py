@@ -1,0 +1,67 @@
+"""The Metadata handler's per-snapshot topic answers (odradek.gateway.apis.metadata):
+built once per metadata snapshot and broker set, so a client pipelining all-topics
+Metadata requests does not make the loop rebuild them each time, and never stale
+after the metadata changes."""
+
+from __future__ import annotations
+
+from gateway_testkit import call, offline_gateway
+
+from odradek.gateway.apis import metadata as metadata_api
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.messages import MetadataRequest
+from odradek.rpc.v1 import common_pb2
+
+
+def _cluster(version: int, leader: int) -> common_pb2.ClusterMetadata:
+    online = common_pb2.ONLINE
+    return common_pb2.ClusterMetadata(
+        version=version,
+        cluster_id="Zq3sS1o8RkGx7YH0c2bVYA",
+        nodes=[
+            common_pb2.Node(
+                node_id=0, kind=common_pb2.GATEWAY, host="127.0.0.1", kafka_port=9092, state=online
+            ),
+            common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
+            common_pb2.Node(node_id=101, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
+        ],
+        topics=[
+            common_pb2.Topic(
+                name="orders",
+                topic_id=bytes(range(16)),
+                partitions=[
+                    common_pb2.Partition(
+                        partition=0, replicas=[100, 101], isr=[100, 101], leader=leader
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def _all_topics() -> MetadataRequest:
+    return MetadataRequest(
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+async def test_topic_answers_are_reused_within_a_snapshot_and_rebuilt_after_it() -> None:
+    async with offline_gateway(_cluster(1, leader=100)) as gw:
+        snap = gw.metadata.current
+        brokers = gw.brokers(None)
+        topic = snap.topics["orders"]
+        first = metadata_api._topic_answer(snap, brokers, topic, None)
+        assert metadata_api._topic_answer(snap, brokers, topic, None) is first
+        answer = await call(gw, ApiKey.METADATA, 12, _all_topics())
+        assert [p.leader_id for p in answer.topics[0].partitions] == [100]
+
+        await gw.metadata.update(_cluster(2, leader=101))
+        answer = await call(gw, ApiKey.METADATA, 12, _all_topics())
+        assert [p.leader_id for p in answer.topics[0].partitions] == [101]
+        snap = gw.metadata.current
+        again = metadata_api._topic_answer(snap, gw.brokers(None), snap.topics["orders"], None)
+        assert again is not first
+        assert [p.leader_id for p in again.partitions] == [101]
