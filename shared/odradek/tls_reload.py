@@ -40,6 +40,8 @@ RECONFIGURABLE = (
     "ssl.truststore.location",
     "ssl.truststore.certificates",
 )
+# Kafka's PASSWORD-typed ones: DescribeConfigs answers them without a value.
+SENSITIVE = ("ssl.keystore.key", "ssl.key.password")
 # The settings whose values may name files (PEM text is no file).
 _FILE_SETTINGS = (
     "ssl.keystore.location",
@@ -106,9 +108,9 @@ class ReloadingServerContext:
             sslobj.context = current
 
     def validate(self, overrides: Mapping[str, str]) -> None:
-        """Raises ConfigError when ``overrides`` would give no usable context."""
-        merged = {**self.overrides, **overrides}
-        server_context(lambda key: merged[key] if key in merged else self._static(key))
+        """Raises ConfigError when ``overrides`` (replacing the current ones) would give
+        no usable context."""
+        server_context(lambda key: overrides[key] if key in overrides else self._static(key))
 
     def reload(self, overrides: Mapping[str, str] | None = None) -> None:
         """Rebuild from the files (and ``overrides``, when given, replacing the old ones).
