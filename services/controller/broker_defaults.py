@@ -17,6 +17,7 @@ from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.definition import ConfigDef, ConfigType, InvalidConfigError
 from odradek.controller.errors import ControllerError
 from odradek.protocol.errors import ErrorCode
+from odradek.tls_reload import RECONFIGURABLE, listener_setting
 from odradek.topic_config import resolve
 
 
@@ -51,8 +52,30 @@ def static_values(config: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def check_dynamic_update(name: str, value: str | None) -> None:
-    """Whether AlterConfigs may set (or delete, ``value=None``) this cluster default."""
+def check_dynamic_update(name: str, value: str | None, *, per_broker: bool = False) -> None:
+    """Whether AlterConfigs may set (or delete, ``value=None``) this cluster default, or
+    with ``per_broker`` this one broker's config.
+
+    A listener's reconfigurable TLS settings (``listener.name.<l>.ssl.keystore.location``
+    and the rest of Kafka's ``SslConfigs.RECONFIGURABLE_CONFIGS``, KIP-226) are per
+    broker only, and only with the listener prefix, as Kafka's
+    ``DynamicBrokerConfig.validateConfigs`` demands; the gateways apply them
+    (docs/security.md, "Certificate reload").
+    """
+    if listener_setting(name) is not None:
+        if not per_broker:
+            raise ControllerError(
+                ErrorCode.INVALID_CONFIG,
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: Set({name})",
+            )
+        return
+    if name in RECONFIGURABLE:
+        raise ControllerError(
+            ErrorCode.INVALID_CONFIG,
+            "These security configs can be dynamically updated only per-listener using the "
+            f"listener prefix: Set({name})",
+        )
     config = BROKER_CONFIGS.get(name)
     if config is None:
         raise ControllerError(ErrorCode.INVALID_CONFIG, f"Unknown broker config: {name}")

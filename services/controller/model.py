@@ -810,7 +810,7 @@ class ClusterModel:
         )
         touched = {c.name for c in changes} | (set(current) if not incremental else set())
         for name in touched:
-            broker_defaults.check_dynamic_update(name, updated.get(name))
+            broker_defaults.check_dynamic_update(name, updated.get(name), per_broker=True)
         if not validate_only and updated != current:
             if updated:
                 self.broker_configs[node_id] = updated

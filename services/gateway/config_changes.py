@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from odradek.config import ConfigError
 from odradek.gateway.authorizer import AclOperation
 from odradek.gateway.config_entries import ResourceType, broker_name_problem
 from odradek.gateway.connection import ConnectionContext
@@ -33,8 +34,10 @@ from odradek.gateway.controller_forward import (
     wait_visible,
 )
 from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.listener_certificates import broker_overrides
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import controller_pb2
+from odradek.tls_reload import listener_setting
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,9 @@ async def alter(
         if denied is not None:
             row.fail(*denied)
     forward = _refuse_early(rows, api_name, ctx.broker_id)
+    for row in forward:
+        _validate_listener_tls(gw, row, incremental)
+    forward = [row for row in forward if not row.error_code]
     if not forward:
         return
     deadline = AdminDeadline(gw, 0)
@@ -139,6 +145,46 @@ async def alter(
         row.fail(ErrorCode.UNKNOWN_SERVER_ERROR, "The controller gave no answer.")
     if not validate_only and any(not row.error_code for row in forward):
         await _catch_up(gw, deadline)
+        for row in forward:
+            listeners = _listener_tls_changes(row)
+            if listeners and not row.error_code:
+                # Re-read the files even when the values did not change (Kafka reloads a
+                # keystore altered to the same path).
+                gw.certificates.reload_broker(int(row.resource_name), set(listeners))
+
+
+def _listener_tls_changes(row: ResourceChange) -> dict[str, list[controller_pb2.ConfigChange]]:
+    """A BROKER ``<id>`` row's changes to ``listener.name.<l>.ssl.*``, by listener."""
+    out: dict[str, list[controller_pb2.ConfigChange]] = {}
+    if row.resource_type != ResourceType.BROKER or not row.resource_name:
+        return out
+    for change in row.changes:
+        found = listener_setting(change.name)
+        if found is not None:
+            out.setdefault(found[0], []).append(change)
+    return out
+
+
+def _validate_listener_tls(gw: GatewayApi, row: ResourceChange, incremental: bool) -> None:
+    """Build each changed listener's TLS context from the new values before anything is
+    stored, as Kafka's ``SslFactory#validateReconfiguration`` does (INVALID_CONFIG)."""
+    for listener, changes in _listener_tls_changes(row).items():
+        broker_id = int(row.resource_name)
+        wanted = broker_overrides(gw.metadata.current, listener, broker_id) if incremental else {}
+        for change in changes:
+            setting = change.name.split(".", 3)[3]  # listener.name.<l>.<setting>
+            if change.op == controller_pb2.DELETE:
+                wanted.pop(setting, None)
+            elif change.op == controller_pb2.SET or not incremental:
+                wanted[setting] = change.value
+        try:
+            gw.certificates.validate(broker_id, listener, wanted)
+        except ConfigError as exc:
+            row.fail(
+                ErrorCode.INVALID_CONFIG,
+                f"Validation of dynamic config update of SSLFactory failed: {exc}",
+            )
+            return
 
 
 def resource_responses(

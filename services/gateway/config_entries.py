@@ -40,6 +40,7 @@ from odradek.config_catalog.definition import ConfigType
 from odradek.config_catalog.topic import TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import common_pb2
+from odradek.tls_reload import SENSITIVE, listener_setting
 from odradek.topic_config import ConfigSource, ConfigSynonym, DescribedConfig, describe
 
 __all__ = [
@@ -260,14 +261,20 @@ def broker_config_entries(
             if setting is not None
             else (default, ConfigSource.DEFAULT_CONFIG)
         )
+        # A listener's reconfigurable TLS setting (per broker, KIP-226; odradek.tls_reload).
+        listener_tls = listener_setting(name)
+        sensitive = listener_tls is not None and listener_tls[1] in SENSITIVE
+        if sensitive:
+            value = None
+            synonyms = [replace(s, value=None) for s in synonyms]
         out.append(
             DescribedConfig(
                 name=name,
                 value=value,
                 source=source,
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
-                is_sensitive=False,
-                read_only=cfg is None or not cfg.dynamic,
+                is_sensitive=sensitive,
+                read_only=(cfg is None or not cfg.dynamic) and listener_tls is None,
                 synonyms=_ranked(synonyms) if include_synonyms else (),
                 config_type=cfg.type if cfg is not None else ConfigType.UNKNOWN,
                 documentation="",

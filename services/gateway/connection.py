@@ -91,6 +91,7 @@ from odradek.gateway.produce_lane import ProduceLane
 from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
+from odradek.tls_reload import ReloadingServerContext
 
 log = logging.getLogger(__name__)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
@@ -774,8 +775,11 @@ class KafkaListener:
         broker_id: int | None = None,
         security: ListenerSecurity | None = None,
         quota: ConnectionQuota | None = None,
+        tls: ReloadingServerContext | None = None,
     ) -> None:
         self.security = security or ListenerSecurity()
+        # The socket's own TLS context, reloadable (odradek.tls_reload); else the listener's.
+        self.tls = tls
         self.quota = quota
         self.host = host
         self.port = port
@@ -789,7 +793,7 @@ class KafkaListener:
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
-        tls = self.security.ssl_context
+        tls = self.tls.context if self.tls is not None else self.security.ssl_context
         self.server = await loop.create_server(
             self._make,
             self.host,

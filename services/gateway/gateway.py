@@ -51,6 +51,7 @@ from odradek.gateway.connection import (
     Result,
 )
 from odradek.gateway.group_routing import GroupRouter
+from odradek.gateway.listener_certificates import ListenerCertificates
 from odradek.gateway.listeners import parse_listeners
 from odradek.gateway.memory_pool import MemoryPool
 from odradek.gateway.served_listeners import ServedListener
@@ -207,11 +208,24 @@ class Gateway:
             ConnectionQuota.parse_overrides(config.get("max.connections.per.ip.overrides")),
             GATEWAY_CONFIGS.read_int(config, "max.connection.creation.rate"),
         )
+        # Certificate reload (listener_certificates.py): files checked, dynamic configs.
+        self.certificates = ListenerCertificates(
+            [], GATEWAY_CONFIGS.read_int(config, "ssl.keystore.check.interval.ms") / 1000.0
+        )
+        self.metadata.listeners.append(self.certificates.on_metadata)
         # Per listener: its bootstrap port and one broker port per storage node.
         self.served = [
-            ServedListener(lst, self.dispatch, self.limits, self.quota, self._count_connections)
+            ServedListener(
+                lst,
+                self.dispatch,
+                self.limits,
+                self.quota,
+                self._count_connections,
+                self.certificates.overrides,
+            )
             for lst in self.listeners
         ]
+        self.certificates.served = self.served
         self._served_ids: set[int] = set()  # storage nodes with broker ports
         self._announced: _PortState | None = None  # what the controller last accepted
         self._out_of_range: set[int] = set()
@@ -248,6 +262,7 @@ class Gateway:
         except Exception as exc:
             log.warning("cannot announce broker ports yet: %s", exc)
         self._tasks.append(asyncio.get_running_loop().create_task(self._follow_storage_nodes()))
+        self._tasks.append(asyncio.get_running_loop().create_task(self.certificates.run()))
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
         # "kafka" and "broker-<id>": the first listener's; "kafka-<name>" and

@@ -25,6 +25,7 @@ from odradek.gateway.brokers import Broker
 from odradek.gateway.client_quotas import ClientQuotas
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.group_routing import GroupRouter
+from odradek.gateway.listener_certificates import ListenerCertificates
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache
 from odradek.producer_id_blocks import ProducerIdBlocks
@@ -110,6 +111,11 @@ class GatewayApi(Protocol):
     @property
     def quotas(self) -> ClientQuotas:
         """Client quotas (producer_byte_rate, consumer_byte_rate, request_percentage)."""
+        ...
+
+    @property
+    def certificates(self) -> ListenerCertificates:
+        """The TLS listeners' certificates, reloaded on AlterConfigs and file changes."""
         ...
 
     @property

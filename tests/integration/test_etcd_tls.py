@@ -3,12 +3,15 @@
 A real etcd (Debian's etcd-server) started with ``--cert-file``, ``--key-file``,
 ``--trusted-ca-file`` and ``--client-cert-auth``: the metadata store client with
 ``metadata.store.tls.*`` reads and writes; without TLS, or with a certificate from
-another CA, it gets no answer. Then a whole controller process keeps its metadata
-there (``odradek up --etcd --internal-tls`` wires the same).
+another CA, it gets no answer. Its peer port speaks TLS too and takes only
+certificates of the cluster CA (``--peer-client-cert-auth``). Then a whole controller
+process keeps its metadata there (``odradek up --etcd --internal-tls`` wires the same).
 """
 
 from __future__ import annotations
 
+import socket
+import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -69,6 +72,40 @@ async def test_plaintext_client_gets_no_answer(tls_etcd: tuple[EtcdServer, Path]
             await store.get("/tls-test/k")
     finally:
         await store.close()
+
+
+REQUEST = b"GET /version HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n"
+
+
+def _peer_handshake(etcd: EtcdServer, certs: Path, client: Path | None) -> str:
+    """A TLS handshake with etcd's peer port; the HTTP status line of GET /version
+    ("" when the handshake or the connection fails)."""
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    if client is not None:
+        ctx.load_cert_chain(str(client / "controller.crt"), str(client / "controller.key"))
+    try:
+        with socket.create_connection((etcd.host, etcd.peer_port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(REQUEST)
+                return tls.recv(4096).decode(errors="replace").split("\r\n", 1)[0]
+    except (ssl.SSLError, ConnectionError):
+        return ""
+
+
+def test_peer_port_is_tls_with_client_certificates(
+    tls_etcd: tuple[EtcdServer, Path], tmp_path: Path
+) -> None:
+    etcd, certs = tls_etcd
+    # Members present CA-signed certificates to each other (the controller's here).
+    issue(certs, "controller", server=False)
+    assert _peer_handshake(etcd, certs, certs).startswith("HTTP/1.1 200")
+    assert _peer_handshake(etcd, certs, None) == ""
+    issue(tmp_path, "controller", server=False)  # another CA
+    assert _peer_handshake(etcd, certs, tmp_path) == ""
+    # Plaintext HTTP on the peer port gets no etcd answer.
+    with socket.create_connection((etcd.host, etcd.peer_port), timeout=5) as raw:
+        raw.sendall(REQUEST)
+        assert b"etcdserver" not in raw.recv(4096)
 
 
 async def test_certificate_from_another_ca_is_refused(

@@ -14,7 +14,11 @@ changes nothing.
 BROKER ``<id>`` changes that broker's own dynamic configs (DYNAMIC_BROKER_CONFIG; the
 storage node applies them); as on a Kafka broker, a request on a broker's port may
 only name that broker, and the controller answers BROKER_ID_NOT_REGISTERED for an id
-that is no storage node.
+that is no storage node. ``listener.name.<l>.ssl.keystore.location`` and Kafka's other
+reconfigurable TLS settings (KIP-226) are per broker only: the gateway checks the new
+files make a usable context (INVALID_CONFIG otherwise) and every gateway's port for that
+broker on listener ``<l>`` serves the new certificate to new connections
+(:mod:`odradek.gateway.listener_certificates`).
 
 Deviations: BROKER_LOGGER, GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
 """

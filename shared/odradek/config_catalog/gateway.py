@@ -314,6 +314,17 @@ GATEWAY_CONFIGS = Catalog(
         ),
         ConfigDef("ssl.truststore.certificates", _STRING, None, "Trusted CAs, PEM text."),
         ConfigDef(
+            "ssl.keystore.check.interval.ms",
+            _INT,
+            30_000,
+            "How often the gateway checks whether its listeners' PEM files changed (mtime, "
+            "size, inode) and reloads them: new connections get the new certificate, open "
+            "ones keep theirs. 0: never (AlterConfigs on listener.name.<name>.ssl.* still "
+            "reloads, as in Kafka).",
+            at_least=0,
+            kafka=False,
+        ),
+        ConfigDef(
             "ssl.client.auth",
             _STRING,
             "none",

@@ -86,6 +86,18 @@ def process_settings(
             ),
         )
     )
+    out += (
+        ConfigDef(
+            "internal.tls.check.interval.ms",
+            ConfigType.INT,
+            30_000,
+            "How often a gRPC server re-checks its internal.tls.* files (mtime, size, "
+            "inode) and, when they changed, serves new handshakes the new certificate and "
+            "CA (0: never).",
+            at_least=0,
+            kafka=False,
+        ),
+    )
     if controller_address:
         out += (
             ConfigDef(

@@ -32,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     server.add_argument(
         "--host", action="append", default=[], help="a DNS name or IP the server is reached at"
     )
+    server.add_argument(
+        "--client-auth",
+        action="store_true",
+        help="also usable as a client certificate (etcd members present theirs to each "
+        "other over peer TLS)",
+    )
     client = sub.add_parser("client", help="a client certificate (ssl.client.auth)")
     client.add_argument("name", help="the certificate's CN (principal User:CN=NAME)")
     client.add_argument("--ou", default=None, help="an OU in the subject")
@@ -73,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.what == "server":
         hosts = tuple(args.host) or ("127.0.0.1", "localhost")
-        out = issue(args.dir, args.name, hosts=hosts, client=False)
+        out = issue(args.dir, args.name, hosts=hosts, client=args.client_auth)
     else:
         out = issue(args.dir, args.name, server=False, organizational_unit=args.ou)
     print(f"certificate: {out.cert}\nkey: {out.key}\nkeystore (PEM): {out.pem}\ntruststore: {ca}")

@@ -10,7 +10,10 @@ election timeout, rounded up to whole seconds): tests use short leases.
 
 ``tls=EtcdServerTls(ca, cert, key)`` serves clients over TLS and requires a client
 certificate signed by ``ca`` (etcd's ``--cert-file``, ``--key-file``,
-``--trusted-ca-file``, ``--client-cert-auth``); peers stay on loopback plaintext.
+``--trusted-ca-file``, ``--client-cert-auth``), and its peer port the same way
+(``--peer-cert-file``, ``--peer-key-file``, ``--peer-trusted-ca-file``,
+``--peer-client-cert-auth``): the certificate must then also be a client certificate
+(extended key usage clientAuth), which members present to each other.
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ class EtcdServer:
             raise EtcdUnavailable("etcd is not installed (Debian package etcd-server)")
         scheme = "https" if self.tls else "http"
         client = f"{scheme}://{self.host}:{self.client_port}"
-        peer = f"http://{self.host}:{self.peer_port}"
+        peer = f"{scheme}://{self.host}:{self.peer_port}"
         cmd = [
             binary,
             "--name",
@@ -132,6 +135,13 @@ class EtcdServer:
                 "--trusted-ca-file",
                 str(self.tls.ca),
                 "--client-cert-auth",
+                "--peer-cert-file",
+                str(self.tls.cert),
+                "--peer-key-file",
+                str(self.tls.key),
+                "--peer-trusted-ca-file",
+                str(self.tls.ca),
+                "--peer-client-cert-auth",
             ]
         if self.fast:
             cmd += ["--heartbeat-interval", "10", "--election-timeout", "100"]

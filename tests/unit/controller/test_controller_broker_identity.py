@@ -201,3 +201,31 @@ def test_a_stale_session_registers_afresh() -> None:
         NodeInfo(0, NodeKind.GATEWAY, "127.0.0.1", broker_ports={100: 1}), session=old + 100
     )
     assert again.incarnation > old and again.broker_ports == {100: 1}
+
+
+def test_listener_tls_settings_are_per_broker_only() -> None:
+    """KIP-226: ``listener.name.<l>.ssl.keystore.location`` and the other reconfigurable
+    TLS settings are kept per broker (the gateways reload them), refused on the cluster
+    default and without the listener prefix with Kafka's messages."""
+    model = make_model()
+    name = "listener.name.sasl_ssl.ssl.keystore.location"
+    alter(model, "100", ConfigChange(name, ConfigOp.SET, "/certs/new.pem"))
+    assert model.broker_configs[100] == {name: "/certs/new.pem"}
+    md = build_metadata(model, 3000, 1)
+    assert dict(md.broker_configs[100].configs) == {name: "/certs/new.pem"}
+    error = refused(model, "", ConfigChange(name, ConfigOp.SET, "/certs/new.pem"))
+    assert (error.code, error.message) == (
+        ErrorCode.INVALID_CONFIG,
+        "Cannot update these configs at default cluster level, broker id must be "
+        f"specified: Set({name})",
+    )
+    error = refused(model, "100", ConfigChange("ssl.keystore.location", ConfigOp.SET, "/x"))
+    assert (error.code, error.message) == (
+        ErrorCode.INVALID_CONFIG,
+        "These security configs can be dynamically updated only per-listener using the "
+        "listener prefix: Set(ssl.keystore.location)",
+    )
+    error = refused(model, "100", ConfigChange("listener.name.x.ssl.client.auth", value="none"))
+    assert error.code is ErrorCode.INVALID_CONFIG
+    alter(model, "100", ConfigChange(name, ConfigOp.DELETE))
+    assert model.broker_configs == {}

@@ -1,0 +1,125 @@
+"""A gRPC server's internal TLS certificate renewed without a restart
+(``InternalTls.server_credentials``: grpc's dynamic server credentials).
+
+A real ``grpc.aio`` server with mutual TLS; a client holding a member certificate
+handshakes with Python's ``ssl`` to read the serial the server presents:
+
+- after the server's certificate and key files are replaced, a handshake once
+  ``internal.tls.check.interval.ms`` has passed gets the new serial;
+- with the interval 0 (off) the old one keeps being served;
+- a replacement certificate that names no member is not served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+
+from odradek.certs import IssuedCert, issue
+from odradek.internal_tls import CA, CERT, KEY, InternalTls, issue_member, settings_for
+
+
+def serial_of(pem: Path) -> int:
+    return x509.load_pem_x509_certificate(pem.read_bytes()).serial_number
+
+
+def served_serial(port: int, certs: Path, client: IssuedCert) -> int:
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(str(client.cert), str(client.key))
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw) as tls:
+            der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+class Served:
+    def __init__(self, certs: Path, tls: InternalTls, port: int) -> None:
+        self.certs, self.tls, self.port = certs, tls, port
+        self.client = issue_member(certs, "admin", 0)
+
+    async def serial(self) -> int:
+        return await asyncio.to_thread(served_serial, self.port, self.certs, self.client)
+
+    def replace_files(self, new: IssuedCert) -> None:
+        """What a renewal does: new certificate and key at the configured paths."""
+        shutil.copy(new.cert, self.tls.files[1])
+        shutil.copy(new.key, self.tls.files[2])
+
+
+async def serve(tmp_path: Path, interval_s: float) -> AsyncIterator[Served]:
+    certs = tmp_path / "certs"
+    first = issue_member(certs, "storage", 100)
+    # Copies at paths of their own, so a renewal can overwrite them.
+    live = certs / "live"
+    live.mkdir()
+    cert, key = live / "server.crt", live / "server.key"
+    shutil.copy(first.cert, cert)
+    shutil.copy(first.key, key)
+    settings = {**settings_for(certs, first), CERT: str(cert), KEY: str(key)}
+    tls = InternalTls.from_settings(settings.get)
+    assert tls is not None and settings[CA]
+    tls = dataclasses.replace(tls, check_interval_s=interval_s)
+    server = grpc.aio.server()
+    port = server.add_secure_port("127.0.0.1:0", tls.server_credentials())
+    await server.start()
+    try:
+        yield Served(certs, tls, port)
+    finally:
+        await server.stop(0)
+
+
+@pytest.fixture
+async def watched(tmp_path: Path) -> AsyncIterator[Served]:
+    async for served in serve(tmp_path, 0.2):
+        yield served
+
+
+@pytest.fixture
+async def unwatched(tmp_path: Path) -> AsyncIterator[Served]:
+    async for served in serve(tmp_path, 0.0):
+        yield served
+
+
+async def eventually(served: Served, want: int, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (seen := await served.serial()) != want:
+        assert loop.time() < deadline, f"still serving {seen}, want {want}"
+        await asyncio.sleep(0.1)
+
+
+async def test_renewed_files_are_served_to_new_handshakes(watched: Served) -> None:
+    first = serial_of(Path(watched.tls.files[1]))
+    assert await watched.serial() == first
+    renewed = issue(watched.certs, "storage-100-renewed", uris=("odradek://storage/100",))
+    watched.replace_files(renewed)
+    await eventually(watched, serial_of(renewed.cert))
+
+
+async def test_interval_zero_never_reloads(unwatched: Served) -> None:
+    first = serial_of(Path(unwatched.tls.files[1]))
+    renewed = issue(unwatched.certs, "storage-100-renewed", uris=("odradek://storage/100",))
+    unwatched.replace_files(renewed)
+    await asyncio.sleep(0.5)
+    assert await unwatched.serial() == first
+
+
+async def test_a_certificate_naming_no_member_is_not_served(watched: Served) -> None:
+    first = serial_of(Path(watched.tls.files[1]))
+    stranger = issue(watched.certs, "stranger")
+    watched.replace_files(stranger)
+    await asyncio.sleep(0.5)
+    assert await watched.serial() == first
+    assert await watched.serial() == first
