@@ -91,13 +91,30 @@ async def _polite_client_works(port: int) -> None:
 
 
 async def test_client_that_never_reads_is_aborted_at_the_queued_bytes_cap() -> None:
-    lst = await _listener(max_queued_response_bytes=1 << 20)
+    # A connection handles one request at a time and hands the next response to the
+    # socket only when its write buffer has room (connection.max.handled.requests), so
+    # a never-reading client holds about one unsent response: a cap below that is hit.
+    lst = await _listener(max_queued_response_bytes=RESPONSE_BYTES // 2)
     s = await _stubborn_client(lst.port)
     refused = await _send_until_refused(s, 2000)  # 2000 x 64 KiB of responses asked for
     await wait_until_async(lambda: not lst.connections, "stubborn connection aborted", timeout=10)
     assert await _reset(s, refused)
     s.close()
     await _polite_client_works(lst.port)
+    await lst.stop()
+
+
+async def test_client_that_never_reads_holds_about_one_response() -> None:
+    lst = await _listener(max_queued_response_bytes=1 << 20)
+    s = await _stubborn_client(lst.port)
+    assert not await _send_until_refused(s, 2000)  # until the gateway stops reading
+    (conn,) = lst.connections
+    assert conn.transport is not None
+    held = conn.queued_response_bytes + conn.transport.get_write_buffer_size()
+    # Before connection.max.handled.requests, every request read was answered into
+    # the transport's buffer until the 1 MiB cap aborted the connection.
+    assert held <= 3 * RESPONSE_BYTES, held
+    s.close()
     await lst.stop()
 
 
