@@ -465,8 +465,12 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
     for i in range(total):
         target = start + i / rate
         now = time.monotonic()
-        while target > now:  # serve delivery reports while waiting
-            p.poll(target - now)
+        while target > now:
+            # Sleep, not poll(): poll() takes whole milliseconds, so at 2,000/s (a wait
+            # under 1 ms) it returned at once and the loop spun, a core of this 2-core
+            # machine and the GIL taken from the consumer thread. poll(0) below serves
+            # the delivery reports.
+            time.sleep(target - now)
             now = time.monotonic()
         p.produce(topic, str(time.time_ns()).encode(), partition=i % partitions)
         p.poll(0)
