@@ -243,15 +243,16 @@ def chaos_cluster(
 def _campaign(
     cluster: Cluster, seeds: range, network: PrivateNetwork | None = None
 ) -> list[Verdict]:
-    verdicts = [
-        run_campaign_schedule(cluster, f"chaos-{seed}-{os.getpid()}", seed, network)
-        for seed in seeds
-    ]
     if NETWORK_UNAVAILABLE:
         print(f"\nno network partitions in these schedules: {NETWORK_UNAVAILABLE}")
-    print("\n" + HEADER)
-    for v in verdicts:
-        print(v.row())
+    print("\n" + HEADER, flush=True)
+    verdicts = []
+    for seed in seeds:  # each row as its schedule ends: a campaign runs for an hour
+        verdict = run_campaign_schedule(cluster, f"chaos-{seed}-{os.getpid()}", seed, network)
+        verdicts.append(verdict)
+        print(verdict.row(), flush=True)
+        if not verdict.ok:
+            print(f"  seed {seed}: {verdict.notes}", flush=True)
     totals = Verdict(-1, "totals")
     for v in verdicts:
         totals.acked += v.acked
