@@ -10,7 +10,9 @@ and consumes them back (kcat to /dev/null), against:
   with its in-memory storage engine.
 
 Both brokers run for the whole benchmark and the rounds alternate between them (the
-order flips every round), each round on a fresh topic; the table gives medians. Besides
+order flips every round), each round on a fresh topic; the table gives medians. Each
+broker first settles (its CPU under 0.05 CPU-s/s: a fresh Odradek creates its internal
+topics for a few seconds after it answers), then its idle rate is printed. Besides
 MB/s (payload bytes, MB = 10^6 bytes) it counts the CPU seconds (user + system, every
 thread, from ``/proc/<pid>/stat``) that the broker processes burned during each phase,
 per GB of payload: for Odradek the sum over all its services. On a shared machine the
@@ -349,6 +351,22 @@ def median_cpu(phases: list[Phase], gb: float) -> float:
     return statistics.median(p.cpu / gb for p in phases)
 
 
+def settle(broker: Broker, quiet: float = 0.05, timeout: float = 60.0) -> None:
+    """Wait until ``broker`` burns under ``quiet`` CPU-s/s (1-second windows, at most
+    ``timeout``): a fresh Odradek cluster creates its internal topics (100 partitions,
+    files and fsyncs each) for seconds after it answers, and on a loaded machine that
+    work ran into the first measured round."""
+    start = time.monotonic()
+    while True:
+        before = cpu_seconds(broker.pids())
+        time.sleep(1.0)
+        rate = cpu_seconds(broker.pids()) - before
+        waited = time.monotonic() - start
+        if rate < quiet or waited >= timeout:
+            print(f"  {broker.name} settled after {waited:.0f} s ({rate:.3f} CPU-s/s)", flush=True)
+            return
+
+
 def idle_cpu(brokers: list[Broker], seconds: float = 3.0) -> None:
     """Print what each broker burns doing nothing: on a loaded machine a phase lasts
     longer and this background share of the CPU-s per GB grows with it."""
@@ -361,6 +379,8 @@ def idle_cpu(brokers: list[Broker], seconds: float = 3.0) -> None:
 
 def compare(runner: Runner, brokers: list[Broker], acks: str) -> dict[str, Series]:
     """Alternating rounds (the order flips each round): produce then consume."""
+    for broker in brokers:
+        settle(broker)
     idle_cpu(brokers)
     series = {b.name: Series() for b in brokers}
     for round_ in range(runner.args.rounds):
@@ -465,8 +485,12 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
     for i in range(total):
         target = start + i / rate
         now = time.monotonic()
-        while target > now:  # serve delivery reports while waiting
-            p.poll(target - now)
+        while target > now:
+            # Sleep, not poll(): poll() takes whole milliseconds, so at 2,000/s (a wait
+            # under 1 ms) it returned at once and the loop spun, a core of this 2-core
+            # machine and the GIL taken from the consumer thread. poll(0) below serves
+            # the delivery reports.
+            time.sleep(target - now)
             now = time.monotonic()
         p.produce(topic, str(time.time_ns()).encode(), partition=i % partitions)
         p.poll(0)
@@ -528,6 +552,7 @@ def main(argv: list[str]) -> None:
             print("\nodradek, three storage nodes:", flush=True)
             lat: list[float] = []
             with odradek(tmp, storage_nodes=3, name="odradek-rf3") as broker:
+                settle(broker)
                 if args.only != "latency":
                     replication_ratio(runner, broker)
                 if args.only != "replication":

@@ -372,7 +372,7 @@ class Partition:
     @_log_io
     def append_as_leader(
         self,
-        records: bytearray,
+        records: bytearray | memoryview,
         required_acks: int,
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -394,7 +394,9 @@ class Partition:
         )
         return self._appended(result, len(records))
 
-    def validate_records(self, records: bytearray, origin: AppendOrigin) -> BatchesSummary:
+    def validate_records(
+        self, records: bytearray | memoryview, origin: AppendOrigin
+    ) -> BatchesSummary:
         """The record checks of an append, safe to run off the event loop (no state)."""
         # The log's wall clock (record timestamps), not the partition's replica clock.
         return self.log.validate_records(records, now_ms=self.log.clock_ms(), origin=origin)

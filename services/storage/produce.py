@@ -188,7 +188,7 @@ class ProduceHandler:
         for slot in live:
             if slot.result.error_code != ErrorCode.NONE or slot.partition is None:
                 continue
-            buf = bytearray(slot.records)
+            buf = _writable(slot.records)
             validated: BatchesSummary | None = None
             if _compressed(buf):
                 # Decompressing to check every record can be tens of millions of
@@ -260,7 +260,7 @@ class ProduceHandler:
         self,
         slot: _Slot,
         part: Partition,
-        records: bytearray,
+        records: bytearray | memoryview,
         acks: int,
         origin: AppendOrigin,
         validated: BatchesSummary | None,
@@ -287,7 +287,17 @@ class ProduceHandler:
         return appended.last_offset + 1, appended.leader_epoch
 
 
-def _compressed(records: bytearray) -> bool:
+def _writable(records: Buffer) -> bytearray | memoryview:
+    """The records as a buffer the log can patch offsets into. The data link's blobs
+    are views of their frame's own bytearray, which nothing reads after the append:
+    patched in place, without the copy that was one more pass over every produced
+    byte (issue 18). A gRPC request's immutable bytes are copied once."""
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
+def _compressed(records: bytearray | memoryview) -> bool:
     """Whether the first batch is compressed (a producer compresses all or none)."""
     return (
         len(records) >= HEADER_SIZE

@@ -355,7 +355,11 @@ class PartitionLog:
 
     # -- append -------------------------------------------------------------------------
     def validate_records(
-        self, records: bytearray, *, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytearray | memoryview,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> BatchesSummary:
         """The checks of :meth:`append_as_leader` that read only the records (batches,
         then every record, decompressed): no lock and no log state, so a caller may run
@@ -368,7 +372,7 @@ class PartitionLog:
 
     def append_as_leader(
         self,
-        records: bytearray,
+        records: bytearray | memoryview,
         leader_epoch: int,
         *,
         now_ms: int | None = None,

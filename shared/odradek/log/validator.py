@@ -136,7 +136,7 @@ _UI = struct.Struct(">I")
 
 
 def validate_client_records(
-    records: bytearray,
+    records: bytearray | memoryview,
     summary: BatchesSummary,
     config: LogConfig,
     now_ms: int,

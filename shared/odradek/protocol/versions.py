@@ -87,12 +87,20 @@ def is_supported(api_key: int, api_version: int) -> bool:
     return versions is not None and versions[0] <= api_version <= versions[1]
 
 
+# The first flexible version of every API key with a schema (None: never flexible),
+# looked up by plain int: asked two or three times per request, the ApiKey conversion
+# and schema lookup were a visible share of the gateway's CPU per request (issue 18).
+_FLEXIBLE_MIN: dict[int, int | None] = {
+    int(key): catalog.flexible_min(key) for key in ApiKey if key in catalog.REQUESTS
+}
+
+
 def is_flexible(api_key: int, api_version: int) -> bool:
     """Whether ``api_version`` of ``api_key`` uses the flexible (compact + tagged
     fields) encoding. UnknownApiKeyError when we have no schema for the key."""
     try:
-        first = catalog.flexible_min(ApiKey(api_key))
-    except (ValueError, KeyError):
+        first = _FLEXIBLE_MIN[api_key]
+    except KeyError:
         raise UnknownApiKeyError(api_key) from None
     return first is not None and api_version >= first
 

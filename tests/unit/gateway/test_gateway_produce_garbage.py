@@ -1,0 +1,109 @@
+"""A Produce request through the gateway's dispatch and its connection's Produce lane
+leaves no reference cycle behind: everything it allocated is freed by reference
+counting. At thousands of one-record requests a second, what only the cyclic garbage
+collector frees (each request, its futures and the request buffer its batches view)
+cost a fifth of the gateway's CPU (issue 18)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+from gateway_testkit import call, offline_gateway
+
+from odradek.datalink.frame import Buffer
+from odradek.gateway.produce_lane import QueuedProduce
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode as E
+from odradek.protocol.messages import ProduceRequest
+from odradek.records.record import BatchBuilder
+from odradek.rpc.v1 import common_pb2, storage_pb2
+
+
+def _metadata() -> common_pb2.ClusterMetadata:
+    online = common_pb2.ONLINE
+    return common_pb2.ClusterMetadata(
+        version=3,
+        cluster_id="Zq3sS1o8RkGx7YH0c2bVYA",
+        nodes=[
+            common_pb2.Node(
+                node_id=0, kind=common_pb2.GATEWAY, host="127.0.0.1", kafka_port=9092, state=online
+            ),
+            common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
+        ],
+        topics=[
+            common_pb2.Topic(
+                name="orders",
+                partitions=[
+                    common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)
+                ],
+            )
+        ],
+    )
+
+
+class _AppendingNode:
+    """Stands in for the storage client: every batch appended at the next offset."""
+
+    def __init__(self) -> None:
+        self.next_offset = 0
+
+    async def produce(
+        self,
+        node_id: int,
+        request: storage_pb2.ProduceRequest,
+        records: Sequence[Buffer],
+        timeout: float,
+        on_sent: Callable[[], None] | None = None,
+    ) -> storage_pb2.ProduceResponse:
+        if on_sent is not None:
+            on_sent()
+        results = []
+        for p in request.partitions:
+            results.append(
+                storage_pb2.ProducePartitionResult(
+                    topic=p.topic, partition=p.partition, base_offset=self.next_offset
+                )
+            )
+            self.next_offset += 1
+        return storage_pb2.ProduceResponse(partitions=results)
+
+
+@pytest.fixture
+def saved_garbage() -> Iterator[list[object]]:
+    """gc.garbage of what the cyclic collector finds from here on (kept, not freed)."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        yield gc.garbage
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+async def test_an_answered_produce_leaves_no_cycle(saved_garbage: list[object]) -> None:
+    async with offline_gateway(_metadata()) as gw:
+        gw.storage = _AppendingNode()  # type: ignore[assignment]
+        builder = BatchBuilder()
+        builder.append(1, None, b"v")
+        data = ProduceRequest.TopicProduceData
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=1000,
+            topic_data=[
+                data(
+                    name="orders",
+                    partition_data=[data.PartitionProduceData(index=0, records=builder.build())],
+                )
+            ],
+        )
+        for expected in range(3):
+            r = await call(gw, ApiKey.PRODUCE, 9, request)
+            answer = r.responses[0].partition_responses[0]
+            assert (answer.error_code, answer.base_offset) == (E.NONE, expected)
+        gc.collect()
+        assert not [o for o in saved_garbage if isinstance(o, QueuedProduce)]
