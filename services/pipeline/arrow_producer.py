@@ -107,7 +107,7 @@ class ArrowProducer:
         self._conns: dict[tuple[str, int], WireConnection] = {}
         self._leaders: dict[str, tuple[dict[int, tuple[str, int]], int]] = {}
         self._seq: dict[tuple[str, int], int] = defaultdict(int)
-        self._queue: dict[tuple[str, int], deque[bytes]] = defaultdict(deque)
+        self._queue: dict[tuple[str, int], deque[bytearray]] = defaultdict(deque)
         self._sticky = 0
         conn = self._conn(any_broker(conf))
         resp = conn.request(
@@ -212,7 +212,7 @@ class ArrowProducer:
         while any(self._queue.values()):
             if not wait_all and sum(len(q) for q in self._queue.values()) < 8:
                 return
-            by_leader: dict[tuple[str, int], list[tuple[tuple[str, int], bytes]]] = defaultdict(
+            by_leader: dict[tuple[str, int], list[tuple[tuple[str, int], bytearray]]] = defaultdict(
                 list
             )
             for tp, q in self._queue.items():
