@@ -24,7 +24,7 @@ import select
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -242,8 +242,11 @@ class ArrowProducer:
         for leader, items in by_leader.items():
             topics: dict[str, list[Any]] = defaultdict(list)
             for (topic, p), batch in items:
+                # The encoder writes any bytes-like object (the stubs say bytes): no
+                # copy of the encoded batch.
+                records = cast(bytes, batch)
                 topics[topic].append(
-                    ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=batch)
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=records)
                 )
             request = ProduceRequest(
                 transactional_id=None,
