@@ -5,6 +5,8 @@ own cost from the connector's:
   number of rows in ready-made Arrow batches of the source's schema, through the
   same ``noop`` sink: what any Python source costs in Spark (planning in a Python
   process, task launch, Arrow transfer to the JVM, row conversion).
+- ``spark_sink_floor``: the sink benchmark's DataFrame written to a Python Arrow
+  writer that drops every batch: what Spark costs before the sink does anything.
 - ``direct_read``: the source's executor path (Fetch straight from the leader,
   column-wise decoding) for every partition in turn in this process, without Spark:
   one process like the plain consumer, so the two compare per-record costs directly.
@@ -90,9 +92,50 @@ def spark_floor(spark: object, n: int, partitions: int, value_size: int) -> floa
     return time.perf_counter() - start
 
 
+def spark_sink_floor(spark: object, n: int, value_size: int) -> float:
+    """Seconds for Spark to hand the sink benchmark's rows to a Python Arrow writer
+    that keeps nothing."""
+    from pyspark import cloudpickle
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceWriter,
+        WriterCommitMessage,
+    )
+    from pyspark.sql.types import StructType
+
+    assert isinstance(spark, SparkSession)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+    class DropWriter(DataSourceArrowWriter):
+        def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+            for _ in iterator:
+                pass
+            return WriterCommitMessage()
+
+    class DropSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "odradek-bench-drop"
+
+        def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+            return DropWriter()
+
+    spark.dataSource.register(DropSink)
+    df = spark.range(n, numPartitions=2).select(
+        F.expr(f"repeat('x', {value_size})").cast("binary").alias("value")
+    )
+    start = time.perf_counter()
+    df.write.format("odradek-bench-drop").mode("append").save()
+    return time.perf_counter() - start
+
+
 def direct_read(bs: str, topic: str, n: int, partitions: int) -> float:
     """Seconds for the source's executor reader to read every partition in turn."""
     from odradek.pipeline.partition_fetcher import read_range
+    from odradek.pipeline.wire_connection import close_metadata_clients
 
     schema = arrow_schema(source_schema(False))
     conf = {"bootstrap.servers": bs, "group.id": "bench-direct"}
@@ -118,6 +161,7 @@ def direct_read(bs: str, topic: str, n: int, partitions: int) -> float:
         ):
             rows += batch.num_rows
     elapsed = time.perf_counter() - start
+    close_metadata_clients()
     if rows != n:
         raise RuntimeError(f"direct reader read {rows} rows, expected {n}")
     return elapsed

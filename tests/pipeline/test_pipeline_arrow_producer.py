@@ -6,15 +6,25 @@ the same sequence numbers, which the broker deduplicates)."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import pyarrow as pa
+import pytest
 from pipeline_kafka import create_topic, read_all
 
 from odradek.pipeline.arrow_producer import MAX_QUEUED_BATCHES, ArrowProducer
+from odradek.pipeline.wire_connection import close_metadata_clients
 from odradek.tools.launcher import Cluster
 
 PARTITIONS = 3
 ROWS_PER_BATCH = 3000
+
+
+@pytest.fixture(autouse=True, scope="module")
+def metadata_clients() -> Iterator[None]:
+    """Close the pooled metadata clients before the shared cluster stops."""
+    yield
+    close_metadata_clients()
 
 
 def arrow_batch(first: int) -> tuple[pa.Array, pa.Array]:
