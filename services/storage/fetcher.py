@@ -46,8 +46,14 @@ from dataclasses import dataclass, field
 import grpc
 
 from odradek import internal_tls
-from odradek.datalink.client import DataLinkConnection, DataLinkError, open_connection
-from odradek.datalink.frame import FETCH, Buffer
+from odradek.datalink.client import (
+    DataLinkConnection,
+    DataLinkError,
+    fetch_answer,
+    fetch_request,
+    open_connection,
+)
+from odradek.datalink.frame import Buffer
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
@@ -162,7 +168,8 @@ class ReplicaFetcher:
                             link = await asyncio.wait_for(
                                 open_connection(data_address), SOCKET_TIMEOUT_S
                             )
-                        response, records = await _fetch_over_link(link, request, wait)
+                        kind, meta = fetch_request(request)
+                        response, records = fetch_answer(await link.call(kind, meta, (), wait))
                     else:
                         if call is None:
                             call = stub.ReplicaFetch()
@@ -401,20 +408,6 @@ class ReplicaFetcher:
 
     def _throttled(self, part: Partition) -> bool:
         return part.follower_throttled and self.node_id not in part.isr
-
-
-async def _fetch_over_link(
-    link: DataLinkConnection, request: storage_pb2.FetchRequest, timeout: float
-) -> tuple[storage_pb2.FetchResponse, list[Buffer]]:
-    """One fetch on the leader's data link: the answer and each partition's records."""
-    frame = await link.call(FETCH, request.SerializeToString(), (), timeout)
-    response = storage_pb2.FetchResponse.FromString(bytes(frame.meta))
-    if len(frame.blobs) != len(response.partitions):
-        raise ConnectionError(
-            f"the leader sent {len(frame.blobs)} records blobs "
-            f"for {len(response.partitions)} partitions"
-        )
-    return response, list(frame.blobs)
 
 
 def _name(code: int) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from odradek.datalink.client import DataLinkPool
-from odradek.datalink.frame import FETCH, PRODUCE, Buffer
+from odradek.datalink.client import DataLinkPool, fetch_answer, fetch_request
+from odradek.datalink.frame import PRODUCE, Buffer
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
@@ -72,14 +72,8 @@ class StoragePool:
         answer's own ``records`` fields are not to be read)."""
         link = self._link(node_id)
         if link is not None:
-            frame = await link.call(node_id, FETCH, request.SerializeToString(), (), timeout)
-            response = storage_pb2.FetchResponse.FromString(bytes(frame.meta))
-            if len(frame.blobs) != len(response.partitions):
-                raise StorageUnavailable(
-                    f"storage node {node_id} sent {len(frame.blobs)} records blobs "
-                    f"for {len(response.partitions)} partitions"
-                )
-            return response, list(frame.blobs)
+            kind, meta = fetch_request(request)
+            return fetch_answer(await link.call(node_id, kind, meta, (), timeout))
         answer: storage_pb2.FetchResponse = await self.stub(node_id).Fetch(request, timeout=timeout)
         return answer, [r.records for r in answer.partitions]
 

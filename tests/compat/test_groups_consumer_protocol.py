@@ -19,16 +19,14 @@ from typing import Any
 
 import pytest
 from compat_clients import JavaClient
+from compat_groups import describe_group, make_topic
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
     ConsumerGroupType,
-    KafkaError,
-    KafkaException,
-    Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions
 from helpers.wire import WireClient
 
 from odradek.protocol.messages import (
@@ -55,29 +53,6 @@ def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
             "group.consumer.session.timeout.ms": str(SESSION_MS),
         }
     ).bootstrap_servers
-
-
-def make_topic(bootstrap: str, records: int = 60, prefix: str = "kip848") -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for attempt in range(3):
-        # librdkafka gives up waiting for the controller of a cluster that has just
-        # started on a busy machine ("Failed while waiting for controller"): ask again.
-        future = admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name]
-        try:
-            future.result(90)
-            break
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                break
-            if error.code() != KafkaError._TIMED_OUT or attempt == 2:
-                raise
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(records):
-        producer.produce(name, f"v{i}".encode(), partition=i % PARTITIONS)
-    producer.flush(30)
-    return name
 
 
 def consumer(bootstrap: str, group: str, **extra: Any) -> Any:
@@ -140,7 +115,7 @@ def balanced(topic: str, sizes: list[int]) -> Callable[[list[set[tuple[str, int]
 
 
 def test_join_then_members_come_and_go(bootstrap: str) -> None:
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     members = [consumer(bootstrap, group)]
     members[0].subscribe([topic])
@@ -197,7 +172,7 @@ def test_join_then_members_come_and_go(bootstrap: str) -> None:
 
 
 def test_records_consumed_once_and_offsets_committed_with_member_epochs(bootstrap: str) -> None:
-    topic = make_topic(bootstrap, records=60)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     c = consumer(bootstrap, group, **{"enable.auto.commit": False})
     c.subscribe([topic])
@@ -228,7 +203,7 @@ def test_records_consumed_once_and_offsets_committed_with_member_epochs(bootstra
 
 
 def test_static_member_restart_keeps_its_partitions(bootstrap: str) -> None:
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     a = consumer(bootstrap, group, **{"group.instance.id": "a"})
     b = consumer(bootstrap, group, **{"group.instance.id": "b"})
@@ -260,7 +235,7 @@ def _group_epoch(bootstrap: str, group: str) -> int:
 
 
 def test_bad_heartbeats_get_kafkas_errors(bootstrap: str) -> None:
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
 
     def heartbeat(version: int = 1, **fields: Any) -> Any:
@@ -392,7 +367,7 @@ def test_a_heartbeat_retried_after_a_lost_response_gets_the_assignment(bootstrap
     the released partitions, the retry must carry them again; answered without an
     assignment, the member stayed Stable on the coordinator with partitions its client
     never took (the rolling-migration test's stall)."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     Owned = ConsumerGroupHeartbeatRequest.TopicPartitions
 
@@ -448,7 +423,7 @@ def test_a_revoked_partition_is_owned_again_within_a_few_heartbeats(bootstrap: s
     """A member joins: each partition it takes over is unowned (revoked by its old
     owner, not yet assigned to it) for at most three heartbeat intervals, measured
     from the two clients' rebalance callbacks."""
-    topic = make_topic(bootstrap, records=0)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     events: list[tuple[float, str, str, int]] = []  # (time, member, what, partition)
     lock = threading.Lock()
@@ -518,14 +493,14 @@ def test_a_revoked_partition_is_owned_again_within_a_few_heartbeats(bootstrap: s
 
 def test_regex_subscription_picks_up_a_new_topic(bootstrap: str) -> None:
     prefix = f"rx{uuid.uuid4().hex[:6]}"
-    first = make_topic(bootstrap, prefix=prefix)
+    first = make_topic(bootstrap, prefix, PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     c = consumer(bootstrap, group)
     c.subscribe([f"^{prefix}-.*"])
     try:
         watch = Watch([c])
         watch.until(covers(first, 1))
-        second = make_topic(bootstrap, prefix=prefix)
+        second = make_topic(bootstrap, prefix, PARTITIONS, records=60)
         watch.until(lambda a: {t for t, _ in a[0]} == {first, second} and len(a[0]) == 12)
         # Partition growth reaches the member too.
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -555,7 +530,7 @@ KILLABLE = textwrap.dedent(
 
 
 def test_member_killed_is_fenced_after_the_session_timeout(bootstrap: str) -> None:
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     victim = subprocess.Popen(
         [sys.executable, "-c", KILLABLE, bootstrap, group, topic],
@@ -581,11 +556,6 @@ def test_member_killed_is_fenced_after_the_session_timeout(bootstrap: str) -> No
         survivor.close()
 
 
-def _describe(bootstrap: str, group: str) -> Any:
-    with WireClient(bootstrap) as wire:
-        return wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
-
-
 def test_coordinator_killed_rebuilds_the_group_from_its_records(
     cluster_factory: Callable[..., Cluster],
 ) -> None:
@@ -599,7 +569,7 @@ def test_coordinator_killed_rebuilds_the_group_from_its_records(
         }
     )
     bootstrap = cluster.bootstrap_servers
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-{uuid.uuid4().hex[:6]}"
     members = [consumer(bootstrap, group), consumer(bootstrap, group)]
     for c in members:
@@ -607,7 +577,7 @@ def test_coordinator_killed_rebuilds_the_group_from_its_records(
     try:
         watch = Watch(members)
         before = watch.until(covers(topic, 2))
-        described = _describe(bootstrap, group)
+        described = describe_group(bootstrap, group)
         assert described.group_state == "Stable"
         name = next(s.spec.name for s in cluster.services if s.spec.kind == "coordinator")
         victim = cluster.service(name)
@@ -617,7 +587,7 @@ def test_coordinator_killed_rebuilds_the_group_from_its_records(
 
         def reloaded() -> Any:
             try:
-                d = _describe(bootstrap, group)
+                d = describe_group(bootstrap, group)
             except OSError:
                 return None
             return d if d.error_code == 0 else None
@@ -646,7 +616,7 @@ def test_coordinator_killed_rebuilds_the_group_from_its_records(
             for c in members:
                 c.poll(0.05)
         assert [owned(c) for c in members] == before
-        final = _describe(bootstrap, group)
+        final = describe_group(bootstrap, group)
         assert final.group_state == "Stable" and final.group_epoch == described.group_epoch
     finally:
         for c in members:
@@ -657,7 +627,7 @@ def test_coordinator_killed_rebuilds_the_group_from_its_records(
 def test_java_client_consumer_protocol(bootstrap: str, java_classpath: str) -> None:
     """kafka-clients 4.3.0 with group.protocol=consumer: two members share the topic
     (disjoint, covering, 3 and 3), and when one leaves the other gets everything."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "kip848", PARTITIONS, records=60)
     group = f"cg-java-{uuid.uuid4().hex[:6]}"
     java = JavaClient(bootstrap, java_classpath)
     rows: dict[str, list[list[str]]] = {}
@@ -683,7 +653,7 @@ def test_java_client_consumer_protocol(bootstrap: str, java_classpath: str) -> N
     deadline = time.monotonic() + 60
 
     def a_owns_partitions() -> bool:
-        d = _describe(bootstrap, group)
+        d = describe_group(bootstrap, group)
         return d.error_code == 0 and any(m.assignment.topic_partitions for m in d.members)
 
     while not a_owns_partitions():  # its JVM starts and joins

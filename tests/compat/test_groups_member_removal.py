@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from compat_clients import JavaClient
-from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from compat_groups import describe_group, make_topic
+from confluent_kafka import Consumer
 from helpers.wire import WireClient
 
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.messages import ConsumerGroupDescribeRequest, LeaveGroupRequest
+from odradek.protocol.messages import LeaveGroupRequest
 from odradek.tools.launcher import Cluster
 
 pytestmark = pytest.mark.compat
@@ -44,24 +44,6 @@ def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
             "group.consumer.session.timeout.ms": str(SESSION_S * 1000),
         }
     ).bootstrap_servers
-
-
-def make_topic(bootstrap: str) -> str:
-    name = f"rm-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for attempt in range(3):
-        # librdkafka gives up waiting for the controller of a cluster that has just
-        # started on a busy machine ("Failed while waiting for controller"): ask again.
-        try:
-            admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(90)
-            return name
-        except KafkaException as exc:
-            code = exc.args[0].code()
-            if code == KafkaError.TOPIC_ALREADY_EXISTS:
-                return name
-            if code != KafkaError._TIMED_OUT or attempt == 2:
-                raise
-    return name
 
 
 def member(bootstrap: str, group: str, topic: str, **extra: Any) -> Any:
@@ -103,10 +85,9 @@ def poll(consumers: list[Any]) -> None:
 
 
 def described(bootstrap: str, group: str) -> Any:
-    with WireClient(bootstrap) as wire:
-        r = wire.request(69, 1, ConsumerGroupDescribeRequest(group_ids=[group]))
-    assert r.groups[0].error_code == E.NONE
-    return r.groups[0]
+    group_state = describe_group(bootstrap, group)
+    assert group_state.error_code == E.NONE
+    return group_state
 
 
 def groups_describe(bootstrap: str, group: str) -> str:
@@ -136,7 +117,7 @@ def test_admin_removes_a_departed_static_member_by_instance_id(
     """A static member closes (a temporary leave, epoch -2): its partitions stay
     reserved for its return. The Java admin client removes it by instance id and the
     other member gets them at once, long before the session would have ended."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "rm", PARTITIONS)
     group = f"rm-static-{uuid.uuid4().hex[:6]}"
     s = member(bootstrap, group, topic, **{"group.instance.id": "s1"})
     d = member(bootstrap, group, topic)
@@ -176,7 +157,7 @@ def test_leave_group_by_instance_id_errors_and_removal_of_a_running_member(
     id, FENCED_INSTANCE_ID for a member id that is not the instance's; the running
     static member named by its instance id is removed (one new group epoch), its client
     is told it is unknown on its next heartbeat and rejoins (another epoch)."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "rm", PARTITIONS)
     group = f"rm-wire-{uuid.uuid4().hex[:6]}"
     s = member(bootstrap, group, topic, **{"group.instance.id": "s1"})
     d = member(bootstrap, group, topic)
@@ -231,7 +212,7 @@ def test_admin_removes_every_member_by_member_id(bootstrap: str, java_classpath:
     """removeMembersFromConsumerGroup without members (KAFKA-18188): the admin client
     describes the group and removes each consumer-protocol member by its member id;
     the running consumers rejoin and share the partitions again."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "rm", PARTITIONS)
     group = f"rm-all-{uuid.uuid4().hex[:6]}"
     consumers = [member(bootstrap, group, topic) for _ in range(2)]
     try:

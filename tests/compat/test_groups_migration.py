@@ -22,16 +22,16 @@ from typing import Any
 
 import pytest
 from compat_clients import JavaClient
+from compat_groups import make_topic
 from compat_wire import WireClient
 from confluent_kafka import (
     Consumer,
     ConsumerGroupType,
-    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.messages import (
@@ -54,24 +54,6 @@ SETTINGS = {
 @pytest.fixture(scope="module")
 def bootstrap(module_cluster_factory: Callable[..., Cluster]) -> str:
     return module_cluster_factory(settings=SETTINGS).bootstrap_servers
-
-
-def make_topic(bootstrap: str) -> str:
-    name = f"mig-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for attempt in range(3):
-        # librdkafka gives up waiting for the controller of a cluster that has just
-        # started on a busy machine ("Failed while waiting for controller"): ask again.
-        try:
-            admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(90)
-            return name
-        except KafkaException as exc:
-            code = exc.args[0].code()
-            if code == KafkaError.TOPIC_ALREADY_EXISTS:
-                return name
-            if code != KafkaError._TIMED_OUT or attempt == 2:
-                raise
-    return name
 
 
 def member(bootstrap: str, group: str, protocol: str, topic: str, strategy: str = "range") -> Any:
@@ -245,7 +227,7 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_rolling_upgrade_to_consumer_protocol_and_back(bootstrap: str, strategy: str) -> None:
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "mig", PARTITIONS)
     group = f"mig-{uuid.uuid4().hex[:6]}"
     producer = RunningProducer(bootstrap, topic)
     g = Group(topic, strategy)
@@ -299,7 +281,7 @@ def test_static_classic_member_takes_over_from_the_last_consumer_member(bootstra
     once, without a rebalance: the newcomer gets exactly its predecessor's partitions
     and the other classic member keeps its own, with no rebalance callback at all (it
     uses the eager range assignor, which gives everything up on any rebalance)."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "mig", PARTITIONS)
     group = f"mig-static-{uuid.uuid4().hex[:6]}"
     events: list[str] = []
 
@@ -430,7 +412,7 @@ def test_consumer_member_back_after_its_session_rejoins_the_downgraded_group(
     back it must rejoin (UNKNOWN_MEMBER_ID), upgrading the group again, and own
     partitions again; answered Kafka's GROUP_ID_NOT_FOUND, librdkafka would stop it for
     good (a fatal error)."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "mig", PARTITIONS)
     group = f"mig-fenced-{uuid.uuid4().hex[:6]}"
     g = Group(topic)
     g.bootstrap, g.group_id = bootstrap, group
@@ -493,7 +475,7 @@ def test_disabled_policy_refuses_a_consumer_member_in_a_classic_group(
     disabled_bootstrap: str,
 ) -> None:
     bootstrap = disabled_bootstrap
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "mig", PARTITIONS)
     group = f"mig-{uuid.uuid4().hex[:6]}"
     g = Group(topic)
     try:
@@ -543,7 +525,7 @@ def test_java_classic_member_shares_with_a_consumer_member_and_back(
     group.protocol=consumer joins (the group is upgraded) and the two share the
     partitions (disjoint, 3 and 3); when it leaves, the group is classic again and the
     classic member owns everything."""
-    topic = make_topic(bootstrap)
+    topic = make_topic(bootstrap, "mig", PARTITIONS)
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(60):
         producer.produce(topic, f"v{i}".encode(), partition=i % PARTITIONS)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 
 from odradek import internal_tls
 from odradek.datalink.connection import FrameProtocol
-from odradek.datalink.frame import ERROR, Buffer, Frame, FrameError, encode
+from odradek.datalink.frame import ERROR, FETCH, Buffer, Frame, FrameError, encode
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.server import MAX_MESSAGE_BYTES
+from odradek.rpc.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,26 @@ class DataLinkConnection(FrameProtocol):
         if frame.kind == ERROR:
             raise DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
         return frame
+
+
+def fetch_request(request: storage_pb2.FetchRequest) -> tuple[int, bytes]:
+    """A storage Fetch as a data link request: its kind and meta (no blobs)."""
+    return FETCH, request.SerializeToString()
+
+
+def fetch_answer(frame: Frame) -> tuple[storage_pb2.FetchResponse, list[Buffer]]:
+    """A Fetch answer: the response and, beside it, each partition's records in the
+    response's order (the response's own ``records`` fields are empty: the record bytes
+    travel as blobs, never through protobuf). Raises DataLinkError when they do not
+    pair up. The one reader of this answer for gateways, the offset store and replica
+    fetchers."""
+    response = storage_pb2.FetchResponse.FromString(bytes(frame.meta))
+    if len(frame.blobs) != len(response.partitions):
+        raise DataLinkError(
+            f"the storage node sent {len(frame.blobs)} records blobs "
+            f"for {len(response.partitions)} partitions"
+        )
+    return response, list(frame.blobs)
 
 
 async def open_connection(
