@@ -22,9 +22,14 @@ package_data = {
     "": ["py.typed", "*.pyi", "*.json"],
     "odradek.console": ["templates/*.html", "static/*.css", "static/*.js"],  # the web console
 }
-# The validator's record walk in C (odradek.log._scan); optional: without a compiler
-# the install still succeeds and odradek.log.validator runs the same walk in Python.
-ext_modules = [Extension("odradek.log._scan", ["shared/odradek/log/_scan.c"], optional=True)]
+# The validator's record walk in C (odradek.log._scan) and the pipeline's record
+# columns (odradek.records._columns); optional: without a compiler the install still
+# succeeds and the same work runs in Python (odradek.log.validator,
+# odradek.pipeline.record_columns and batch_encoder).
+ext_modules = [
+    Extension("odradek.log._scan", ["shared/odradek/log/_scan.c"], optional=True),
+    Extension("odradek.records._columns", ["shared/odradek/records/_columns.c"], optional=True),
+]
 setup(
     packages=packages,
     package_dir=package_dir,

@@ -10,6 +10,11 @@ topic, then reads all of them twice over:
   ``consume()`` in batches of 10,000, touching every value;
 - the Spark source: ``spark.read.format("odradek")`` in ``local[2]``, every row
   materialised through the ``noop`` sink (so Spark converts each Arrow batch);
+- reference points that split Spark's time from the connector's
+  (``bench/spark_floor.py``): Spark's floor for the source (a Python source yielding
+  as many ready-made rows, same partitions, same sink), the source's reader without
+  Spark (one process, partitions in turn, like the plain consumer) and Spark's
+  floor for the sink (the same DataFrame handed to a Python writer that drops it);
 - a plain producer: one confluent-kafka ``Producer`` (the sink's settings:
   idempotent, ``acks=all``, ``linger.ms=5``, 1 MB batches) producing the same
   ``--messages`` values in a Python loop, then flushing;
@@ -30,6 +35,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from bench.producing import produce_waiting
+from bench.spark_floor import direct_read, spark_floor, spark_sink_floor
 from odradek.pipeline.topics import ensure_topic
 
 SOURCE_GOAL = 2.0
@@ -171,6 +177,18 @@ def run(args: argparse.Namespace, bs: str) -> None:
     source = min(spark_source(spark, bs, topic, n) for _ in range(args.repeat))
     print(f"plain confluent-kafka consumer: {n / plain:12,.0f} rows/s ({plain:.2f}s)")
     print(f"spark odradek source ({args.master}): {n / source:12,.0f} rows/s ({source:.2f}s)")
+    spark_floor(spark, 10_000, args.partitions, args.value_size)  # warm-up
+    floor = min(spark_floor(spark, n, args.partitions, args.value_size) for _ in range(args.repeat))
+    direct = min(direct_read(bs, topic, n, args.partitions) for _ in range(args.repeat))
+    print(
+        f"  spark floor, ready-made rows ({args.master}): {n / floor:12,.0f} rows/s "
+        f"({floor:.2f}s; the source's best case here is "
+        f"{plain / floor:.2f}x the plain consumer)"
+    )
+    print(
+        f"  source reader without spark (1 process): {n / direct:12,.0f} rows/s "
+        f"({direct:.2f}s; {plain / direct:.2f}x the plain consumer)"
+    )
     out = f"{topic}-out"
     ensure_topic(bs, out, partitions=args.partitions)
     spark_sink(spark, bs, out, 10_000, args.value_size)  # warm-up
@@ -178,6 +196,13 @@ def run(args: argparse.Namespace, bs: str) -> None:
     sink = min(spark_sink(spark, bs, out, n, args.value_size) for _ in range(args.repeat))
     print(f"plain confluent-kafka producer: {n / producer:12,.0f} rows/s ({producer:.2f}s)")
     print(f"spark odradek sink ({args.master}):   {n / sink:12,.0f} rows/s ({sink:.2f}s)")
+    spark_sink_floor(spark, 10_000, args.value_size)  # warm-up
+    sink_floor = min(spark_sink_floor(spark, n, args.value_size) for _ in range(args.repeat))
+    print(
+        f"  spark floor, rows dropped by a Python writer ({args.master}): "
+        f"{n / sink_floor:12,.0f} rows/s ({sink_floor:.2f}s; the sink's best case here is "
+        f"{producer / sink_floor:.2f}x the plain producer)"
+    )
     print(ratio_line("source/plain consumer", plain / source, SOURCE_GOAL))
     print(ratio_line("sink/plain producer", producer / sink, SINK_GOAL))
 

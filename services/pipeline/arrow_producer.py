@@ -8,7 +8,9 @@ per Arrow batch as the Java sticky partitioner does), grouped, and encoded into 
 batches by :mod:`batch_encoder`. The producer is idempotent, as the librdkafka one
 is: one producer id per task (InitProducerId), a sequence per partition, one batch
 in flight per partition, so a resent batch is deduplicated by the broker and order is
-kept. ``acks=all``. Leadership changes and lost connections are retried with the
+kept. ``acks=all``. Sending is pipelined: each call sends what it can and reads the
+answers that have arrived, so encoding the next Spark batch overlaps the round trips
+of the previous ones (up to ``MAX_QUEUED_BATCHES`` batches queued). Leadership changes and lost connections are retried with the
 same batches until ``delivery.timeout.ms`` (120 s); any other error fails the task
 with its name.
 
@@ -18,10 +20,11 @@ It serves plaintext clusters with the sink's default producer settings and no
 
 from __future__ import annotations
 
+import select
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +41,7 @@ INIT_PRODUCER_ID_VERSION = 2
 BATCH_BYTES = 900_000  # under the broker's default max.message.bytes (1 MiB)
 MAX_RECORD_BYTES = 1_000_000  # librdkafka's message.max.bytes default, as the fallback has
 DELIVERY_TIMEOUT_S = 120.0
+MAX_QUEUED_BATCHES = 16  # encoded batches waiting or in flight, ~14 MB
 DUPLICATE_SEQUENCE_NUMBER = 46
 RETRIABLE = {3, 5, 6, 7, 13, 19, 20, 74, 75}
 ERROR_NAMES = {
@@ -107,8 +111,14 @@ class ArrowProducer:
         self._conns: dict[tuple[str, int], WireConnection] = {}
         self._leaders: dict[str, tuple[dict[int, tuple[str, int]], int]] = {}
         self._seq: dict[tuple[str, int], int] = defaultdict(int)
-        self._queue: dict[tuple[str, int], deque[bytes]] = defaultdict(deque)
+        self._queue: dict[tuple[str, int], deque[bytearray]] = defaultdict(deque)
         self._sticky = 0
+        self._in_flight: set[tuple[str, int]] = set()
+        # delivery.timeout.ms: retries stop this long after the last acknowledgement.
+        self._deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+        self._pending: dict[tuple[str, int], deque[tuple[int, list[tuple[str, int]]]]] = (
+            defaultdict(deque)
+        )
         conn = self._conn(any_broker(conf))
         resp = conn.request(
             INIT_PRODUCER_ID,
@@ -162,6 +172,8 @@ class ArrowProducer:
         if (part < 0).any():
             part = np.where(part < 0, self._sticky % count, part)
             self._sticky += 1
+        if not self._queued():  # idle until now: the delivery timeout starts here
+            self._deadline = time.monotonic() + DELIVERY_TIMEOUT_S
         order = np.argsort(part, kind="stable")
         sorted_parts = part[order]
         sizes = (
@@ -200,79 +212,105 @@ class ArrowProducer:
                     )
                 )
                 self._seq[tp] += len(rows)
-        self._drain(wait_all=False)
+        self._pump(block=False)
+        while self._queued() > MAX_QUEUED_BATCHES:  # bound memory: wait for acks
+            self._pump(block=True)
 
     def flush(self) -> None:
-        self._drain(wait_all=True)
+        while self._queued():
+            self._pump(block=True)
 
-    def _drain(self, wait_all: bool) -> None:
-        """Send queued batches, one in flight per partition, until the queues are empty
-        (``wait_all``) or short."""
-        deadline = time.monotonic() + DELIVERY_TIMEOUT_S
-        while any(self._queue.values()):
-            if not wait_all and sum(len(q) for q in self._queue.values()) < 8:
-                return
-            by_leader: dict[tuple[str, int], list[tuple[tuple[str, int], bytes]]] = defaultdict(
-                list
-            )
-            for tp, q in self._queue.items():
-                if q:
-                    leader = self._leaders[tp[0]][0].get(tp[1])
-                    if leader is None:
-                        self._refresh(tp[0], deadline)
-                        continue
-                    by_leader[leader].append((tp, q[0]))
-            sent: list[tuple[tuple[str, int], WireConnection, int, list[tuple[str, int]]]] = []
-            for leader, items in by_leader.items():
-                topics: dict[str, list[Any]] = defaultdict(list)
-                for (topic, p), batch in items:
-                    topics[topic].append(
-                        ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=batch)
-                    )
-                request = ProduceRequest(
-                    transactional_id=None,
-                    acks=-1,
-                    timeout_ms=int(self._timeout * 1000),
-                    topic_data=[
-                        ProduceRequest.TopicProduceData(name=t, partition_data=parts)
-                        for t, parts in topics.items()
-                    ],
-                )
-                try:
-                    conn = self._conn(leader)
-                    sent.append(
-                        (
-                            leader,
-                            conn,
-                            conn.send(PRODUCE, PRODUCE_VERSION, request),
-                            [tp for tp, _ in items],
-                        )
-                    )
-                except OSError:
-                    self._drop(leader, deadline, [tp for tp, _ in items])
-            for leader, conn, cid, tps in sent:
-                try:
-                    resp = conn.receive(PRODUCE, PRODUCE_VERSION, cid)
-                except (OSError, ConnectionError):
-                    self._drop(leader, deadline, tps)
+    def _queued(self) -> int:
+        return sum(len(q) for q in self._queue.values())
+
+    def _pump(self, block: bool) -> None:
+        """Send the head batch of every partition without one in flight (one Produce
+        per leader), then read the answers that have arrived (``block``: at least
+        one). Encoding the next Spark batch overlaps the round trips; one batch in
+        flight per partition keeps the idempotent sequence in order."""
+        deadline = self._deadline
+        by_leader: dict[tuple[str, int], list[tuple[tuple[str, int], bytearray]]] = defaultdict(
+            list
+        )
+        for tp, q in self._queue.items():
+            if q and tp not in self._in_flight:
+                leader = self._leaders[tp[0]][0].get(tp[1])
+                if leader is None:
+                    self._refresh(tp[0], deadline)
                     continue
-                for topic_resp in resp.responses:
-                    for pr in topic_resp.partition_responses:
-                        tp = (topic_resp.name, pr.index)
-                        err = pr.error_code
-                        if err in (0, DUPLICATE_SEQUENCE_NUMBER):
-                            self._queue[tp].popleft()
-                        elif err in RETRIABLE:
-                            self._refresh(tp[0], deadline)
-                        else:
-                            name = ERROR_NAMES.get(err, f"error code {err}")
-                            raise RuntimeError(f"delivery to {tp[0]}-{tp[1]} failed: {name}")
+                by_leader[leader].append((tp, q[0]))
+        for leader, items in by_leader.items():
+            topics: dict[str, list[Any]] = defaultdict(list)
+            for (topic, p), batch in items:
+                # The encoder writes any bytes-like object (the stubs say bytes): no
+                # copy of the encoded batch.
+                records = cast(bytes, batch)
+                topics[topic].append(
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=records)
+                )
+            request = ProduceRequest(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=int(self._timeout * 1000),
+                topic_data=[
+                    ProduceRequest.TopicProduceData(name=t, partition_data=parts)
+                    for t, parts in topics.items()
+                ],
+            )
+            tps = [tp for tp, _ in items]
+            try:
+                cid = self._conn(leader).send(PRODUCE, PRODUCE_VERSION, request)
+            except OSError:
+                self._drop(leader, deadline)
+                continue
+            self._pending[leader].append((cid, tps))
+            for tp in tps:
+                self._in_flight.add(tp)
+        waiting = [leader for leader, q in self._pending.items() if q]
+        if not waiting:
+            return
+        socks = {self._conns[leader].sock: leader for leader in waiting}
+        ready, _, _ = select.select(list(socks), [], [], self._timeout if block else 0)
+        for sock in ready:
+            self._answer(socks[sock], deadline)
+        if block and not ready:  # request.timeout.ms passed without an answer
+            for leader in waiting:
+                self._drop(leader, deadline)
 
-    def _drop(self, leader: tuple[str, int], deadline: float, tps: list[tuple[str, int]]) -> None:
+    def _answer(self, leader: tuple[str, int], deadline: float) -> None:
+        """Read the oldest answer from ``leader`` (answers come in request order)."""
+        cid, tps = self._pending[leader].popleft()
+        try:
+            resp = self._conns[leader].receive(PRODUCE, PRODUCE_VERSION, cid)
+        except (OSError, ConnectionError):
+            self._pending[leader].appendleft((cid, tps))
+            self._drop(leader, deadline)
+            return
+        for tp in tps:
+            self._in_flight.discard(tp)
+        for topic_resp in resp.responses:
+            for pr in topic_resp.partition_responses:
+                tp = (topic_resp.name, pr.index)
+                err = pr.error_code
+                if err in (0, DUPLICATE_SEQUENCE_NUMBER):
+                    self._queue[tp].popleft()
+                    self._deadline = time.monotonic() + DELIVERY_TIMEOUT_S  # progress
+                elif err in RETRIABLE:
+                    self._refresh(tp[0], deadline)
+                else:
+                    name = ERROR_NAMES.get(err, f"error code {err}")
+                    raise RuntimeError(f"delivery to {tp[0]}-{tp[1]} failed: {name}")
+
+    def _drop(self, leader: tuple[str, int], deadline: float) -> None:
+        """A lost connection: its unanswered batches go again (same sequence numbers, so
+        the broker drops any it already has) after fresh metadata."""
         conn = self._conns.pop(leader, None)
         if conn is not None:
             conn.close()
-        for topic in {t for t, _ in tps}:
+        tps = [tp for _, sent in self._pending.pop(leader, deque()) for tp in sent]
+        for tp in tps:
+            self._in_flight.discard(tp)
+        for topic in {t for t, _ in tps} or set(self._leaders):
             self._refresh(topic, deadline)
 
     def _refresh(self, topic: str, deadline: float) -> None:

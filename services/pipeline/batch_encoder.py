@@ -2,10 +2,12 @@
 
 Each record is ``length``, ``attributes`` (0), ``timestampDelta`` (0: the batch's
 records share its timestamp), ``offsetDelta``, ``keyLength``, key, ``valueLength``,
-value and ``headerCount`` (0) (Kafka's ``DefaultRecord``). The varints of all
-records are computed at once with numpy; the record bytes are then laid out by one
-Arrow gather that interleaves, record by record, the varint prefixes with the key
-and value bytes taken straight from the Arrow buffers. The header and its CRC-32C
+value and ``headerCount`` (0) (Kafka's ``DefaultRecord``). The records are laid
+out from the Arrow buffers (validity, offsets, data) in one pass by the C encoder
+``odradek.records._columns`` (issue 20: the numpy layout below cost several passes
+over every byte); without the extension, the varints of all records are computed at
+once with numpy and one Arrow gather interleaves, record by record, the varint
+prefixes with the key and value bytes. The header and its CRC-32C
 (``odradek.records.batch.crc32c``) follow, as the Java producer writes them
 (``MemoryRecordsBuilder``).
 
@@ -15,12 +17,20 @@ Pure code: Arrow in, bytes out.
 from __future__ import annotations
 
 import struct
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from odradek.records.batch import crc32c
+
+try:  # the record layout in C; optional (setup.py), the numpy path does the same
+    from odradek.records import _columns as _c_columns
+
+    _columns: ModuleType | None = _c_columns
+except ImportError:  # pragma: no cover - only without a compiler at install time
+    _columns = None
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
@@ -76,16 +86,35 @@ def _as_binary(column: pa.Array | None, n: int) -> tuple[pa.Array, np.ndarray]:
     return col.fill_null(b""), lengths
 
 
-def encode_batch(
-    keys: pa.Array | None,
-    values: pa.Array,
-    *,
-    timestamp_ms: int,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-) -> bytes:
-    """One v2 batch holding every row (keys/values binary or string, nulls allowed)."""
+def _buffers(
+    column: pa.Array | None,
+) -> tuple[pa.Buffer | None, pa.Buffer, pa.Buffer | None, int] | None:
+    """An Arrow binary/string column's (validity, offsets, data, offset), as the C
+    encoder takes them; large or other types are cast to binary first."""
+    if column is None:
+        return None
+    if not pa.types.is_binary(column.type):
+        column = column.cast(pa.binary())
+    validity, offsets, data = column.buffers()
+    if column.null_count == 0:
+        validity = None
+    assert offsets is not None
+    return validity, offsets, data, column.offset
+
+
+def record_bodies(keys: pa.Array | None, values: pa.Array, head: int = 0) -> bytearray:
+    """``head`` zero bytes (room for the batch header), then the length-prefixed records
+    of one batch, in order: by the C encoder (``odradek.records._columns``) where it is
+    built, else :func:`record_bodies_numpy`."""
+    if _columns is not None:
+        out = _columns.records(_buffers(keys), _buffers(values), len(values), head)
+        assert isinstance(out, bytearray)
+        return out
+    return bytearray(head) + record_bodies_numpy(keys, values)
+
+
+def record_bodies_numpy(keys: pa.Array | None, values: pa.Array) -> bytes:
+    """:func:`record_bodies` with numpy and one Arrow gather."""
     n = len(values)
     key_col, key_len = _as_binary(keys, n)
     value_col, value_len = _as_binary(values, n)
@@ -115,25 +144,38 @@ def encode_batch(
     offsets = np.frombuffer(records.buffers()[1], dtype=np.int32, count=len(records) + 1)
     start = int(offsets[0])
     end = int(offsets[-1])
-    payload = records.buffers()[2].to_pybytes()[start:end]
-    length = HEADER_SIZE - 12 + len(payload)
-    header = bytearray(
-        _HEADER.pack(
-            0,
-            length,
-            -1,
-            2,
-            0,
-            0,
-            n - 1,
-            timestamp_ms,
-            timestamp_ms,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            n,
-        )
+    return records.buffers()[2].to_pybytes()[start:end]
+
+
+def encode_batch(
+    keys: pa.Array | None,
+    values: pa.Array,
+    *,
+    timestamp_ms: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytearray:
+    """One v2 batch holding every row (keys/values binary or string, nulls allowed),
+    written in place: records after room for the header, then header and CRC."""
+    n = len(values)
+    out = record_bodies(keys, values, HEADER_SIZE)
+    _HEADER.pack_into(
+        out,
+        0,
+        0,
+        len(out) - 12,
+        -1,
+        2,
+        0,
+        0,
+        n - 1,
+        timestamp_ms,
+        timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
     )
-    crc = crc32c(bytes(header[CRC_FROM:]) + payload)
-    struct.pack_into(">I", header, 17, crc)
-    return bytes(header) + payload
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_FROM:]))
+    return out

@@ -16,18 +16,30 @@ Batch headers are read with ``odradek.records.batch.BatchView``. Control batches
 may cut one short) is left for the next fetch. Legacy message sets (magic 0/1) raise
 ``LegacyFormatError``: the caller reads those through librdkafka.
 
+The record walk (every field of every record) runs in C
+(``odradek.records._columns``, issue 20: in Python it was 3 us a record, the
+source's largest cost) and falls back to the numpy walk below without the extension.
+
 Pure code: bytes in, Arrow out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from odradek.records.batch import HEADER_SIZE, BatchView, Compression, TimestampType
+
+try:  # the record walk in C; optional (setup.py), the numpy path does the same
+    from odradek.records import _columns as _c_columns
+
+    _columns: ModuleType | None = _c_columns
+except ImportError:  # pragma: no cover - only without a compiler at install time
+    _columns = None
 
 
 class LegacyFormatError(ValueError):
@@ -206,6 +218,46 @@ def _binary(
     return taken.cast(out_type)
 
 
+def record_fields(whole: bytes | bytearray, spans: list[tuple[int, int, int]]) -> np.ndarray:
+    """The fields of every record in ``spans`` (``(start, end, count)`` of each batch's
+    records inside ``whole``) as 8 int64 rows: timestampDelta, offsetDelta, key start
+    and length, value start and length, header count, headers start (lengths -1 for
+    null). The C walk (``odradek.records._columns``) where it is built and the input is
+    well formed, else :func:`record_fields_numpy`."""
+    if _columns is not None and spans:
+        raw = _columns.fields(whole, np.asarray(spans, dtype=np.int64).tobytes())
+        if raw is not None:
+            return np.frombuffer(raw, dtype=np.int64).reshape(8, -1)
+    return record_fields_numpy(whole, spans)
+
+
+def record_fields_numpy(whole: bytes | bytearray, spans: list[tuple[int, int, int]]) -> np.ndarray:
+    """:func:`record_fields` with numpy: the record starts by one walk over the length
+    prefixes, every field then for all records at once."""
+    starts_list: list[int] = []
+    for start, end, count in spans:
+        _record_starts(memoryview(whole)[start:end], count, starts_list, start)
+    data = np.frombuffer(whole, dtype=np.uint8)
+    starts = np.asarray(starts_list, dtype=np.int64)
+    # attributes (int8), then the varints in order.
+    pos = starts + 1
+    ts_delta, n = _varint(data, pos, 10)
+    pos = pos + n
+    off_delta, n = _varint(data, pos, 5)
+    pos = pos + n
+    key_len, n = _varint(data, pos, 5)
+    key_start = pos + n
+    pos = key_start + np.maximum(key_len, 0)
+    value_len, n = _varint(data, pos, 5)
+    value_start = pos + n
+    pos = value_start + np.maximum(value_len, 0)
+    header_count, n = _varint(data, pos, 5)
+    header_pos = pos + n
+    return np.stack(
+        [ts_delta, off_delta, key_start, key_len, value_start, value_len, header_count, header_pos]
+    )
+
+
 def decode_records(
     buf: memoryview,
     fetch_offset: int,
@@ -231,26 +283,22 @@ def decode_records(
         parts = [bytes(b.data) for b in batches]
         whole = b"".join(parts)
         shifts = list(np.cumsum([0] + [len(p) for p in parts[:-1]]))
-    starts_list: list[int] = []
-    for b, shift in zip(batches, shifts, strict=True):
-        _record_starts(b.data, b.count, starts_list, int(shift))
+    spans = [
+        (int(shift), int(shift) + len(b.data), b.count)
+        for b, shift in zip(batches, shifts, strict=True)
+    ]
     data = np.frombuffer(whole, dtype=np.uint8)
-    starts = np.asarray(starts_list, dtype=np.int64)
     counts = np.array([b.count for b in batches])
-    # attributes (int8), then the varints in order.
-    pos = starts + 1
-    ts_delta, n = _varint(data, pos, 10)
-    pos = pos + n
-    off_delta, n = _varint(data, pos, 5)
-    pos = pos + n
-    key_len, n = _varint(data, pos, 5)
-    key_start = pos + n
-    pos = key_start + np.maximum(key_len, 0)
-    value_len, n = _varint(data, pos, 5)
-    value_start = pos + n
-    pos = value_start + np.maximum(value_len, 0)
-    header_count, n = _varint(data, pos, 5)
-    header_pos = pos + n
+    (
+        ts_delta,
+        off_delta,
+        key_start,
+        key_len,
+        value_start,
+        value_len,
+        header_count,
+        header_pos,
+    ) = record_fields(whole, spans)
 
     offsets = (
         np.repeat(np.array([b.base_offset for b in batches], dtype=np.int64), counts) + off_delta

@@ -42,6 +42,14 @@ def metadata_client(conf: Mapping[str, Any]) -> Consumer:
     return client
 
 
+def close_metadata_clients() -> None:
+    """Close the pooled metadata clients (a process that outlives its cluster, such as
+    the benchmark, would otherwise hear librdkafka retry the gone brokers)."""
+    while _META:
+        _, client = _META.popitem()
+        client.close()
+
+
 def partition_leaders(
     conf: Mapping[str, Any], topic: str
 ) -> tuple[dict[int, tuple[str, int]], int] | None:

@@ -1,0 +1,6 @@
+from odradek.records.header import Buffer
+
+_Column = tuple[Buffer | None, Buffer, Buffer | None, int] | None
+
+def fields(buf: Buffer, spans: Buffer, /) -> bytes | None: ...
+def records(keys: _Column, values: _Column, n: int, head: int, /) -> bytearray: ...
