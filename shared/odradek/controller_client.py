@@ -143,9 +143,14 @@ class Membership:
     heartbeats from its own event-queue thread, not from the request handlers), so a
     node whose event loop is busy for a while (applying metadata that creates a hundred
     partitions, each with fsynced checkpoints, on a loaded disk) is not fenced as dead
-    after ``broker.session.timeout.ms``. Registration stays on the event loop; the
-    thread asks it to register again when the controller answers STALE_BROKER_EPOCH
-    (it restarted and lost the session, or this node was declared offline).
+    after ``broker.session.timeout.ms``. The first registration is the caller's, on the
+    event loop; when the controller answers STALE_BROKER_EPOCH (it restarted and lost
+    the session, or this node was declared offline) the thread registers again itself
+    and heartbeats the new session at once. Were that left to the loop, the loop would
+    first apply the metadata the new registration brings (leaderships moving back:
+    seconds for hundreds of partitions on a loaded machine), the new session would
+    expire unheartbeated, and the node would flap offline and online for as long as
+    that lasts (seen in the chaos campaign, tests/integration/test_chaos_campaign.py).
     """
 
     def __init__(self, client: ControllerClient, node: common_pb2.Node) -> None:
@@ -159,7 +164,6 @@ class Membership:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._beats: threading.Thread | None = None
         self._halt = threading.Event()
-        self._stale = asyncio.Event()
         self.on_heartbeat: Callable[[controller_pb2.HeartbeatResponse], None] | None = None
 
     async def register(self) -> None:
@@ -205,13 +209,9 @@ class Membership:
         self._beats.start()
 
     async def _run(self) -> None:
-        """(Re)register whenever the session is gone; the thread heartbeats meanwhile."""
-        while True:
+        """Register until it succeeds, when started before the first registration."""
+        while not self.registered.is_set():
             try:
-                if self.registered.is_set():
-                    await self._stale.wait()
-                    self._stale.clear()
-                    continue
                 await self.register()
             except asyncio.CancelledError:
                 raise
@@ -220,11 +220,41 @@ class Membership:
                 await asyncio.sleep(min(self.heartbeat_interval, 1.0))
 
     def _session_stale(self, incarnation: int) -> None:
-        """On the loop: the controller no longer knows ``incarnation``."""
+        """On the loop: the controller no longer knows ``incarnation``; the heartbeat
+        thread is registering again."""
         if incarnation == self.incarnation and self.registered.is_set():
             log.warning("controller says our registration is stale; registering again")
             self.registered.clear()
-            self._stale.set()
+
+    def _registered_again(self, response: controller_pb2.RegisterNodeResponse) -> None:
+        """On the loop: the heartbeat thread's registration succeeded."""
+        if response.incarnation == self.incarnation:
+            self.cluster_id = response.cluster_id or self.cluster_id
+            self.registered.set()
+
+    def _register_from_thread(self, beats: _HeartbeatSender) -> None:
+        """Register again from the heartbeat thread, retrying until it succeeds or the
+        membership stops (Kafka's BrokerLifecycleManager also registers and heartbeats
+        from one thread of its own)."""
+        while not self._halt.is_set():
+            response = beats.register(
+                controller_pb2.RegisterNodeRequest(node=self.node),
+                timeout=max(1.0, self.heartbeat_interval * 2),
+            )
+            if response is not None and not response.error_code:
+                self.incarnation = response.incarnation
+                if response.heartbeat_interval_ms > 0:
+                    self.heartbeat_interval = response.heartbeat_interval_ms / 1000.0
+                loop = self._loop
+                if loop is not None:
+                    with contextlib.suppress(RuntimeError):  # the loop closed
+                        loop.call_soon_threadsafe(self._registered_again, response)
+                return
+            if response is not None:
+                log.warning(
+                    "registration refused: %d %s", response.error_code, response.error_message
+                )
+            self._halt.wait(min(self.heartbeat_interval, 1.0))
 
     def _deliver(self, response: controller_pb2.HeartbeatResponse) -> None:
         if self.on_heartbeat is not None:
@@ -235,7 +265,7 @@ class Membership:
         try:
             while not self._halt.wait(self.heartbeat_interval):
                 incarnation = self.incarnation
-                if not incarnation or not self.registered.is_set():
+                if not incarnation:
                     continue
                 response = beats.send(
                     controller_pb2.HeartbeatRequest(
@@ -249,6 +279,8 @@ class Membership:
                 try:
                     if response.error_code == STALE_BROKER_EPOCH:
                         loop.call_soon_threadsafe(self._session_stale, incarnation)
+                        if incarnation == self.incarnation:  # not renewed meanwhile
+                            self._register_from_thread(beats)
                     elif response.error_code == 0:
                         loop.call_soon_threadsafe(self._deliver, response)
                 except RuntimeError:  # the loop closed: the service is gone
@@ -301,6 +333,23 @@ class _HeartbeatSender:
             )
         except grpc.RpcError as exc:
             log.debug("heartbeat failed: %s", exc)
+            self._index += 1
+            return None
+        if response.error_code == NOT_CONTROLLER:
+            self._index += 1
+            return None
+        return response
+
+    def register(
+        self, request: controller_pb2.RegisterNodeRequest, timeout: float
+    ) -> controller_pb2.RegisterNodeResponse | None:
+        """The active controller's answer to a registration, or None (no answer)."""
+        try:
+            response: controller_pb2.RegisterNodeResponse = self._current().RegisterNode(
+                request, timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            log.debug("registration failed: %s", exc)
             self._index += 1
             return None
         if response.error_code == NOT_CONTROLLER:

@@ -16,7 +16,8 @@ import pytest
 from helpers.waiting import wait_until_async
 
 from odradek.controller_client import ControllerClient, ControllerUnavailable, Membership
-from odradek.rpc.v1 import common_pb2, controller_pb2
+from odradek.rpc.channel import open_sync_channel
+from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 from odradek.tools.launcher import Cluster
 
 NodeKind = common_pb2.NodeKind
@@ -397,6 +398,36 @@ async def test_a_busy_event_loop_does_not_fence_the_node(controller: ControllerP
         await storage.stop()  # and once it stops heartbeating, it is fenced
         await watcher.wait(lambda md: node_state(md, 100) == NodeState.OFFLINE)
         await watcher.close()
+
+
+async def test_a_node_fenced_while_its_loop_is_busy_registers_again_at_once(
+    controller: ControllerProcess,
+) -> None:
+    """A node told its session is stale registers again from its heartbeat thread and
+    heartbeats the new session, while its event loop is still busy (applying the
+    metadata the fencing brought). Were registration left to the loop, the node would
+    stay offline until the loop was free, and each new session would expire before
+    its first heartbeat (the chaos campaign's flapping node)."""
+    async with connected(controller.address) as client:
+        storage = Membership(client, node(100, NodeKind.STORAGE))
+        await storage.register()
+        storage.start()
+        first = storage.incarnation
+        storage.incarnation = first + 1000  # heartbeats of a session the controller lost
+        time.sleep(2 * SESSION_MS / 1000)  # noqa: ASYNC251 -- the loop busy on purpose
+        channel = open_sync_channel(controller.address)
+        try:
+            md = controller_pb2_grpc.ControllerStub(channel).GetMetadata(
+                controller_pb2.GetMetadataRequest(), timeout=5
+            )
+        finally:
+            channel.close()
+        assert node_state(md, 100) == NodeState.ONLINE
+        renewed = next(n.incarnation for n in md.nodes if n.node_id == 100)
+        assert renewed not in (first, first + 1000) and renewed == storage.incarnation
+        await asyncio.sleep(0)  # the loop learns of it
+        await wait_until_async(storage.registered.is_set, "registered on the loop", timeout=5)
+        await storage.stop()
 
 
 async def test_kill_9_and_restart_keeps_everything(controller: ControllerProcess) -> None:
