@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -300,6 +300,13 @@ class Membership:
             await asyncio.to_thread(beats.join, 5.0)
 
 
+class _ControllerAnswer(Protocol):
+    error_code: int
+
+
+_Answer = TypeVar("_Answer", bound=_ControllerAnswer)
+
+
 class _HeartbeatSender:
     """Blocking Heartbeat calls for :class:`Membership`'s thread: its own synchronous
     channel (``grpc.aio`` channels belong to the event loop), to the controller that
@@ -327,29 +334,26 @@ class _HeartbeatSender:
         self, request: controller_pb2.HeartbeatRequest, timeout: float
     ) -> controller_pb2.HeartbeatResponse | None:
         """The active controller's answer, or None (no answer this time)."""
-        try:
-            response: controller_pb2.HeartbeatResponse = self._current().Heartbeat(
-                request, timeout=timeout
-            )
-        except grpc.RpcError as exc:
-            log.debug("heartbeat failed: %s", exc)
-            self._index += 1
-            return None
-        if response.error_code == NOT_CONTROLLER:
-            self._index += 1
-            return None
-        return response
+        return self._ask(lambda stub: stub.Heartbeat, request, timeout)
 
     def register(
         self, request: controller_pb2.RegisterNodeRequest, timeout: float
     ) -> controller_pb2.RegisterNodeResponse | None:
         """The active controller's answer to a registration, or None (no answer)."""
+        return self._ask(lambda stub: stub.RegisterNode, request, timeout)
+
+    def _ask(
+        self,
+        method: Callable[[controller_pb2_grpc.ControllerStub], Callable[..., _Answer]],
+        request: object,
+        timeout: float,
+    ) -> _Answer | None:
+        """One call to the controller thought active; None, and the next address next
+        time, when it does not answer or is not the active one."""
         try:
-            response: controller_pb2.RegisterNodeResponse = self._current().RegisterNode(
-                request, timeout=timeout
-            )
+            response = method(self._current())(request, timeout=timeout)
         except grpc.RpcError as exc:
-            log.debug("registration failed: %s", exc)
+            log.debug("controller call failed: %s", exc)
             self._index += 1
             return None
         if response.error_code == NOT_CONTROLLER:
