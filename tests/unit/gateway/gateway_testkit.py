@@ -20,6 +20,29 @@ from odradek.rpc.v1 import common_pb2
 CORRELATION_ID = 41
 
 
+def one_partition_metadata() -> common_pb2.ClusterMetadata:
+    """Gateway 0 and storage node 100, leading the one partition of topic ``orders``."""
+    online = common_pb2.ONLINE
+    return common_pb2.ClusterMetadata(
+        version=3,
+        cluster_id="Zq3sS1o8RkGx7YH0c2bVYA",
+        nodes=[
+            common_pb2.Node(
+                node_id=0, kind=common_pb2.GATEWAY, host="127.0.0.1", kafka_port=9092, state=online
+            ),
+            common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
+        ],
+        topics=[
+            common_pb2.Topic(
+                name="orders",
+                partitions=[
+                    common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)
+                ],
+            )
+        ],
+    )
+
+
 @contextlib.asynccontextmanager
 async def offline_gateway(metadata: common_pb2.ClusterMetadata) -> AsyncIterator[Gateway]:
     """Gateway node 0 believing ``metadata``; its clients are closed on exit."""

@@ -10,7 +10,7 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
-from gateway_testkit import call, offline_gateway
+from gateway_testkit import call, offline_gateway, one_partition_metadata
 
 from odradek.datalink.frame import Buffer
 from odradek.gateway.produce_lane import QueuedProduce
@@ -18,29 +18,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.messages import ProduceRequest
 from odradek.records.record import BatchBuilder
-from odradek.rpc.v1 import common_pb2, storage_pb2
-
-
-def _metadata() -> common_pb2.ClusterMetadata:
-    online = common_pb2.ONLINE
-    return common_pb2.ClusterMetadata(
-        version=3,
-        cluster_id="Zq3sS1o8RkGx7YH0c2bVYA",
-        nodes=[
-            common_pb2.Node(
-                node_id=0, kind=common_pb2.GATEWAY, host="127.0.0.1", kafka_port=9092, state=online
-            ),
-            common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
-        ],
-        topics=[
-            common_pb2.Topic(
-                name="orders",
-                partitions=[
-                    common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)
-                ],
-            )
-        ],
-    )
+from odradek.rpc.v1 import storage_pb2
 
 
 class _AppendingNode:
@@ -85,7 +63,7 @@ def saved_garbage() -> Iterator[list[object]]:
 
 
 async def test_an_answered_produce_leaves_no_cycle(saved_garbage: list[object]) -> None:
-    async with offline_gateway(_metadata()) as gw:
+    async with offline_gateway(one_partition_metadata()) as gw:
         gw.storage = _AppendingNode()  # type: ignore[assignment]
         builder = BatchBuilder()
         builder.append(1, None, b"v")

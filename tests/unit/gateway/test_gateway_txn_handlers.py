@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from gateway_testkit import call, offline_gateway
+from gateway_testkit import call, offline_gateway, one_partition_metadata
 
 from odradek.gateway.gateway import Gateway
 from odradek.protocol.api_keys import ApiKey
@@ -31,34 +31,11 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.versions import SUPPORTED
 from odradek.records.record import BatchBuilder
-from odradek.rpc.v1 import common_pb2
-
-
-def _metadata() -> common_pb2.ClusterMetadata:
-    online = common_pb2.ONLINE
-    return common_pb2.ClusterMetadata(
-        version=3,
-        cluster_id="Zq3sS1o8RkGx7YH0c2bVYA",
-        nodes=[
-            common_pb2.Node(
-                node_id=0, kind=common_pb2.GATEWAY, host="127.0.0.1", kafka_port=9092, state=online
-            ),
-            common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
-        ],
-        topics=[
-            common_pb2.Topic(
-                name="orders",
-                partitions=[
-                    common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)
-                ],
-            )
-        ],
-    )
 
 
 @pytest.fixture
 async def gw() -> AsyncIterator[Gateway]:
-    async with offline_gateway(_metadata()) as gateway:
+    async with offline_gateway(one_partition_metadata()) as gateway:
         yield gateway
 
 
