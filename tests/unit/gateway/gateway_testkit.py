@@ -13,7 +13,7 @@ from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway import DEFAULTS, Gateway
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.headers import parse_request_header, parse_response_header
-from odradek.protocol.messages import decode_response, encode_request
+from odradek.protocol.messages import ProduceRequest, decode_response, encode_request
 from odradek.protocol.versions import response_header_version
 from odradek.rpc.v1 import common_pb2
 
@@ -39,6 +39,21 @@ def one_partition_metadata() -> common_pb2.ClusterMetadata:
                     common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)
                 ],
             )
+        ],
+    )
+
+
+def produce_request(
+    records: bytes, *, topic: str = "orders", acks: int = -1, transactional_id: str | None = None
+) -> ProduceRequest:
+    """A Produce of ``records`` to partition 0 of ``topic`` (timeout 1 s)."""
+    data = ProduceRequest.TopicProduceData
+    return ProduceRequest(
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[
+            data(name=topic, partition_data=[data.PartitionProduceData(index=0, records=records)])
         ],
     )
 

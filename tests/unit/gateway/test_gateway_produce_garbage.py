@@ -10,13 +10,12 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
-from gateway_testkit import call, offline_gateway, one_partition_metadata
+from gateway_testkit import call, offline_gateway, one_partition_metadata, produce_request
 
 from odradek.datalink.frame import Buffer
 from odradek.gateway.produce_lane import QueuedProduce
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.messages import ProduceRequest
 from odradek.records.record import BatchBuilder
 from odradek.rpc.v1 import storage_pb2
 
@@ -67,18 +66,7 @@ async def test_an_answered_produce_leaves_no_cycle(saved_garbage: list[object]) 
         gw.storage = _AppendingNode()  # type: ignore[assignment]
         builder = BatchBuilder()
         builder.append(1, None, b"v")
-        data = ProduceRequest.TopicProduceData
-        request = ProduceRequest(
-            transactional_id=None,
-            acks=-1,
-            timeout_ms=1000,
-            topic_data=[
-                data(
-                    name="orders",
-                    partition_data=[data.PartitionProduceData(index=0, records=builder.build())],
-                )
-            ],
-        )
+        request = produce_request(builder.build())
         for expected in range(3):
             r = await call(gw, ApiKey.PRODUCE, 9, request)
             answer = r.responses[0].partition_responses[0]

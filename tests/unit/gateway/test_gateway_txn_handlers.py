@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from gateway_testkit import call, offline_gateway, one_partition_metadata
+from gateway_testkit import call, offline_gateway, one_partition_metadata, produce_request
 
 from odradek.gateway.gateway import Gateway
 from odradek.protocol.api_keys import ApiKey
@@ -25,7 +25,6 @@ from odradek.protocol.messages import (
     EndTxnRequest,
     FindCoordinatorRequest,
     ListTransactionsRequest,
-    ProduceRequest,
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
@@ -230,18 +229,7 @@ async def test_admin_apis_without_a_coordinator(gw: Gateway) -> None:
 async def test_transactional_batches_need_a_transactional_id(gw: Gateway, version: int) -> None:
     builder = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
     builder.append(1, None, b"v")
-    data = ProduceRequest.TopicProduceData
-    request = ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=1000,
-        topic_data=[
-            data(
-                name="orders",
-                partition_data=[data.PartitionProduceData(index=0, records=builder.build())],
-            )
-        ],
-    )
+    request = produce_request(builder.build())
     r = await call(gw, ApiKey.PRODUCE, version, request)
     assert (
         r.responses[0].partition_responses[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
