@@ -58,6 +58,7 @@ from odradek.gateway.served_listeners import ServedListener
 from odradek.gateway.throttling import apply_quotas
 from odradek.gateway.txn_routing import TxnRouter
 from odradek.metadata_cache import MetadataCache, Snapshot
+from odradek.metric_tallies import CounterTally, HistogramTally
 from odradek.metrics import MetricsServer
 from odradek.producer_id_blocks import ProducerIdBlocks, from_controller
 from odradek.protocol import policy
@@ -129,8 +130,8 @@ _PortState = tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
 
 class _RequestMetrics(NamedTuple):
     name: str  # the API's name, the ``request`` label
-    requests: Counter
-    seconds: Histogram
+    requests: CounterTally | Counter
+    seconds: HistogramTally | Histogram
 
 
 class Gateway:
@@ -403,11 +404,13 @@ class Gateway:
         if found is not None:
             return found
         name, version_label = self._metric_labels(key, version)
-        metrics = _RequestMetrics(
-            name, REQUESTS.labels(name, version_label), REQUEST_SECONDS.labels(name, version_label)
-        )
-        if version_label not in ("unknown", "unsupported"):  # bounded: served pairs only
-            self._metric_children[(key, version)] = metrics
+        requests = REQUESTS.labels(name, version_label)
+        seconds = REQUEST_SECONDS.labels(name, version_label)
+        if version_label in ("unknown", "unsupported"):  # not kept: a tally lives forever
+            return _RequestMetrics(name, requests, seconds)
+        # Bounded: served pairs only. Tallied, not locked per request (metric_tallies.py).
+        metrics = _RequestMetrics(name, CounterTally(requests), HistogramTally(seconds))
+        self._metric_children[(key, version)] = metrics
         return metrics
 
     async def dispatch(

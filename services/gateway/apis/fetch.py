@@ -51,6 +51,7 @@ from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
+from odradek.metric_tallies import CounterTally
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -77,6 +78,18 @@ TopicKey = uuid.UUID | str
 
 # A storage node's answer for one partition: its result and, beside it, its records.
 Answer = tuple[storage_pb2.FetchPartitionResult, Buffer]
+
+
+_BYTES_OUT_BY_TOPIC: dict[str, CounterTally] = {}
+
+
+def _bytes_out(topic: str) -> CounterTally:
+    """The topic's byte counter, looked up once (``labels()`` and the counter's lock
+    per partition answer cost the loop; odradek.metric_tallies)."""
+    found = _BYTES_OUT_BY_TOPIC.get(topic)
+    if found is None:
+        found = _BYTES_OUT_BY_TOPIC[topic] = CounterTally(BYTES_OUT.labels(topic))
+    return found
 
 
 def _empty(error: int) -> Answer:
@@ -278,7 +291,7 @@ def _assemble(
                 )
                 records = b""
         if records and name is not None:
-            BYTES_OUT.labels(name).inc(len(records))
+            _bytes_out(name).inc(len(records))
         entry = PartResp(
             partition_index=index,
             error_code=error,

@@ -71,6 +71,7 @@ from odradek.gateway.produce_lane import (
     merge_run,
     split_answers,
 )
+from odradek.metric_tallies import CounterTally
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
@@ -95,12 +96,15 @@ PRODUCE_PARTITIONS = Counter(
     "odradek_gateway_produce_partitions_total", "Partition entries produced, by topic.", ["topic"]
 )
 
-PRODUCE_COALESCED = Counter(
-    "odradek_gateway_produce_coalesced_requests_total",
-    "Produce requests sent to the storage nodes in one call with an earlier request of "
-    "their connection (produce_lane.py).",
+PRODUCE_COALESCED = CounterTally(
+    Counter(
+        "odradek_gateway_produce_coalesced_requests_total",
+        "Produce requests sent to the storage nodes in one call with an earlier request of "
+        "their connection (produce_lane.py).",
+    )
 )
-_TOPIC_METRICS: dict[str, tuple[Counter, Counter]] = {}  # children by topic
+# Tallies of the children by topic (odradek.metric_tallies: no lock per request).
+_TOPIC_METRICS: dict[str, tuple[CounterTally, CounterTally]] = {}
 
 PartResp = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
@@ -237,12 +241,15 @@ async def _prepare(
     return results
 
 
-def _topic_metrics(topic: str) -> tuple[Counter, Counter]:
+def _topic_metrics(topic: str) -> tuple[CounterTally, CounterTally]:
     """The topic's byte and partition-entry counters (``labels()`` once per topic: per
     request it was a measurable share of the gateway's CPU, issue 18)."""
     found = _TOPIC_METRICS.get(topic)
     if found is None:
-        found = _TOPIC_METRICS[topic] = (BYTES_IN.labels(topic), PRODUCE_PARTITIONS.labels(topic))
+        found = _TOPIC_METRICS[topic] = (
+            CounterTally(BYTES_IN.labels(topic)),
+            CounterTally(PRODUCE_PARTITIONS.labels(topic)),
+        )
     return found
 
 
