@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable
 from typing import NamedTuple
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -413,18 +414,20 @@ class Gateway:
         self._metric_children[(key, version)] = metrics
         return metrics
 
-    async def dispatch(
+    def dispatch(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
-    ) -> Result:
+    ) -> Awaitable[Result]:
+        """The request's handling, to await. A plain function returning the coroutine:
+        one frame less for the task to pass through each time it resumes (issue 18)."""
         if (
             header.api_key in SASL_APIS
             or not ctx.authenticated
             or not self.quotas.enabled(REQUEST_PERCENTAGE)
         ):
-            return await self._dispatch(ctx, header, body, None)
+            return self._dispatch(ctx, header, body, None)
         # request_percentage: count the event-loop time this request takes.
         clock = ThreadTime()
-        return await timed(self._dispatch(ctx, header, body, clock), clock)
+        return timed(self._dispatch(ctx, header, body, clock), clock)
 
     async def _dispatch(
         self,
