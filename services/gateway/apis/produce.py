@@ -77,6 +77,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import ProduceRequest, ProduceResponse
 from odradek.protocol.produce_response import (
+    PartResp,
     RecordError,
     partition_response,
     produce_response,
@@ -84,7 +85,7 @@ from odradek.protocol.produce_response import (
 )
 from odradek.records.batch import MAGIC_OFFSET, RecordsError
 from odradek.records.convert import upconvert_legacy
-from odradek.records.header import HEADER_SIZE, read_batch_header
+from odradek.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, TRANSACTIONAL_FLAG_MASK
 from odradek.rpc.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,8 @@ PRODUCE_COALESCED = CounterTally(
 # Tallies of the children by topic (odradek.metric_tallies: no lock per request).
 _TOPIC_METRICS: dict[str, tuple[CounterTally, CounterTally]] = {}
 
-PartResp = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+_PARTITION_ENTRIES: dict[tuple[str, int], storage_pb2.ProducePartition] = {}
+_MAX_PARTITION_ENTRIES = 100_000  # bounded: cleared when full
 
 
 async def handle(
@@ -237,8 +239,22 @@ async def _prepare(
             topic_results[index] = partition_response(index, ErrorCode.REQUEST_TIMED_OUT)
             # On broker N's port the request goes to storage node N (module docstring).
             node = leader if broker_id is None else broker_id
-            queued.add(node, storage_pb2.ProducePartition(topic=name, partition=index), data)
+            queued.add(node, _partition_entry(name, index), data)
     return results
+
+
+def _partition_entry(topic: str, partition: int) -> storage_pb2.ProducePartition:
+    """The storage call's entry naming the partition, built once per partition: the
+    call's constructor copies it (protobuf), so one shared message is never changed."""
+    key = (topic, partition)
+    found = _PARTITION_ENTRIES.get(key)
+    if found is None:
+        if len(_PARTITION_ENTRIES) >= _MAX_PARTITION_ENTRIES:
+            _PARTITION_ENTRIES.clear()
+        found = _PARTITION_ENTRIES[key] = storage_pb2.ProducePartition(
+            topic=topic, partition=partition
+        )
+    return found
 
 
 def _topic_metrics(topic: str) -> tuple[CounterTally, CounterTally]:
@@ -337,7 +353,8 @@ def _has_transactional_records(request: ProduceRequest) -> bool:
                 records is not None
                 and len(records) >= HEADER_SIZE
                 and records[MAGIC_OFFSET] == 2
-                and read_batch_header(records).is_transactional
+                # The attributes' low byte (INT16, big-endian): no header parsed per request.
+                and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK
             ):
                 return True
     return False
