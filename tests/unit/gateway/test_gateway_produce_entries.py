@@ -42,6 +42,9 @@ class _GrpcLikeNode:
             )
         return storage_pb2.ProduceResponse(partitions=results)
 
+    async def close(self) -> None:
+        """offline_gateway closes its storage client."""
+
 
 async def test_entries_carry_no_records_of_an_earlier_request() -> None:
     async with offline_gateway(one_partition_metadata()) as gw:
