@@ -28,7 +28,7 @@ import uuid
 from typing import Any, cast
 
 from odradek.protocol.headers import encode_response_header
-from odradek.protocol.messages import FetchResponse
+from odradek.protocol.messages import FetchResponse, blank_message
 
 Buffer = bytes | bytearray | memoryview
 
@@ -36,7 +36,6 @@ TopicResp = FetchResponse.FetchableTopicResponse
 PartResp = TopicResp.PartitionData
 Aborted = PartResp.AbortedTransaction
 
-_new = object.__new__
 
 # v12 is Fetch's first flexible version (compact arrays/strings, tagged fields).
 FIRST_FLEXIBLE = 12
@@ -167,10 +166,7 @@ def partition_data(
     records: Buffer,
 ) -> PartResp:
     """A ``PartitionData`` as ``PartResp(...)`` with these fields builds it, cheaply."""
-    p: Any = _new(PartResp)
-    p._version = None
-    p.tags = None
-    p.unknown_tags = None
+    p: Any = blank_message(PartResp)
     p.partition_index = partition_index
     p.error_code = error_code
     p.high_watermark = high_watermark
@@ -191,10 +187,7 @@ def topic_response(
 ) -> TopicResp:
     """A ``FetchableTopicResponse`` named by ``topic`` (before v13) or ``topic_id``
     (the other left unset, as the constructor leaves it), cheaply."""
-    t: Any = _new(TopicResp)
-    t._version = None
-    t.tags = None
-    t.unknown_tags = None
+    t: Any = blank_message(TopicResp)
     if topic is not None:
         t.topic = topic
     if topic_id is not None:
@@ -205,10 +198,7 @@ def topic_response(
 
 def fetch_response(topics: list[TopicResp]) -> FetchResponse:
     """A sessionless ``FetchResponse`` of ``topics`` (throttle 0, no error), cheaply."""
-    r: Any = _new(FetchResponse)
-    r._version = None
-    r.tags = None
-    r.unknown_tags = None
+    r: Any = blank_message(FetchResponse)
     r.throttle_time_ms = 0
     r.error_code = 0
     r.session_id = 0

@@ -26,7 +26,7 @@ import struct
 from typing import Any, cast
 
 from odradek.protocol.headers import encode_response_header
-from odradek.protocol.messages import ProduceResponse
+from odradek.protocol.messages import ProduceResponse, blank_message
 
 FIRST_FLEXIBLE = 9  # compact arrays and strings, tagged fields
 _FIRST_LEADER_HINTS = 10  # the tagged current_leader and node_endpoints (KIP-951)
@@ -36,7 +36,6 @@ TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = TopicResp.PartitionProduceResponse
 RecordError = PartResp.BatchIndexAndErrorMessage
 
-_new = object.__new__
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -162,10 +161,7 @@ def partition_response(
 ) -> PartResp:
     """A ``PartitionProduceResponse`` as ``PartResp(index=..., ...)`` builds it, cheaply
     (module docstring)."""
-    p: Any = _new(PartResp)
-    p._version = None
-    p.tags = None
-    p.unknown_tags = None
+    p: Any = blank_message(PartResp)
     p.index = index
     p.error_code = error_code
     p.base_offset = base_offset
@@ -179,10 +175,7 @@ def partition_response(
 
 def topic_response(name: str, partitions: list[PartResp]) -> TopicResp:
     """A ``TopicProduceResponse`` named by ``name`` (versions before 13), cheaply."""
-    t: Any = _new(TopicResp)
-    t._version = None
-    t.tags = None
-    t.unknown_tags = None
+    t: Any = blank_message(TopicResp)
     t.name = name
     t.partition_responses = partitions
     return cast(TopicResp, t)
@@ -190,10 +183,7 @@ def topic_response(name: str, partitions: list[PartResp]) -> TopicResp:
 
 def produce_response(topics: list[TopicResp], throttle_time_ms: int = 0) -> ProduceResponse:
     """A ``ProduceResponse`` of ``topics``, cheaply."""
-    r: Any = _new(ProduceResponse)
-    r._version = None
-    r.tags = None
-    r.unknown_tags = None
+    r: Any = blank_message(ProduceResponse)
     r.responses = topics
     r.throttle_time_ms = throttle_time_ms
     r.node_endpoints = []  # the schema default, set (see partition_response)
