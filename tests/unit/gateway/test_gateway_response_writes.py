@@ -10,6 +10,7 @@ import asyncio
 import struct
 from typing import Any
 
+from helpers.stand_in_frames import read_answers, stand_in_answer, stand_in_request
 from helpers.waiting import wait_until_async
 
 from odradek.gateway.connection import (
@@ -22,23 +23,6 @@ from odradek.gateway.connection import (
 from odradek.protocol.headers import RequestHeader
 
 RUN = 50
-
-
-def _request(cid: int, api_key: int = 0) -> bytes:
-    body = struct.pack(">hhih", api_key, 0, cid, 1) + b"x"
-    return struct.pack(">i", len(body)) + body
-
-
-def _answer(cid: int) -> bytes:
-    return struct.pack(">ii", 4, cid)
-
-
-async def _read_answers(reader: asyncio.StreamReader, count: int) -> list[int]:
-    cids = []
-    for _ in range(count):
-        (size,) = struct.unpack(">i", await reader.readexactly(4))
-        cids.append(struct.unpack(">i", (await reader.readexactly(size))[:4])[0])
-    return cids
 
 
 class _CountingTransport:
@@ -78,18 +62,18 @@ async def test_a_run_answered_together_is_written_at_once_in_order() -> None:
         await release.wait()  # a coalesced Produce run: answered together
         cid = header.correlation_id
         if cid % 7 == 3:  # a Fetch-like answer: header and payload as separate buffers
-            whole = _answer(cid)
+            whole = stand_in_answer(cid)
             return [whole[:6], memoryview(bytearray(whole[6:]))]
-        return _answer(cid)
+        return stand_in_answer(cid)
 
     lst, reader, writer = await _serve(run)
     conn = next(iter(lst.connections))
     counting = _CountingTransport(conn.transport)
     conn.transport = counting  # type: ignore[assignment]
-    writer.write(b"".join(_request(cid) for cid in range(RUN)))
+    writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(RUN)))
     await wait_until_async(lambda: started == RUN, "the run started")
     release.set()
-    assert await asyncio.wait_for(_read_answers(reader, RUN), 30) == list(range(RUN))
+    assert await asyncio.wait_for(read_answers(reader, RUN), 30) == list(range(RUN))
     # One write for the run (written one by one, it took RUN).
     assert counting.writes <= 2, counting.writes
     assert conn.queued_response_bytes == 0 and conn.inflight_bytes == 0
@@ -107,10 +91,10 @@ async def test_close_after_response_still_ends_with_its_response() -> None:
         await release.wait()
         if header.correlation_id == 4:
             ctx.close_after_response = True  # e.g. SASL_AUTHENTICATION_FAILED
-        return _answer(header.correlation_id)
+        return stand_in_answer(header.correlation_id)
 
     lst, reader, writer = await _serve(refuse)
-    writer.write(b"".join(_request(cid) for cid in range(10)))
+    writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(10)))
     await wait_until_async(lambda: started == 10, "the run started")
     release.set()
     # The connection closes once the flag is seen after a response: never a response
@@ -133,13 +117,13 @@ async def test_a_failed_request_ends_the_connection_after_the_answers_before_it(
         await release.wait()
         if header.correlation_id == 6:
             raise CloseConnection()
-        return _answer(header.correlation_id)
+        return stand_in_answer(header.correlation_id)
 
     lst, reader, writer = await _serve(fail)
-    writer.write(b"".join(_request(cid) for cid in range(10)))
+    writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(10)))
     await wait_until_async(lambda: started == 10, "the run started")
     release.set()
-    assert await asyncio.wait_for(_read_answers(reader, 6), 30) == list(range(6))
+    assert await asyncio.wait_for(read_answers(reader, 6), 30) == list(range(6))
     assert await asyncio.wait_for(reader.read(), 30) == b""
     writer.close()
     await lst.stop(grace=0.1)
