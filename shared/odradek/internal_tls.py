@@ -185,19 +185,17 @@ class InternalTls:
         )
 
     def ssl_server_context(self) -> ssl.SSLContext:
-        """The same rules for a plain TCP listener (the storage data link)."""
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.files[1], self.files[2])
-        ctx.load_verify_locations(cadata=self.ca.decode())
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        return ctx
+        """The same rules for a plain TCP listener (the storage data link), following
+        renewed files as gRPC servers do (:class:`_ReloadingSslServer`)."""
+        return _ReloadingSslServer(self).context
 
     def ssl_client_context(self) -> ssl.SSLContext:
+        """For one new connection (the data link's client side): the files as they are
+        now, so a renewed certificate or CA is presented from the next connection on."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(self.files[1], self.files[2])
-        ctx.load_verify_locations(cadata=self.ca.decode())
+        ctx.load_verify_locations(cafile=self.files[0])
         return ctx
 
 
@@ -241,6 +239,59 @@ class _ServerCertificates:
         self.stamps = stamps
         log.info("internal TLS: serving the renewed certificate of %s", cert_path)
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+
+def _ssl_server_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_file, key_file)
+    ctx.load_verify_locations(cafile=ca_file)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+class _ReloadingSslServer:
+    """An ``ssl`` server context (the storage data link) that serves renewed
+    ``internal.tls.*`` files like :class:`_ServerCertificates` does for gRPC: on a new
+    handshake, at most every ``check_interval_s``, the files' mtime, size and inode are
+    compared with what is served; changed files that load (a certificate naming a
+    member, a key that matches it) serve that and later handshakes, else the old ones
+    stay. asyncio keeps the context a server was created with, so its SNI callback
+    (called on every ClientHello, also without SNI) moves the handshake onto the
+    newest context (as odradek.tls_reload does for listeners)."""
+
+    def __init__(self, tls: InternalTls) -> None:
+        self.tls = tls
+        self.context = _ssl_server_context(*tls.files)
+        self.current = self.context
+        self.stamps = [_stamp(path) for path in tls.files]
+        self.checked = time.monotonic()
+        self.context.sni_callback = self._choose
+
+    def _choose(self, sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        self._check()
+        if self.current is not self.context:
+            sslobj.context = self.current
+
+    def _check(self) -> None:
+        interval = self.tls.check_interval_s
+        now = time.monotonic()
+        if interval <= 0 or now - self.checked < interval:
+            return
+        self.checked = now
+        stamps = [_stamp(path) for path in self.tls.files]
+        if stamps == self.stamps:
+            return
+        cert_path = self.tls.files[1]
+        try:
+            if member_of_certificate(Path(cert_path).read_bytes()) is None:
+                raise ValueError(f"{cert_path} names no member")
+            fresh = _ssl_server_context(*self.tls.files)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            log.warning("internal TLS (data link): keeping the old certificate: %s", exc)
+            return
+        self.current, self.stamps = fresh, stamps
+        log.info("internal TLS (data link): serving the renewed certificate of %s", cert_path)
 
 
 _active: InternalTls | None = None
