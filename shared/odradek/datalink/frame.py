@@ -42,12 +42,6 @@ _INT32 = struct.Struct(">i")
 # Frames whose first bytes arrive complete are copied out of this staging buffer;
 # a frame that is still incomplete gets a buffer of its own that the socket fills.
 STAGING_BYTES = 256 * 1024
-# After a frame of LARGE_FRAME_BYTES or more, the next read into staging takes only
-# PEEK_BYTES: the next frame is likely large too, and once its size is known the rest
-# of it is read straight into its own buffer instead of a staging-full being copied
-# there (a quarter of every 1 MB Fetch answer; docs/security.md, "Throughput").
-LARGE_FRAME_BYTES = 64 * 1024
-PEEK_BYTES = 4096
 
 
 class FrameError(Exception):
@@ -117,13 +111,10 @@ class FrameReader:
         self._end = 0  # staging bytes filled, all belonging to unparsed frames
         self._body: bytearray | None = None  # an incomplete frame's own buffer
         self._filled = 0
-        self._peek = False  # the last frame was large: read the next one's head first
 
     def get_buffer(self) -> memoryview:
         if self._body is not None:
             return memoryview(self._body)[self._filled :]
-        if self._peek and self._end < PEEK_BYTES:
-            return memoryview(self._staging)[self._end : PEEK_BYTES]
         return memoryview(self._staging)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
@@ -141,7 +132,6 @@ class FrameReader:
             (size,) = _INT32.unpack_from(staging, pos)
             if size < _HEAD.size - 4 + 4 or size > self.max_frame_bytes:
                 raise FrameError(f"frame size {size} outside [13, {self.max_frame_bytes}]")
-            self._peek = size >= LARGE_FRAME_BYTES
             start = pos + 4
             if end - start >= size:
                 frames.append(parse(staging[start : start + size]))

@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 
 from odradek.datalink.frame import (
     FETCH,
-    LARGE_FRAME_BYTES,
-    PEEK_BYTES,
     STAGING_BYTES,
     Frame,
     FrameError,
@@ -94,28 +92,3 @@ def test_frame_size_out_of_bounds(size: int) -> None:
 def test_malformed_bodies(body: bytes) -> None:
     with pytest.raises(FrameError):
         parse(body)
-
-
-def test_after_a_large_frame_only_the_next_head_goes_through_staging() -> None:
-    """Large frames in a row (Fetch answers): once one was large, the next read is a
-    peek of PEEK_BYTES, so at most that much of the next frame is copied out of staging
-    and the rest is read straight into its own buffer."""
-    blob = bytes(range(256)) * (LARGE_FRAME_BYTES // 64)
-    one = b"".join(bytes(p) for p in encode(1, FETCH, b"m", [blob]))
-    stream = one * 3 + b"".join(bytes(p) for p in encode(2, FETCH, b"small", [b"x"])) + one
-    reader = FrameReader(1 << 24)
-    staged: list[int] = []  # bytes written into staging per read
-    frames: list[Frame] = []
-    pos = 0
-    while pos < len(stream):
-        buf = reader.get_buffer()
-        if buf.obj is not reader._body:
-            staged.append(len(buf))
-        n = min(len(buf), len(stream) - pos)
-        buf[:n] = stream[pos : pos + n]
-        pos += n
-        frames += reader.buffer_updated(n)
-    assert [f.correlation_id for f in frames] == [1, 1, 1, 2, 1]
-    assert all(bytes(f.blobs[0]) == blob for f in frames if f.correlation_id == 1)
-    assert staged[0] == STAGING_BYTES  # nothing known yet: a whole staging
-    assert max(staged[1:]) <= PEEK_BYTES, staged  # then heads only
