@@ -166,7 +166,17 @@ class InternalTls:
         return member_of_certificate(self.cert)
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
-        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+        """What a new channel presents: the files as last read (:meth:`client_generation`)."""
+        ca, cert, key = _client_certificates(self).current()
+        return grpc.ssl_channel_credentials(ca, key, cert)
+
+    def client_generation(self) -> int:
+        """Bumped when renewed ``internal.tls.*`` files were read for new channels (checked
+        at most every ``check_interval_s``): channels kept per node are re-opened then
+        (odradek.rpc.channel.NodeChannels), as gRPC keeps a channel's credentials."""
+        watcher = _client_certificates(self)
+        watcher.current()
+        return watcher.generation
 
     def channel_options(self) -> list[tuple[str, Any]]:
         """Check the server against the cluster name, whatever address was dialled."""
@@ -292,6 +302,58 @@ class _ReloadingSslServer:
             return
         self.current, self.stamps = fresh, stamps
         log.info("internal TLS (data link): serving the renewed certificate of %s", cert_path)
+
+
+class _ClientCertificates:
+    """What this process presents as a gRPC client, following its files like
+    :class:`_ServerCertificates`: at most every ``check_interval_s`` the files' mtime,
+    size and inode are compared with what was read; changed files that load (a
+    certificate naming a member, a key that matches it) replace it and bump
+    :attr:`generation`."""
+
+    def __init__(self, tls: InternalTls) -> None:
+        self.tls = tls
+        self.pems = (tls.ca, tls.cert, tls.key)
+        self.generation = 0
+        self.stamps = [_stamp(path) for path in tls.files]
+        self.checked = time.monotonic()
+
+    def current(self) -> tuple[bytes, bytes, bytes]:
+        self._check()
+        return self.pems
+
+    def _check(self) -> None:
+        interval = self.tls.check_interval_s
+        now = time.monotonic()
+        if interval <= 0 or not all(self.tls.files) or now - self.checked < interval:
+            return
+        self.checked = now
+        stamps = [_stamp(path) for path in self.tls.files]
+        if stamps == self.stamps:
+            return
+        ca_path, cert_path, key_path = self.tls.files
+        try:
+            ca, cert, key = (Path(p).read_bytes() for p in (ca_path, cert_path, key_path))
+            if member_of_certificate(cert) is None:
+                raise ValueError(f"{cert_path} names no member")
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert_path, key_path)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            log.warning("internal TLS (client): keeping the old certificate: %s", exc)
+            return
+        self.pems, self.stamps = (ca, cert, key), stamps
+        self.generation += 1
+        log.info("internal TLS (client): presenting the renewed certificate of %s", cert_path)
+
+
+_clients: dict[tuple[bytes, bytes, bytes, tuple[str, str, str]], _ClientCertificates] = {}
+
+
+def _client_certificates(tls: InternalTls) -> _ClientCertificates:
+    key = (tls.ca, tls.cert, tls.key, tls.files)
+    watcher = _clients.get(key)
+    if watcher is None or watcher.tls.check_interval_s != tls.check_interval_s:
+        watcher = _clients[key] = _ClientCertificates(tls)
+    return watcher
 
 
 _active: InternalTls | None = None

@@ -206,3 +206,64 @@ async def test_data_link_client_trusts_a_rotated_ca_file(tmp_path: Path) -> None
         await connect()
     finally:
         server.close()
+
+
+# -- gRPC clients: channels per node re-opened with a renewed certificate ------------------
+async def test_node_channels_present_a_renewed_client_certificate(tmp_path: Path) -> None:
+    """A gateway's channels to storage nodes (NodeChannels) are re-opened once its
+    renewed certificate files are read, so the node sees the new certificate; a gRPC
+    channel would otherwise keep the credentials it was opened with."""
+    from odradek import internal_tls
+    from odradek.rpc.channel import NodeChannels
+
+    certs = tmp_path / "certs"
+    node = issue_member(certs, "storage", 1)
+    gateway = issue_member(certs, "gateway", 0)
+    live = certs / "live"
+    live.mkdir()
+    cert, key = live / "client.crt", live / "client.key"
+    shutil.copy(gateway.cert, cert)
+    shutil.copy(gateway.key, key)
+    tls = InternalTls.from_settings(
+        {**settings_for(certs, gateway), CERT: str(cert), KEY: str(key)}.get
+    )
+    assert tls is not None
+
+    async def who(_request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        pem = context.auth_context()["x509_pem_cert"][0]
+        return str(x509.load_pem_x509_certificate(pem).serial_number).encode()
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        [
+            grpc.method_handlers_generic_handler(
+                "t.Who", {"Serial": grpc.unary_unary_rpc_method_handler(who)}
+            )
+        ]
+    )
+    credentials = grpc.ssl_server_credentials(
+        [(node.key.read_bytes(), node.cert.read_bytes())],
+        root_certificates=(certs / "ca.crt").read_bytes(),
+        require_client_auth=True,
+    )
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    await server.start()
+    channels: NodeChannels[grpc.aio.UnaryUnaryMultiCallable] = NodeChannels(
+        lambda channel: channel.unary_unary("/t.Who/Serial")
+    )
+    internal_tls.configure(dataclasses.replace(tls, check_interval_s=0.2))
+    try:
+
+        async def serial() -> int:
+            return int(await channels.stub(1, f"127.0.0.1:{port}")(b"", timeout=10))
+
+        assert await serial() == serial_of(gateway.cert)
+        renewed = issue(certs, "gateway-0-renewed", uris=("odradek://gateway/0",))
+        shutil.copy(renewed.cert, cert)
+        shutil.copy(renewed.key, key)
+        await asyncio.sleep(0.3)
+        assert await serial() == serial_of(renewed.cert)
+    finally:
+        internal_tls.configure(None)
+        await channels.close()
+        await server.stop(0)
