@@ -217,21 +217,24 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-class _ServerCertificates:
-    """The certificate fetcher of one gRPC server: at most every ``check_interval_s`` it
-    compares the ``internal.tls.*`` files' mtime, size and inode with what it served,
-    and answers a new configuration when they changed and load (a half-written file or
-    a certificate naming no member keeps the old one, retried at the next check)."""
+class _RenewedFiles:
+    """The ``internal.tls.*`` files of one user of them (a gRPC server, the data link
+    listener, gRPC clients), watched: at most every ``check_interval_s`` their mtime,
+    size and inode are compared with what was last read."""
 
     def __init__(self, tls: InternalTls) -> None:
         self.tls = tls
         self.stamps = [_stamp(path) for path in tls.files]
         self.checked = time.monotonic()
 
-    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+    def renewed(self) -> tuple[bytes, bytes, bytes] | None:
+        """CA, certificate and key when the files changed since they were last read and
+        load (a certificate naming a member, a key that matches it); None otherwise (a
+        half-written file or a stranger's certificate keeps the old ones, retried at the
+        next check)."""
         interval = self.tls.check_interval_s
         now = time.monotonic()
-        if interval <= 0 or now - self.checked < interval:
+        if interval <= 0 or not all(self.tls.files) or now - self.checked < interval:
             return None
         self.checked = now
         stamps = [_stamp(path) for path in self.tls.files]
@@ -247,7 +250,22 @@ class _ServerCertificates:
             log.warning("internal TLS: keeping the old certificate: %s", exc)
             return None
         self.stamps = stamps
-        log.info("internal TLS: serving the renewed certificate of %s", cert_path)
+        return ca, cert, key
+
+
+class _ServerCertificates:
+    """The certificate fetcher of one gRPC server: renewed files
+    (:class:`_RenewedFiles`) answer a new configuration."""
+
+    def __init__(self, tls: InternalTls) -> None:
+        self.files = _RenewedFiles(tls)
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        renewed = self.files.renewed()
+        if renewed is None:
+            return None
+        ca, cert, key = renewed
+        log.info("internal TLS: serving the renewed certificate of %s", self.files.tls.files[1])
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
 
 
@@ -261,88 +279,45 @@ def _ssl_server_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLC
 
 
 class _ReloadingSslServer:
-    """An ``ssl`` server context (the storage data link) that serves renewed
-    ``internal.tls.*`` files like :class:`_ServerCertificates` does for gRPC: on a new
-    handshake, at most every ``check_interval_s``, the files' mtime, size and inode are
-    compared with what is served; changed files that load (a certificate naming a
-    member, a key that matches it) serve that and later handshakes, else the old ones
-    stay. asyncio keeps the context a server was created with, so its SNI callback
-    (called on every ClientHello, also without SNI) moves the handshake onto the
-    newest context (as odradek.tls_reload does for listeners)."""
+    """An ``ssl`` server context (the storage data link) that serves renewed files
+    (:class:`_RenewedFiles`) to new handshakes, as gRPC servers do. asyncio keeps the
+    context a server was created with, so its SNI callback (called on every
+    ClientHello, also without SNI) moves the handshake onto the newest context (as
+    odradek.tls_reload does for listeners)."""
 
     def __init__(self, tls: InternalTls) -> None:
-        self.tls = tls
+        self.files = _RenewedFiles(tls)
         self.context = _ssl_server_context(*tls.files)
         self.current = self.context
-        self.stamps = [_stamp(path) for path in tls.files]
-        self.checked = time.monotonic()
         self.context.sni_callback = self._choose
 
     def _choose(self, sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
-        self._check()
+        if self.files.renewed() is not None:
+            try:
+                self.current = _ssl_server_context(*self.files.tls.files)
+                log.info("internal TLS (data link): serving the renewed certificate")
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("internal TLS (data link): keeping the old certificate: %s", exc)
         if self.current is not self.context:
             sslobj.context = self.current
 
-    def _check(self) -> None:
-        interval = self.tls.check_interval_s
-        now = time.monotonic()
-        if interval <= 0 or now - self.checked < interval:
-            return
-        self.checked = now
-        stamps = [_stamp(path) for path in self.tls.files]
-        if stamps == self.stamps:
-            return
-        cert_path = self.tls.files[1]
-        try:
-            if member_of_certificate(Path(cert_path).read_bytes()) is None:
-                raise ValueError(f"{cert_path} names no member")
-            fresh = _ssl_server_context(*self.tls.files)
-        except (OSError, ValueError, ssl.SSLError) as exc:
-            log.warning("internal TLS (data link): keeping the old certificate: %s", exc)
-            return
-        self.current, self.stamps = fresh, stamps
-        log.info("internal TLS (data link): serving the renewed certificate of %s", cert_path)
-
 
 class _ClientCertificates:
-    """What this process presents as a gRPC client, following its files like
-    :class:`_ServerCertificates`: at most every ``check_interval_s`` the files' mtime,
-    size and inode are compared with what was read; changed files that load (a
-    certificate naming a member, a key that matches it) replace it and bump
-    :attr:`generation`."""
+    """What this process presents as a gRPC client: renewed files
+    (:class:`_RenewedFiles`) replace it and bump :attr:`generation`."""
 
     def __init__(self, tls: InternalTls) -> None:
-        self.tls = tls
+        self.files = _RenewedFiles(tls)
         self.pems = (tls.ca, tls.cert, tls.key)
         self.generation = 0
-        self.stamps = [_stamp(path) for path in tls.files]
-        self.checked = time.monotonic()
 
     def current(self) -> tuple[bytes, bytes, bytes]:
-        self._check()
+        renewed = self.files.renewed()
+        if renewed is not None:
+            self.pems = renewed
+            self.generation += 1
+            log.info("internal TLS: presenting the renewed certificate as a client")
         return self.pems
-
-    def _check(self) -> None:
-        interval = self.tls.check_interval_s
-        now = time.monotonic()
-        if interval <= 0 or not all(self.tls.files) or now - self.checked < interval:
-            return
-        self.checked = now
-        stamps = [_stamp(path) for path in self.tls.files]
-        if stamps == self.stamps:
-            return
-        ca_path, cert_path, key_path = self.tls.files
-        try:
-            ca, cert, key = (Path(p).read_bytes() for p in (ca_path, cert_path, key_path))
-            if member_of_certificate(cert) is None:
-                raise ValueError(f"{cert_path} names no member")
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert_path, key_path)
-        except (OSError, ValueError, ssl.SSLError) as exc:
-            log.warning("internal TLS (client): keeping the old certificate: %s", exc)
-            return
-        self.pems, self.stamps = (ca, cert, key), stamps
-        self.generation += 1
-        log.info("internal TLS (client): presenting the renewed certificate of %s", cert_path)
 
 
 _clients: dict[tuple[bytes, bytes, bytes, tuple[str, str, str]], _ClientCertificates] = {}
@@ -351,7 +326,7 @@ _clients: dict[tuple[bytes, bytes, bytes, tuple[str, str, str]], _ClientCertific
 def _client_certificates(tls: InternalTls) -> _ClientCertificates:
     key = (tls.ca, tls.cert, tls.key, tls.files)
     watcher = _clients.get(key)
-    if watcher is None or watcher.tls.check_interval_s != tls.check_interval_s:
+    if watcher is None or watcher.files.tls.check_interval_s != tls.check_interval_s:
         watcher = _clients[key] = _ClientCertificates(tls)
     return watcher
 
