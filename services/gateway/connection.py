@@ -58,8 +58,16 @@ never-reading client holds that buffer plus the answers to what it had already s
 pipelining needs bounds of its own (odradek settings, see docs/configuration.md),
 and a connection past any of them is *aborted*
 (``transport.abort()``: a polite close would wait for the peer to read first):
+- ``connection.max.unread.response.bytes``: response bytes sent that the client has
+  not taken (the transport's buffer plus the kernel's send queue, Linux's
+  ``SIOCOUTQ``); past it the connection starts none of its requests, Produce
+  included, and is not read until the client catches up (checked again on a backoff
+  timer: no event says a send queue has drained). Kafka mutes a channel only while a
+  response is being handed to the kernel, so the kernel's send buffer still fills
+  with answers nobody reads; small answers (Metadata, Produce) made that hundreds of
+  requests' work per never-reading connection (docs/compatibility.md C28);
 - ``connection.max.queued.response.bytes``: finished-but-unsent responses plus the
-  socket's write buffer;
+  socket's write buffer and the kernel's send queue (a connection past it is aborted);
 - ``connection.write.timeout.ms``: response bytes waiting with none read by the peer;
 - ``connection.request.read.timeout.ms``: one request's bytes trickling in for longer.
 
@@ -73,10 +81,12 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import fcntl
 import functools
 import logging
 import socket
 import struct
+import termios
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -97,6 +107,16 @@ log = logging.getLogger(__name__)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 _PRODUCE = 0  # ApiKey.PRODUCE, and how a request frame starts with it (INT16 api key)
 _PRODUCE_KEY = struct.pack(">h", _PRODUCE)
+# Linux's SIOCOUTQ (the same number as TIOCOUTQ): bytes in a TCP socket's send queue
+# that the peer has not acknowledged yet (tcp(7)).
+_SIOCOUTQ: int = getattr(termios, "TIOCOUTQ", -1)
+_OUTQ = struct.Struct("i")
+_OUTQ_ZERO = bytes(_OUTQ.size)
+# How soon a connection held back by connection.max.unread.response.bytes looks at its
+# send queue again: first soon (a reading client catches up in microseconds), then
+# backing off so a client that never reads costs a few checks a second.
+_UNREAD_RECHECK_FIRST_S = 0.001
+_UNREAD_RECHECK_MAX_S = 0.5
 
 # A handler result: framed response bytes, the frame as buffers to send in order
 # without joining them (a Fetch response's record payloads), or None for "send
@@ -161,6 +181,7 @@ class ConnectionLimits:
     max_inflight_bytes: int = GATEWAY_CONFIGS.int("connection.max.queued.request.bytes")
     idle_timeout_s: float = GATEWAY_CONFIGS.int("connections.max.idle.ms") / 1000.0
     max_queued_response_bytes: int = GATEWAY_CONFIGS.int("connection.max.queued.response.bytes")
+    max_unread_response_bytes: int = GATEWAY_CONFIGS.int("connection.max.unread.response.bytes")
     request_read_timeout_s: float = (
         GATEWAY_CONFIGS.int("connection.request.read.timeout.ms") / 1000.0
     )
@@ -332,6 +353,16 @@ class KafkaConnection(asyncio.Protocol):
         self.ctx.mute = self.mute
         self.pool = limits.memory_pool
         self._held = 0  # bytes counted against the pool
+        # connection.max.unread.response.bytes: the socket's descriptor (-1: the send
+        # queue cannot be asked), an upper bound of the bytes sent and not taken by the
+        # client (exact when last measured, plus every write since: measuring costs a
+        # system call, so it is done only when the bound passes the limit), and whether
+        # the connection is held back until they drain.
+        self._fd = -1
+        self._unread_bound = 0
+        self.unread_backlog = False
+        self._unread_recheck = _UNREAD_RECHECK_FIRST_S
+        self._unread_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -352,16 +383,18 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if delay > 0:
                 self._delay_reading(delay)
-        if self.limits.send_buffer_bytes > 0:
-            # Kafka's Acceptor sets socket.send.buffer.bytes on every accepted channel.
-            # Left to autotuning, the kernel takes up to tcp_wmem's maximum (4 MiB) of
-            # responses a client never reads before the transport pauses us.
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            if self.limits.send_buffer_bytes > 0:
+                # Kafka's Acceptor sets socket.send.buffer.bytes on every accepted channel.
+                # Left to autotuning, the kernel takes up to tcp_wmem's maximum (4 MiB) of
+                # responses a client never reads before the transport pauses us.
                 with contextlib.suppress(OSError):
                     sock.setsockopt(
                         socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer_bytes
                     )
+            if _SIOCOUTQ >= 0 and sock.family in (socket.AF_INET, socket.AF_INET6):
+                self._fd = sock.fileno()
         self._secure(transport)
         self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
 
@@ -500,6 +533,8 @@ class KafkaConnection(asyncio.Protocol):
             self.quota.release(self.ctx.host)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._unread_timer is not None:
+            self._unread_timer.cancel()
         for fut, _, _ in self.pending:
             fut.cancel()
         self.pending.clear()
@@ -519,9 +554,14 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writable.set()
+        if not self.closed:
+            self._start_waiting()
+            self._read_on()
+
+    def _read_on(self) -> None:
+        """Resume reading unless a bound of this connection's own still holds."""
         if (
-            not self.closed
-            and self.queued_requests < self.limits.max_inflight_requests
+            self.queued_requests < self.limits.max_inflight_requests
             and self.inflight_bytes < self.limits.max_inflight_bytes
         ):
             self._resume_reading()
@@ -541,11 +581,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def _may_start(self, frame: memoryview | bytes) -> bool:
         """Whether the oldest waiting request may start now (module docstring)."""
+        if self.unread_backlog or not self.writable.is_set():
+            return False  # the client is not taking its answers: compute no more
         if self.handling_other == 0 and frame[:2] == _PRODUCE_KEY:
             # Only Produce requests are being handled: this one joins their lane, so
             # that pipelined Produce requests coalesce (produce_lane.py); bounded by
-            # queued.max.requests like everything a connection has read.
-            return self.handling < self.limits.max_inflight_requests
+            # queued.max.requests counting every request started and not yet answered
+            # (those handed off to the storage nodes too: a client that never reads
+            # would otherwise have Produce requests started as fast as they hand off).
+            return len(self.pending) < self.limits.max_inflight_requests
         return self.handling < self.limits.max_handled_requests
 
     def _start_waiting(self) -> None:
@@ -642,9 +686,13 @@ class KafkaConnection(asyncio.Protocol):
                         self.transport.writelines(result)
                     else:
                         self.transport.write(result)
-                    self.queued_response_bytes -= result_size(result)
+                    written = result_size(result)
+                    self.queued_response_bytes -= written
                     self._account()
                     self.last_activity = time.monotonic()
+                    self._unread_bound += written
+                    if self._unread_bound > self.limits.max_unread_response_bytes:
+                        self._check_unread()  # before the slot frees the next request
                 slot.release()  # handed to the transport (or nothing to send)
                 if self.ctx.close_after_response:
                     self.close()
@@ -663,8 +711,13 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self.waiting_turn or self.muted_until or not self.writable.is_set():
-            return  # resume_writing, the throttle's end or the turn will resume
+        if (
+            self.waiting_turn
+            or self.muted_until
+            or self.unread_backlog
+            or not self.writable.is_set()
+        ):
+            return  # resume_writing, the throttle's end, the turn or the recheck will
         if (
             self.pool is not None
             and self.pool.exhausted
@@ -713,6 +766,53 @@ class KafkaConnection(asyncio.Protocol):
         ):
             self._resume_reading()
 
+    def unsent_bytes(self) -> int:
+        """Response bytes sent to this connection that its client has not taken: the
+        transport's buffer plus the kernel's send queue (bytes the client's TCP stack
+        has not acknowledged). Also makes the bound kept by the write loop exact."""
+        if self.transport is None:
+            return 0
+        unsent = self.transport.get_write_buffer_size()
+        if self._fd >= 0 and self._unread_bound > 0:
+            try:
+                unsent += _OUTQ.unpack(fcntl.ioctl(self._fd, _SIOCOUTQ, _OUTQ_ZERO))[0]
+            except OSError:
+                self._fd = -1  # not a TCP socket after all: the transport's buffer only
+        self._unread_bound = unsent
+        return unsent
+
+    def _check_unread(self) -> None:
+        """connection.max.unread.response.bytes: past it, start nothing and read
+        nothing until the client has taken its answers (module docstring)."""
+        if self.closed:
+            return
+        unsent = self.unsent_bytes()
+        if self.queued_response_bytes + unsent > self.limits.max_queued_response_bytes:
+            self.abort(
+                f"{self.queued_response_bytes + unsent} bytes of responses unsent "
+                f"(connection.max.queued.response.bytes {self.limits.max_queued_response_bytes})"
+            )
+            return
+        if unsent <= self.limits.max_unread_response_bytes:
+            if self.unread_backlog and not self.closed:
+                self.unread_backlog = False
+                self._unread_recheck = _UNREAD_RECHECK_FIRST_S
+                self._start_waiting()
+                self._read_on()
+            return
+        if not self.unread_backlog:
+            self.unread_backlog = True
+            self._pause_reading()
+        if self._unread_timer is None:
+            self._unread_timer = asyncio.get_running_loop().call_later(
+                self._unread_recheck, self._recheck_unread
+            )
+
+    def _recheck_unread(self) -> None:
+        self._unread_timer = None
+        self._unread_recheck = min(self._unread_recheck * 2, _UNREAD_RECHECK_MAX_S)
+        self._check_unread()
+
     @property
     def idle(self) -> bool:
         return (
@@ -730,7 +830,7 @@ class KafkaConnection(asyncio.Protocol):
             now - self.partial_since > self.limits.request_read_timeout_s
         ):
             return "request not completed within connection.request.read.timeout.ms"
-        unsent = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        unsent = self.unsent_bytes()
         if unsent and unsent >= self._last_unsent:
             if self.unsent_since is None:
                 self.unsent_since = now
