@@ -98,12 +98,15 @@ from odradek.gateway.listeners import ANONYMOUS, ListenerSecurity
 from odradek.gateway.memory_pool import MemoryPool
 from odradek.gateway.ordered_lanes import OrderedLanes
 from odradek.gateway.produce_lane import ProduceLane
+from odradek.gateway.refusal_log import RefusalLog
 from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
 from odradek.tls_reload import ReloadingServerContext
 
 log = logging.getLogger(__name__)
+# Refused and cut connections: one line a second per reason (refusal_log.py).
+_refusals = RefusalLog(log)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 _PRODUCE = 0  # ApiKey.PRODUCE, and how a request frame starts with it (INT16 api key)
 _PRODUCE_KEY = struct.pack(">h", _PRODUCE)
@@ -372,13 +375,13 @@ class KafkaConnection(asyncio.Protocol):
         self.ctx.host = peer[0] if peer else "?"
         if self.quota is not None:
             if not self.quota.admit(self.ctx.host):
-                log.info("closing %s: too many connections", self.ctx.peer)
+                _refusals.closing(self.ctx.peer, "too many connections")
                 self.close()
                 return
             self._counted = True
             delay = self.quota.creation_delay(time.monotonic())
             if delay == float("inf"):
-                log.info("closing %s: max.connection.creation.rate is 0", self.ctx.peer)
+                _refusals.closing(self.ctx.peer, "max.connection.creation.rate is 0")
                 self.close()
                 return
             if delay > 0:
@@ -488,7 +491,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
-            log.info("closing %s: %s", self.ctx.peer, exc)
+            _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
             self.close()
             return
         for frame in frames:
@@ -604,7 +607,7 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 header, offset = parse_request_header(body)
             except ProtocolError as exc:
-                log.info("closing %s: bad request header: %s", self.ctx.peer, exc)
+                _refusals.closing(self.ctx.peer, "bad request header", f"bad request header: {exc}")
                 self.close()
                 return
             other = header.api_key != _PRODUCE
@@ -638,7 +641,8 @@ class KafkaConnection(asyncio.Protocol):
         if total > self.limits.max_queued_response_bytes:
             self.abort(
                 f"{total} bytes of responses unsent (connection.max.queued.response.bytes "
-                f"{self.limits.max_queued_response_bytes})"
+                f"{self.limits.max_queued_response_bytes})",
+                "connection.max.queued.response.bytes",
             )
 
     async def _run(self, header: RequestHeader, body: memoryview, slot: RequestSlot) -> Result:
@@ -790,7 +794,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.queued_response_bytes + unsent > self.limits.max_queued_response_bytes:
             self.abort(
                 f"{self.queued_response_bytes + unsent} bytes of responses unsent "
-                f"(connection.max.queued.response.bytes {self.limits.max_queued_response_bytes})"
+                f"(connection.max.queued.response.bytes {self.limits.max_queued_response_bytes})",
+                "connection.max.queued.response.bytes",
             )
             return
         if unsent <= self.limits.max_unread_response_bytes:
@@ -846,10 +851,11 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
         self.closed = True
 
-    def abort(self, reason: str) -> None:
+    def abort(self, reason: str, key: str | None = None) -> None:
         """Drop the connection at once, discarding unsent bytes (a polite close would
-        wait for a peer that may never read)."""
-        log.info("aborting %s: %s", self.ctx.peer, reason)
+        wait for a peer that may never read). ``key``: the reason without its figures,
+        for the log's rate limit (refusal_log.py)."""
+        _refusals.closing(self.ctx.peer, key or reason, reason, verb="aborting")
         self.closed = True
         if self.transport is not None:
             sock = self.transport.get_extra_info("socket")
