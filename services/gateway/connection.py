@@ -399,7 +399,8 @@ class KafkaConnection(asyncio.Protocol):
             if _SIOCOUTQ >= 0 and sock.family in (socket.AF_INET, socket.AF_INET6):
                 self._fd = sock.fileno()
         self._secure(transport)
-        self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
+        # The writer task starts with the first request (_start_waiting): a connection
+        # refused on its first bytes (an oversize frame) never needs one.
 
     def _delay_reading(self, delay: float) -> None:
         """max.connection.creation.rate: this connection's turn comes in ``delay`` s;
@@ -492,6 +493,9 @@ class KafkaConnection(asyncio.Protocol):
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
             _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
+            # The decoder keeps the error; its traceback's frames hold the decoder and
+            # this connection (a cycle only the cyclic collector would free).
+            exc.__traceback__ = None
             self.close()
             return
         for frame in frames:
@@ -522,6 +526,8 @@ class KafkaConnection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         # Half-close: let queued responses go out, then close (Kafka closes on EOF).
         self.draining = True
+        if self.writer_task is None:  # no request started: nothing to send
+            self.close()
         self.wakeup.set()
         return True
 
@@ -546,6 +552,9 @@ class KafkaConnection(asyncio.Protocol):
         self.writable.set()
         if self.writer_task is not None:
             self.writer_task.cancel()
+        # Freed at once by reference counting rather than by the cyclic collector:
+        # the context's mute callback points back at this connection.
+        self.ctx.mute = None
         self.on_close(self)
 
     def pause_writing(self) -> None:
@@ -619,6 +628,8 @@ class KafkaConnection(asyncio.Protocol):
             )
             fut.add_done_callback(self._response_ready)
             self.pending.append((fut, size, slot))
+            if self.writer_task is None:
+                self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
             self.wakeup.set()
 
     def _slot_released(self, other: bool) -> None:

@@ -10,18 +10,23 @@ count of those left out, instead of one line per attempt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import socket
 import struct
 import time
+import weakref
 
 import pytest
+from helpers.waiting import wait_until_async
 
 from odradek.gateway import connection
 from odradek.gateway.connection import (
     ConnectionContext,
     ConnectionLimits,
     ConnectionQuota,
+    KafkaConnection,
     KafkaListener,
     Result,
 )
@@ -102,3 +107,47 @@ async def test_connections_over_the_per_ip_limit_close_and_log_once_per_interval
     await lst.stop(grace=0.1)
     lines = _lines(caplog, "too many connections")
     assert 1 <= len(lines) <= elapsed / quick_interval + 2, (len(lines), elapsed)
+
+
+@pytest.mark.parametrize("oversize", [True, False], ids=["oversize", "answered"])
+async def test_closed_connections_are_freed_without_the_cyclic_collector(oversize: bool) -> None:
+    # A client reconnecting in a loop leaves a closed connection per attempt: freed by
+    # reference counting, not left for the cyclic collector (whose passes stall the
+    # loop for every client), and a refused one never starts a writer task.
+    async def answer(_ctx: ConnectionContext, header: RequestHeader, _b: memoryview) -> Result:
+        return struct.pack(">ii", 4, header.correlation_id)
+
+    lst = KafkaListener("127.0.0.1", 0, answer, ConnectionLimits(max_request_bytes=1024))
+    made: list[weakref.ref[KafkaConnection]] = []
+    make = lst._make
+
+    def tracked() -> KafkaConnection:
+        conn = make()
+        made.append(weakref.ref(conn))
+        return conn
+
+    lst._make = tracked  # type: ignore[method-assign]
+    await lst.start()
+    gc.collect()
+    gc.disable()
+    try:
+        for cid in range(50):
+            reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
+            if oversize:
+                writer.write(struct.pack(">i", 1 << 20) + b"\0" * 100)
+            else:
+                body = struct.pack(">hhih", 18, 0, cid, 1) + b"x"
+                writer.write(struct.pack(">i", len(body)) + body)
+                assert await reader.readexactly(8) == struct.pack(">ii", 4, cid)
+                writer.write_eof()
+            with contextlib.suppress(ConnectionError):
+                assert await asyncio.wait_for(reader.read(), 10) == b""
+            writer.close()
+        await wait_until_async(lambda: not lst.connections, "every connection closed")
+        await asyncio.sleep(0)  # connection_lost's last references go with this turn
+        alive = [ref() for ref in made if ref() is not None]
+        assert len(made) == 50
+        assert not alive, f"{len(alive)} closed connections wait for the cyclic collector"
+    finally:
+        gc.enable()
+        await lst.stop(grace=0.1)
