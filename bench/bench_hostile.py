@@ -5,12 +5,17 @@ at a steady rate over their own connection and time every answer. Two phases of 
 same length: the 100 alone, then the 100 while 50 hostile clients hammer the same
 gateway port:
 
-* never-read (20): pipeline Metadata requests and read nothing, until the gateway
-  aborts them (``connection.max.queued.response.bytes``), then reconnect;
+* never-read (20): pipeline Metadata requests and read nothing, until their writes
+  stall for 5 s (the gateway stops reading them once
+  ``connection.max.unread.response.bytes`` of answers wait), then reconnect;
 * trickle (15): announce a 1 MB request and send a byte now and then, until aborted
   (``connection.request.read.timeout.ms``, set to 2 s here), then reconnect;
 * oversize (15): announce more than ``socket.request.max.bytes`` and push bytes
   until closed, then reconnect.
+
+The hostile clients run in a process of their own, as they would on other machines:
+sharing the good clients' event loop, their own work (the oversize clients push
+64 KiB writes in a loop) delayed the good clients' timing, not only the gateway.
 
 Reported: p50/p99 produce latency per phase and their ratio (goal p99 within 1.5x;
 a request unanswered for 30 s ends its client and counts as infinitely late),
@@ -25,9 +30,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -175,11 +183,42 @@ async def _phase(
         for i in range(args.good)
     ]
     tasks.append(asyncio.ensure_future(sample()))
+    child = None
     if hostile:
-        kinds = [kind for kind, count in args.hostile.items() for _ in range(count)]
-        tasks += [asyncio.ensure_future(_cut(k, host, port, stop, cuts)) for k in kinds]
+        mix = ",".join(f"{kind}={count}" for kind, count in args.hostile.items())
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            "import sys; from bench.bench_hostile import hostile_process; "
+            "hostile_process(sys.argv[1:])",
+            host,
+            str(port),
+            str(args.seconds),
+            mix,
+            stdout=subprocess.PIPE,
+            cwd=str(Path(__file__).resolve().parent.parent),
+        )
     await asyncio.gather(*tasks, return_exceptions=True)
+    if child is not None:
+        out, _ = await child.communicate()
+        cuts = json.loads(out or b"{}")
     return latencies, peak, cuts, (_cpu_s(pid) - cpu_start) / args.seconds
+
+
+def hostile_process(argv: list[str]) -> None:
+    """The hostile clients' process: ``host port seconds mix``; prints the cuts (JSON)."""
+    host, port, seconds, mix = argv[0], int(argv[1]), float(argv[2]), _mix(argv[3])
+
+    async def run() -> dict[str, int]:
+        stop = time.monotonic() + seconds
+        cuts: dict[str, int] = {}
+        kinds = [kind for kind, count in mix.items() for _ in range(count)]
+        await asyncio.gather(
+            *(_cut(k, host, port, stop, cuts) for k in kinds), return_exceptions=True
+        )
+        return cuts
+
+    print(json.dumps(asyncio.run(run())), flush=True)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -224,6 +263,7 @@ def main(argv: list[str]) -> None:
 
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
+        del admin  # else it outlives the cluster, logging failed reconnects
         time.sleep(1.0)
         baseline = _rss_mib(pid)
         alone = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=False))
