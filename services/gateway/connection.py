@@ -52,24 +52,27 @@ connection; the principal comes from the client certificate (SSL) or the SASL
 exchange, ``User:ANONYMOUS`` otherwise.
 
 Kafka handles one request per connection at a time, so a client that never reads
-holds one response. Here a connection is not read from while its socket's write
-buffer is past the transport's high-water mark (the client is not reading), so a
-never-reading client holds that buffer plus the answers to what it had already sent;
-pipelining needs bounds of its own (odradek settings, see docs/configuration.md),
-and a connection past any of them is *aborted*
-(``transport.abort()``: a polite close would wait for the peer to read first):
-- ``connection.max.unread.response.bytes``: response bytes sent that the client has
-  not taken (the transport's buffer plus the kernel's send queue, Linux's
-  ``SIOCOUTQ``); past it the connection starts none of its requests, Produce
-  included, and is not read until the client catches up (checked again on a backoff
-  timer: no event says a send queue has drained). Kafka mutes a channel only while a
-  response is being handed to the kernel, so the kernel's send buffer still fills
-  with answers nobody reads; small answers (Metadata, Produce) made that hundreds of
-  requests' work per never-reading connection (docs/compatibility.md C28);
+holds one response (plus the kernel's send buffer full of the answers before it).
+Here a connection is not read from while its socket's write buffer is past the
+transport's high-water mark (the client is not reading), nor, with
+``connection.max.unread.response.bytes``, while more response bytes than that are
+sent and not taken by the client (the transport's buffer plus the kernel's send
+queue, Linux's ``SIOCOUTQ``): then it also starts none of its waiting requests,
+Produce included, until the client catches up (looked at again on a backing-off
+timer: no event says a send queue has drained). Without it a never-reading client
+had a send buffer full of small answers (Metadata, Produce) computed per connection:
+hundreds of requests' work (docs/compatibility.md C28). Pipelining needs bounds of
+its own (odradek settings, see docs/configuration.md), and a connection past any of
+them is *aborted* (``transport.abort()``: a polite close would wait for the peer to
+read first):
 - ``connection.max.queued.response.bytes``: finished-but-unsent responses plus the
-  socket's write buffer and the kernel's send queue (a connection past it is aborted);
-- ``connection.write.timeout.ms``: response bytes waiting with none read by the peer;
+  socket's write buffer and the kernel's send queue;
+- ``connection.write.timeout.ms``: response bytes waiting (the kernel's send queue
+  counts) with none read by the peer;
 - ``connection.request.read.timeout.ms``: one request's bytes trickling in for longer.
+
+Refused and cut connections are logged once a second per reason (refusal_log.py): a
+client reconnecting in a loop with what is refused costs no log line per attempt.
 
 Bad input never escapes this module: protocol errors either get Kafka's error
 response or close this connection only (see ``odradek.protocol.errors_policy``).
