@@ -788,8 +788,8 @@ class KafkaConnection(asyncio.Protocol):
         """Response bytes sent to this connection that its client has not taken: the
         transport's buffer plus the kernel's send queue (bytes the client's TCP stack
         has not acknowledged). Also makes the bound kept by the write loop exact."""
-        if self.transport is None:
-            return 0
+        if self.transport is None or self.closed:
+            return 0  # (a closed socket's descriptor may already belong to another)
         unsent = self.transport.get_write_buffer_size()
         if self._fd >= 0 and self._unread_bound > 0:
             try:
