@@ -197,6 +197,9 @@ class Gateway:
             max_queued_response_bytes=GATEWAY_CONFIGS.read_int(
                 config, "connection.max.queued.response.bytes"
             ),
+            max_unread_response_bytes=GATEWAY_CONFIGS.read_int(
+                config, "connection.max.unread.response.bytes"
+            ),
             request_read_timeout_s=GATEWAY_CONFIGS.read_int(
                 config, "connection.request.read.timeout.ms"
             )
