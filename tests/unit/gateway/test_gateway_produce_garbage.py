@@ -49,9 +49,6 @@ class _AppendingNode:
             self.next_offset += 1
         return storage_pb2.ProduceResponse(partitions=results)
 
-    async def close(self) -> None:
-        """offline_gateway closes its storage client."""
-
 
 @pytest.fixture
 def saved_garbage() -> Iterator[list[object]]:
