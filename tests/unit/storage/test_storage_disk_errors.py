@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.small_disks import mount_tmpfs, unmount
 from test_storage_log_dirs import BROKER, ME, batch, snapshot
 
 from odradek.log.manager import LogManager
@@ -95,19 +96,14 @@ def test_fsync_error_in_the_periodic_flush_takes_the_directory_offline(
 
 @contextlib.contextmanager
 def _small_filesystem(path: Path, size: str) -> Iterator[None]:
-    path.mkdir()
     try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-            check=True,
-            capture_output=True,
-        )
-    except (OSError, subprocess.CalledProcessError) as exc:
+        mount_tmpfs(path, size)
+    except (OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"cannot mount a small tmpfs here: {exc}")
     try:
         yield
     finally:
-        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+        unmount(path)
 
 
 def test_full_filesystem_takes_only_that_directory_offline(tmp_path: Path) -> None:
