@@ -46,6 +46,7 @@ from fault_tools import (
     NumberedProducer,
     cluster_metadata,
     create_topic,
+    kill9_service,
     partition_state,
     read_everything,
     verify,
@@ -178,12 +179,6 @@ def _pid(cluster: Cluster, name: str) -> int:
     return cluster.service(name).process.pid
 
 
-def _kill(cluster: Cluster, name: str) -> None:
-    svc = cluster.service(name)
-    os.kill(svc.process.pid, signal.SIGKILL)
-    svc.process.wait(10)
-
-
 def fill_disk(cluster: Cluster, topic: str, name: str, mount: Path) -> None:
     """Fill ``name``'s log dir to ENOSPC and wait until the controller has moved the
     topic's leaderships and ISR places away from it (its replicas reported offline)."""
@@ -211,7 +206,7 @@ def fill_disk(cluster: Cluster, topic: str, name: str, mount: Path) -> None:
 def heal_disk(cluster: Cluster, name: str, mount: Path) -> None:
     """Delete the filler and restart ``name``: its log dir comes back online."""
     small_disks.empty(mount)
-    _kill(cluster, name)
+    kill9_service(cluster, name)
     cluster.restart(name)
 
 
@@ -251,7 +246,7 @@ def run_campaign_schedule(
                 finally:
                     heal_disk(cluster, name, disks[name])
             elif fault.kind == "kill":
-                _kill(cluster, name)
+                kill9_service(cluster, name)
                 time.sleep(fault.down)
                 cluster.restart(name)
             else:
