@@ -77,8 +77,9 @@ class Fault:
 NETWORK_UNAVAILABLE = unavailable_reason()
 KINDS = ["kill", "pause"] if NETWORK_UNAVAILABLE else ["kill", "pause", "partition"]
 DISK_UNAVAILABLE = small_disks.unavailable_reason()
-# Each storage node's log dir: the campaign writes ~60 MB per node in 100 schedules.
-DISK_SIZE = "512m"
+# Each storage node's log dir: 24 schedules left 5.5 MiB in each (a 100-schedule campaign
+# about 25 MiB); a full disk's filler takes the rest of it in memory for a few seconds.
+DISK_SIZE = "256m"
 DISK_SHARE = 0.5  # of schedules that get a full disk
 
 
