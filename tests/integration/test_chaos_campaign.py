@@ -183,8 +183,14 @@ def _pid(cluster: Cluster, name: str) -> int:
 def fill_disk(cluster: Cluster, topic: str, name: str, mount: Path) -> None:
     """Fill ``name``'s log dir to ENOSPC and wait until the controller has moved the
     topic's leaderships and ISR places away from it (its replicas reported offline)."""
-    node = int(name.rpartition("-")[2])
     small_disks.fill(mount)
+    wait_moved_away(cluster, topic, name)
+
+
+def wait_moved_away(cluster: Cluster, topic: str, name: str) -> None:
+    """Until every partition of ``topic`` has ``name``'s replica offline, another leader
+    and ``name`` outside its ISR (or as its last member, which Kafka keeps)."""
+    node = int(name.rpartition("-")[2])
 
     def moved_away() -> bool:
         md = cluster_metadata(cluster)
@@ -192,7 +198,7 @@ def fill_disk(cluster: Cluster, topic: str, name: str, mount: Path) -> None:
         return all(
             node in p.offline_replicas
             and p.leader != node
-            and (node not in p.isr or list(p.isr) == [node])  # Kafka keeps a last member
+            and (node not in p.isr or list(p.isr) == [node])
             for p in t.partitions
         )
 
@@ -399,7 +405,8 @@ def test_full_disk_moves_leadership_away_and_loses_nothing(
     """The leader's log dir fills up under an acks=all producer: its leaderships and ISR
     places move to the other two nodes, writes go on there (min.insync.replicas 2), and
     after the disk is emptied and the node restarted it catches up into every ISR with
-    every acknowledged record read back once and in order."""
+    every acknowledged record read back once and in order. A topic created while the
+    disk is full has that node's replicas offline from the start."""
     cluster, topic = chaos_cluster, "full-disk"
     create_topic(cluster.bootstrap_servers, topic, PARTITIONS, 3)
     wait_full_isr(cluster, topic, PARTITIONS)
@@ -409,6 +416,9 @@ def test_full_disk_moves_leadership_away_and_loses_nothing(
         name = f"storage-{partition_state(cluster, topic, 0).leader}"
         try:
             fill_disk(cluster, topic, name, disks[name])
+            # A topic created now: the full node cannot create its logs (seed 62).
+            create_topic(cluster.bootstrap_servers, f"{topic}-new", PARTITIONS, 3)
+            wait_moved_away(cluster, f"{topic}-new", name)
             full = producer.acked_count()
             wait_until(
                 lambda: producer.acked_count() > full + 200,
