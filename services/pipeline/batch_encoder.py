@@ -23,14 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from odradek.pipeline.native import load_columns
 from odradek.records.batch import crc32c
 
-try:  # the record layout in C; optional (setup.py), the numpy path does the same
-    from odradek.records import _columns as _c_columns
-
-    _columns: ModuleType | None = _c_columns
-except ImportError:  # pragma: no cover - only without a compiler at install time
-    _columns = None
+# the record layout in C; optional (setup.py), the numpy path does the same
+_columns: ModuleType | None = load_columns()
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61

@@ -5,7 +5,9 @@ Executors import the data source by its module path when Spark hands them a
 pickled reader or writer, so the package must be importable there. The zip holds
 an empty ``odradek/__init__.py``, ``odradek/pipeline/**.py`` and the two shared
 packages the executors' direct reader and producer use, ``odradek/protocol``
-(Kafka's wire format) and ``odradek/records`` (record batches). The cluster's
+(Kafka's wire format) and ``odradek/records`` (record batches), with the record
+walk compiled for this interpreter when the install has it (see
+``odradek.pipeline.native``; executors of another Python version use numpy). The cluster's
 Python must have ``confluent-kafka``, ``pyarrow``, ``numpy``, ``kafka-python``,
 ``crc32c``, ``lz4``, ``zstandard`` and ``cramjam``.
 
@@ -18,6 +20,7 @@ folder as a namespace package with no ``__file__``.
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import sys
 import zipfile
 from pathlib import Path
@@ -43,11 +46,18 @@ def build(output: Path) -> list[str]:
             assert package.__file__ is not None
             root = Path(package.__file__).parent
             prefix = package.__name__.replace(".", "/")
-            for path in sorted(root.rglob("*.py")):
+            for path in sorted(root.rglob("*.py")) + _extensions(root):
                 arcname = f"{prefix}/{path.relative_to(root).as_posix()}"
                 zf.write(path, arcname)
                 names.append(arcname)
     return names
+
+
+def _extensions(root: Path) -> list[Path]:
+    """Compiled modules built for this interpreter (loaded from the zip by
+    ``odradek.pipeline.native``)."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    return sorted(p for p in root.rglob("*") if p.name.endswith(suffixes))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,14 +32,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from odradek.pipeline.native import load_columns
 from odradek.records.batch import HEADER_SIZE, BatchView, Compression, TimestampType
 
-try:  # the record walk in C; optional (setup.py), the numpy path does the same
-    from odradek.records import _columns as _c_columns
-
-    _columns: ModuleType | None = _c_columns
-except ImportError:  # pragma: no cover - only without a compiler at install time
-    _columns = None
+# the record walk in C; optional (setup.py), the numpy path does the same
+_columns: ModuleType | None = load_columns()
 
 
 class LegacyFormatError(ValueError):

@@ -32,11 +32,10 @@ from compat_model import DEFAULT_MAX_MESSAGE_BYTES, ClientError, Rec
 from compat_up import UpCluster, start_up, stop_up
 from confluent_kafka import TopicPartition
 from helpers.waiting import wait_until
-from helpers.wire import WireClient
+from helpers.wire import WireClient, fetch_request
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
-    FetchRequest,
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
@@ -171,7 +170,6 @@ def test_wire_answers_unknown_partition(bootstrap: str, unique_topic: str) -> No
     batch = BatchBuilder()
     batch.append(int(time.time() * 1000), b"k", b"v")
     data = ProduceRequest.TopicProduceData
-    fetch_topic = FetchRequest.FetchTopic
     lo_topic = ListOffsetsRequest.ListOffsetsTopic
     with WireClient(bootstrap) as wire:
         produce = wire.request(
@@ -191,36 +189,7 @@ def test_wire_answers_unknown_partition(bootstrap: str, unique_topic: str) -> No
         )
         (p,) = produce.responses[0].partition_responses
         assert (p.index, p.error_code) == (7, UNKNOWN)
-        fetch = wire.request(
-            1,
-            12,
-            FetchRequest(
-                replica_id=-1,
-                max_wait_ms=100,
-                min_bytes=1,
-                max_bytes=1 << 20,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
-                topics=[
-                    fetch_topic(
-                        topic=unique_topic,
-                        partitions=[
-                            fetch_topic.FetchPartition(
-                                partition=7,
-                                current_leader_epoch=-1,
-                                fetch_offset=0,
-                                last_fetched_epoch=-1,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
-                        ],
-                    )
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
-            ),
-        )
+        fetch = wire.request(1, 12, fetch_request(unique_topic, 7, max_wait_ms=100, min_bytes=1))
         (fp,) = fetch.responses[0].partitions
         assert (fp.partition_index, fp.error_code) == (7, UNKNOWN)
         assert (fp.high_watermark, fp.log_start_offset) == (-1, -1), "docs/compatibility.md C9"

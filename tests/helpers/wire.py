@@ -11,7 +11,7 @@ import struct
 from typing import Any
 
 from odradek.protocol.headers import parse_response_header
-from odradek.protocol.messages import decode_response, encode_request
+from odradek.protocol.messages import FetchRequest, decode_response, encode_request
 from odradek.protocol.versions import response_header_version
 from odradek.tools.launcher import Cluster
 
@@ -112,3 +112,43 @@ class WireClient:
         """:meth:`call` with the API key given by number."""
         self.send(message, version, api_key)
         return self.receive()
+
+
+def fetch_request(
+    topic: str,
+    partition: int,
+    *,
+    offset: int = 0,
+    isolation: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+) -> Any:
+    """A consumer's Fetch of one partition from ``offset`` (fields of every version up
+    to 12; an encoder skips those a lower version lacks)."""
+    T = FetchRequest.FetchTopic
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=isolation,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            T(
+                topic=topic,
+                partitions=[
+                    T.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )

@@ -14,14 +14,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.wire import WireClient
+from helpers.wire import WireClient, fetch_request
 
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
-    FetchRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
@@ -307,34 +306,9 @@ def fetch(
     version: int = 11,
 ) -> Any:
     """One Fetch of a partition: the response's partition entry."""
-    T = FetchRequest.FetchTopic
     with WireClient(bootstrap) as c:
         r = c.call(
-            FetchRequest(
-                replica_id=-1,
-                max_wait_ms=0,
-                min_bytes=0,
-                max_bytes=1 << 20,
-                isolation_level=isolation,
-                session_id=0,
-                session_epoch=-1,
-                topics=[
-                    T(
-                        topic=topic,
-                        partitions=[
-                            T.FetchPartition(
-                                partition=partition,
-                                current_leader_epoch=-1,
-                                fetch_offset=offset,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
-                        ],
-                    )
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
-            ),
+            fetch_request(topic, partition, offset=offset, isolation=isolation),
             version,
         )
     return r.responses[0].partitions[0]

@@ -18,6 +18,7 @@ from unittest import mock
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import fetch_answers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,78 +26,22 @@ from odradek.pipeline import batch_encoder, record_columns
 from odradek.pipeline.schema import arrow_schema, source_schema
 from odradek.records import (
     BatchBuilder,
-    Compression,
-    ControlRecordType,
-    TimestampType,
-    build_end_txn_marker_batch,
     decode_batches,
 )
 from odradek.records.batch import HEADER_SIZE
 
 columns_c = pytest.importorskip("odradek.records._columns")
 
-_record = st.tuples(
-    st.none() | st.binary(max_size=300),
-    st.none() | st.binary(max_size=3000),
-    st.lists(st.tuples(st.text(max_size=20), st.none() | st.binary(max_size=50)), max_size=4),
-    st.integers(min_value=-(10**7), max_value=10**12),
-)
-_batches = st.lists(
-    st.tuples(
-        st.lists(_record, min_size=1, max_size=150),
-        st.sampled_from(list(Compression)),
-        st.booleans(),  # LogAppendTime
-        st.integers(min_value=1, max_value=3),  # offset gap before the batch
-        st.booleans(),  # a transaction marker after the batch
-    ),
-    min_size=1,
-    max_size=4,
-)
-Batches = list[
-    tuple[
-        list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
-        Compression,
-        bool,
-        int,
-        bool,
-    ]
-]
-
-
-def fetch_answer(batches: Batches) -> bytes:
-    wire = b""
-    offset = 5
-    for records, codec, log_append, gap, marker in batches:
-        offset += gap
-        builder = BatchBuilder(
-            base_offset=offset,
-            compression=codec,
-            timestamp_type=TimestampType.LOG_APPEND_TIME
-            if log_append
-            else TimestampType.CREATE_TIME,
-            log_append_time=1_700_000_123_000 if log_append else None,
-        )
-        for key, value, headers, ts in records:
-            builder.append(1_700_000_000_000 + ts, key, value, headers)
-        wire += builder.build()
-        offset += len(records)
-        if marker:
-            wire += build_end_txn_marker_batch(
-                control_type=ControlRecordType.ABORT,
-                coordinator_epoch=0,
-                producer_id=1,
-                producer_epoch=0,
-                timestamp=1_700_000_000_000,
-                base_offset=offset,
-            )
-            offset += 1
-    return wire
-
 
 @settings(deadline=None, max_examples=80)  # numpy/Arrow start-up varies on a busy machine
-@given(batches=_batches, cut=st.integers(min_value=0, max_value=80))
-def test_c_walk_decodes_what_the_numpy_walk_decodes(batches: Batches, cut: int) -> None:
-    wire = fetch_answer(batches)
+@given(
+    batches=fetch_answers.batches(max_records=150, max_batches=4, min_delta=-(10**7)),
+    cut=st.integers(min_value=0, max_value=80),
+)
+def test_c_walk_decodes_what_the_numpy_walk_decodes(
+    batches: list[fetch_answers.Batch], cut: int
+) -> None:
+    wire = fetch_answers.fetch_answer(batches)
     wire = wire[: max(0, len(wire) - cut)]
     schema = arrow_schema(source_schema(True))
     view = memoryview(wire)
@@ -122,12 +67,12 @@ def test_c_walk_decodes_what_the_numpy_walk_decodes(batches: Batches, cut: int) 
 
 @settings(deadline=None, max_examples=80)
 @given(
-    records=st.lists(_record, min_size=1, max_size=60),
+    records=st.lists(fetch_answers.records(min_delta=-(10**7)), min_size=1, max_size=60),
     edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
     trim=st.integers(-3, 3),
 )
 def test_c_walk_is_never_more_lenient_than_numpy(
-    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    records: list[fetch_answers.Record],
     edits: list[tuple[int, int]],
     trim: int,
 ) -> None:

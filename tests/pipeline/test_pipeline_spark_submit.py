@@ -39,6 +39,7 @@ def bare_python(tmp: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # spark-submit has 600 s of its own; a loaded machine needs ~250 s
 def test_access_log_job_on_a_standalone_cluster_with_py_files(
     cluster: Cluster, unique_topic: str, tmp_path: Path
 ) -> None:

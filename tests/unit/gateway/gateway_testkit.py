@@ -75,7 +75,10 @@ async def offline_gateway(metadata: common_pb2.ClusterMetadata) -> AsyncIterator
     try:
         yield gateway
     finally:
+        await gateway.producer_ids.close()
+        await gateway.groups.close()
         await gateway.transactions.close()
+        await gateway.storage.close()
         await gateway.controller.close()
 
 

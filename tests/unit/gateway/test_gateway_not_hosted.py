@@ -20,12 +20,12 @@ import grpc
 import pytest
 from gateway_testkit import call, offline_gateway
 from helpers.batches import producer_batch
+from helpers.wire import fetch_request
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
     DeleteRecordsRequest,
-    FetchRequest,
     ListOffsetsRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
@@ -81,37 +81,7 @@ async def test_every_partition_api_answers_not_leader(storage_only: Cluster) -> 
         produced = await call(gw, ApiKey.PRODUCE, 8, _produce())
         assert produced.responses[0].partition_responses[0].error_code == NOT_LEADER
 
-        FT = FetchRequest.FetchTopic
-        fetched = await call(
-            gw,
-            ApiKey.FETCH,
-            11,
-            FetchRequest(
-                replica_id=-1,
-                max_wait_ms=0,
-                min_bytes=0,
-                max_bytes=1 << 20,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
-                topics=[
-                    FT(
-                        topic=GHOST,
-                        partitions=[
-                            FT.FetchPartition(
-                                partition=0,
-                                current_leader_epoch=-1,
-                                fetch_offset=0,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            )
-                        ],
-                    )
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
-            ),
-        )
+        fetched = await call(gw, ApiKey.FETCH, 11, fetch_request(GHOST, 0))
         assert fetched.responses[0].partitions[0].error_code == NOT_LEADER
 
         LT = ListOffsetsRequest.ListOffsetsTopic
