@@ -1,8 +1,16 @@
 """Security benchmark: what SASL_SSL costs against PLAINTEXT, and authentications/s.
 
-Two local clusters run side by side in this run (``odradek up`` as a library: plain
-and ``--security sasl_ssl``), measured alternately the same way with librdkafka
-(confluent-kafka), best of ``--rounds``:
+Three local clusters run side by side in this run (``odradek up`` as a library), measured
+alternately the same way with librdkafka (confluent-kafka), best of ``--rounds``:
+
+- PLAINTEXT: plain ``odradek up``;
+- SASL_SSL listener: ``--security sasl_ssl --no-internal-tls``, TLS and SASL on the
+  client's connections only, the services' own links (gRPC, the data link) plaintext;
+- SASL_SSL: ``--security sasl_ssl``, which also runs mutual TLS between services.
+
+The difference between the second and the third is what internal TLS costs, between
+the first and the second what the client listener's TLS costs. Measured per
+configuration:
 
 1. produce MB/s: ``--records`` records of ``--size`` bytes, acks=all, one partition;
 2. consume MB/s: the same records read back from the beginning by a group-less
@@ -11,7 +19,8 @@ and ``--security sasl_ssl``), measured alternately the same way with librdkafka
    handshake plus a complete SaslHandshake + SaslAuthenticate exchange, for
    SCRAM-SHA-512 and for PLAIN (PLAIN runs PBKDF2 on the gateway for every login).
 
-Reported as MB/s and as the SASL_SSL / PLAINTEXT ratio (issue 15's goal: >= 0.7).
+Reported as MB/s and as ratios to PLAINTEXT (issue 15's goal for SASL_SSL: >= 0.7), and
+the CPU seconds per GB the cluster's processes (not the client) spent in each.
 
     python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=2]
 """
@@ -26,12 +35,14 @@ import struct
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.bench_broker import cpu_seconds
 from bench.producing import produce_waiting
 from odradek.config import parse_properties
 from odradek.protocol.headers import parse_response_header
@@ -44,6 +55,8 @@ from odradek.protocol.messages import (
 from odradek.protocol.versions import response_header_version
 from odradek.sasl.scram import ScramMechanism, client_proof, salted_password
 from odradek.tools.launcher import Cluster, ClusterOptions
+
+Figures = dict[str, float]  # "produce", "consume" (MB/s), "<phase> <kind> cpu" (CPU-s/GB)
 
 
 def _create(conf: dict[str, Any]) -> str:
@@ -153,23 +166,62 @@ def _logins_per_s(cluster: Cluster, mechanism: str, count: int, password: str) -
     return count / (time.perf_counter() - start)
 
 
-def _start(security: str, root: Path) -> tuple[Cluster, dict[str, Any]]:
+@dataclass(frozen=True)
+class Setup:
+    """One configuration of the run: its name in the report and how it is started."""
+
+    label: str
+    security: str
+    internal_tls: bool | None = None  # None: as --security implies
+
+
+SETUPS = (
+    Setup("PLAINTEXT", "plaintext"),
+    Setup("SASL_SSL listener", "sasl_ssl", internal_tls=False),
+    Setup("SASL_SSL", "sasl_ssl"),
+)
+
+
+def _start(setup: Setup, root: Path) -> tuple[Cluster, dict[str, Any]]:
     cluster = Cluster(
-        ClusterOptions(data_dir=root / security, port=0, console=False, security=security)
+        ClusterOptions(
+            data_dir=root / setup.label.replace(" ", "-"),
+            port=0,
+            console=False,
+            security=setup.security,
+            internal_tls=setup.internal_tls,
+        )
     )
     cluster.start()
     conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers}
-    if security != "plaintext":
+    if setup.security != "plaintext":
         conf.update(parse_properties((cluster.data_dir / "librdkafka.conf").read_text()))
     return cluster, conf
 
 
-def _throughput(conf: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
+def _pids(cluster: Cluster, kind: str) -> list[int]:
+    return [svc.process.pid for svc in cluster.services if svc.spec.kind == kind]
+
+
+def _throughput(cluster: Cluster, conf: dict[str, Any], args: argparse.Namespace) -> Figures:
+    """MB/s of each phase, and the CPU seconds per GB the gateway and the storage node
+    spent in it."""
     topic = _create(conf)
-    return {
-        "produce": _produce_mb_s(conf, topic, args.records, args.size),
-        "consume": _consume_mb_s(conf, topic, args.records, args.size),
-    }
+    gb = args.records * args.size / 1e9
+    out: Figures = {}
+    for phase, run in (("produce", _produce_mb_s), ("consume", _consume_mb_s)):
+        before = {k: cpu_seconds(_pids(cluster, k)) for k in ("gateway", "storage")}
+        out[phase] = run(conf, topic, args.records, args.size)
+        for kind, was in before.items():
+            out[f"{phase} {kind} cpu"] = (cpu_seconds(_pids(cluster, kind)) - was) / gb
+    return out
+
+
+def _keep_best(best: Figures, new: Figures) -> None:
+    """Best of the rounds: the highest MB/s, and the CPU figures of that same round."""
+    for phase in ("produce", "consume"):
+        if new[phase] > best.get(phase, 0.0):
+            best.update({k: v for k, v in new.items() if k.startswith(phase)})
 
 
 def main(argv: list[str]) -> None:
@@ -179,31 +231,36 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--logins", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
-    # Both clusters run side by side and are measured alternately, best of --rounds,
-    # so neither gets a quieter machine than the other.
-    plain: dict[str, float] = {}
-    secure: dict[str, float] = {}
+    # The clusters run side by side and are measured alternately, best of --rounds, so
+    # none gets a quieter machine than the others.
+    figures: list[Figures] = [{} for _ in SETUPS]
+    logins: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-security-") as tmp:
-        clusters = [_start("plaintext", Path(tmp)), _start("sasl_ssl", Path(tmp))]
+        clusters = []
         try:
+            for setup in SETUPS:
+                clusters.append(_start(setup, Path(tmp)))
             for _ in range(args.rounds):
-                for (_cluster, conf), best in zip(clusters, (plain, secure), strict=True):
-                    for k, v in _throughput(conf, args).items():
-                        best[k] = max(best.get(k, 0.0), v)
-            cluster, conf = clusters[1]
+                for (cluster, conf), best in zip(clusters, figures, strict=True):
+                    _keep_best(best, _throughput(cluster, conf, args))
+            cluster, conf = clusters[-1]
             for mechanism in ("SCRAM-SHA-512", "PLAIN"):
-                secure[mechanism] = _logins_per_s(
+                logins[mechanism] = _logins_per_s(
                     cluster, mechanism, args.logins, conf["sasl.password"]
                 )
         finally:
             for cluster, _conf in clusters:
                 cluster.stop()
     print(f"records: {args.records} x {args.size} B, acks=all, one partition")
+    plain = figures[0]
     for what in ("produce", "consume"):
-        ratio = secure[what] / plain[what] if plain[what] else 0.0
-        print(
-            f"{what:<8} PLAINTEXT {plain[what]:7.1f} MB/s   SASL_SSL {secure[what]:7.1f} MB/s"
-            f"   ratio {ratio:.2f}"
-        )
+        print(f"{what}:")
+        for setup, fig in zip(SETUPS, figures, strict=True):
+            ratio = fig[what] / plain[what] if plain[what] else 0.0
+            print(
+                f"  {setup.label:<18} {fig[what]:7.1f} MB/s  ratio {ratio:.2f}   CPU-s/GB "
+                f"gateway {fig[what + ' gateway cpu']:5.2f}  storage "
+                f"{fig[what + ' storage cpu']:5.2f}"
+            )
     for mechanism in ("SCRAM-SHA-512", "PLAIN"):
-        print(f"authentications/s ({mechanism}, TLS + SASL, sequential): {secure[mechanism]:.0f}")
+        print(f"authentications/s ({mechanism}, TLS + SASL, sequential): {logins[mechanism]:.0f}")

@@ -153,17 +153,25 @@ class ProduceLane:
     """The Produce requests of one connection waiting for their turn (one per connection,
     in :class:`~odradek.gateway.connection.ConnectionContext`)."""
 
-    __slots__ = ("_busy", "_queue", "_scheduled")
+    __slots__ = ("_busy", "_loop", "_queue", "_scheduled")
 
     def __init__(self) -> None:
         self._queue: collections.deque[QueuedProduce] = collections.deque()
         self._busy = False
         self._scheduled = False
+        # The connection's loop, looked up once: each lookup is a getpid() (issue 18).
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def enter(self, request: QueuedProduce) -> None:
         """Take a place behind every request that entered before (call before the
         handler's first await: handlers start in arrival order)."""
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         request.turn = loop.create_future()
         request.answered = loop.create_future()
         self._queue.append(request)
@@ -199,7 +207,7 @@ class ProduceLane:
         if self._busy or self._scheduled or not self._queue or not self._queue[0].ready:
             return
         self._scheduled = True
-        asyncio.get_running_loop().call_soon(self._start)
+        self._running_loop().call_soon(self._start)
 
     def _start(self) -> None:
         self._scheduled = False

@@ -166,7 +166,17 @@ class InternalTls:
         return member_of_certificate(self.cert)
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
-        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+        """What a new channel presents: the files as last read (:meth:`client_generation`)."""
+        ca, cert, key = _client_certificates(self).current()
+        return grpc.ssl_channel_credentials(ca, key, cert)
+
+    def client_generation(self) -> int:
+        """Bumped when renewed ``internal.tls.*`` files were read for new channels (checked
+        at most every ``check_interval_s``): channels kept per node are re-opened then
+        (odradek.rpc.channel.NodeChannels), as gRPC keeps a channel's credentials."""
+        watcher = _client_certificates(self)
+        watcher.current()
+        return watcher.generation
 
     def channel_options(self) -> list[tuple[str, Any]]:
         """Check the server against the cluster name, whatever address was dialled."""
@@ -185,19 +195,17 @@ class InternalTls:
         )
 
     def ssl_server_context(self) -> ssl.SSLContext:
-        """The same rules for a plain TCP listener (the storage data link)."""
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.files[1], self.files[2])
-        ctx.load_verify_locations(cadata=self.ca.decode())
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        return ctx
+        """The same rules for a plain TCP listener (the storage data link), following
+        renewed files as gRPC servers do (:class:`_ReloadingSslServer`)."""
+        return _ReloadingSslServer(self).context
 
     def ssl_client_context(self) -> ssl.SSLContext:
+        """For one new connection (the data link's client side): the files as they are
+        now, so a renewed certificate or CA is presented from the next connection on."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(self.files[1], self.files[2])
-        ctx.load_verify_locations(cadata=self.ca.decode())
+        ctx.load_verify_locations(cafile=self.files[0])
         return ctx
 
 
@@ -209,21 +217,24 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-class _ServerCertificates:
-    """The certificate fetcher of one gRPC server: at most every ``check_interval_s`` it
-    compares the ``internal.tls.*`` files' mtime, size and inode with what it served,
-    and answers a new configuration when they changed and load (a half-written file or
-    a certificate naming no member keeps the old one, retried at the next check)."""
+class _RenewedFiles:
+    """The ``internal.tls.*`` files of one user of them (a gRPC server, the data link
+    listener, gRPC clients), watched: at most every ``check_interval_s`` their mtime,
+    size and inode are compared with what was last read."""
 
     def __init__(self, tls: InternalTls) -> None:
         self.tls = tls
         self.stamps = [_stamp(path) for path in tls.files]
         self.checked = time.monotonic()
 
-    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+    def renewed(self) -> tuple[bytes, bytes, bytes] | None:
+        """CA, certificate and key when the files changed since they were last read and
+        load (a certificate naming a member, a key that matches it); None otherwise (a
+        half-written file or a stranger's certificate keeps the old ones, retried at the
+        next check)."""
         interval = self.tls.check_interval_s
         now = time.monotonic()
-        if interval <= 0 or now - self.checked < interval:
+        if interval <= 0 or not all(self.tls.files) or now - self.checked < interval:
             return None
         self.checked = now
         stamps = [_stamp(path) for path in self.tls.files]
@@ -239,8 +250,85 @@ class _ServerCertificates:
             log.warning("internal TLS: keeping the old certificate: %s", exc)
             return None
         self.stamps = stamps
-        log.info("internal TLS: serving the renewed certificate of %s", cert_path)
+        return ca, cert, key
+
+
+class _ServerCertificates:
+    """The certificate fetcher of one gRPC server: renewed files
+    (:class:`_RenewedFiles`) answer a new configuration."""
+
+    def __init__(self, tls: InternalTls) -> None:
+        self.files = _RenewedFiles(tls)
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        renewed = self.files.renewed()
+        if renewed is None:
+            return None
+        ca, cert, key = renewed
+        log.info("internal TLS: serving the renewed certificate of %s", self.files.tls.files[1])
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+
+def _ssl_server_context(ca_file: str, cert_file: str, key_file: str) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_file, key_file)
+    ctx.load_verify_locations(cafile=ca_file)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+class _ReloadingSslServer:
+    """An ``ssl`` server context (the storage data link) that serves renewed files
+    (:class:`_RenewedFiles`) to new handshakes, as gRPC servers do. asyncio keeps the
+    context a server was created with, so its SNI callback (called on every
+    ClientHello, also without SNI) moves the handshake onto the newest context (as
+    odradek.tls_reload does for listeners)."""
+
+    def __init__(self, tls: InternalTls) -> None:
+        self.files = _RenewedFiles(tls)
+        self.context = _ssl_server_context(*tls.files)
+        self.current = self.context
+        self.context.sni_callback = self._choose
+
+    def _choose(self, sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        if self.files.renewed() is not None:
+            try:
+                self.current = _ssl_server_context(*self.files.tls.files)
+                log.info("internal TLS (data link): serving the renewed certificate")
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("internal TLS (data link): keeping the old certificate: %s", exc)
+        if self.current is not self.context:
+            sslobj.context = self.current
+
+
+class _ClientCertificates:
+    """What this process presents as a gRPC client: renewed files
+    (:class:`_RenewedFiles`) replace it and bump :attr:`generation`."""
+
+    def __init__(self, tls: InternalTls) -> None:
+        self.files = _RenewedFiles(tls)
+        self.pems = (tls.ca, tls.cert, tls.key)
+        self.generation = 0
+
+    def current(self) -> tuple[bytes, bytes, bytes]:
+        renewed = self.files.renewed()
+        if renewed is not None:
+            self.pems = renewed
+            self.generation += 1
+            log.info("internal TLS: presenting the renewed certificate as a client")
+        return self.pems
+
+
+_clients: dict[tuple[bytes, bytes, bytes, tuple[str, str, str]], _ClientCertificates] = {}
+
+
+def _client_certificates(tls: InternalTls) -> _ClientCertificates:
+    key = (tls.ca, tls.cert, tls.key, tls.files)
+    watcher = _clients.get(key)
+    if watcher is None or watcher.files.tls.check_interval_s != tls.check_interval_s:
+        watcher = _clients[key] = _ClientCertificates(tls)
+    return watcher
 
 
 _active: InternalTls | None = None

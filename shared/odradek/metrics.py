@@ -17,6 +17,8 @@ from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Info, generate_latest
 
+from odradek.metric_tallies import flush_tallies
+
 _MAX_REQUEST_HEAD = 8192
 
 
@@ -63,6 +65,7 @@ class MetricsServer:
             if path == "/metrics":
                 names = parse_qs(query).get("name[]")
                 registry = REGISTRY.restricted_registry(names) if names else REGISTRY
+                flush_tallies()  # counts held outside the registry (metric_tallies.py)
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(registry)
             elif path == "/healthz":
                 status, ctype, body = "200 OK", "text/plain", b"ok\n"

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from odradek import internal_tls
 from odradek.config import Config, ConfigError, parse_overrides
+from odradek.gc_tuning import tune_after_start
 from odradek.log.errors import LogDirLockedError
 from odradek.parent_watch import watch_parent
 
@@ -109,6 +110,7 @@ async def _serve(build: Callable[[], Service], ready_file: str | None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     ports = await service.start()
+    tune_after_start()  # start-up state is never walked by the cyclic collector again
     info = {"name": service.name, "pid": os.getpid(), "ports": ports}
     log.info("%s serving: %s", service.name, json.dumps(ports))
     if ready_file:

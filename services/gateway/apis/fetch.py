@@ -40,7 +40,6 @@ import contextlib
 import logging
 import uuid
 from collections import defaultdict
-from typing import cast
 
 from prometheus_client import Counter
 
@@ -51,8 +50,17 @@ from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
+from odradek.metric_tallies import CounterTally
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_response import (
+    Aborted,
+    PartResp,
+    TopicResp,
+    fetch_response,
+    partition_data,
+    topic_response,
+)
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import FetchRequest, FetchResponse
 from odradek.records.batch import RecordsError
@@ -67,9 +75,6 @@ BYTES_OUT = Counter(
     "odradek_gateway_bytes_out_total", "Record bytes fetched by consumers, by topic.", ["topic"]
 )
 
-TopicResp = FetchResponse.FetchableTopicResponse
-PartResp = TopicResp.PartitionData
-Aborted = PartResp.AbortedTransaction
 ZERO_UUID = uuid.UUID(int=0)
 # How a response names a topic: by id from v13, by name before.
 TopicKey = uuid.UUID | str
@@ -77,6 +82,18 @@ TopicKey = uuid.UUID | str
 
 # A storage node's answer for one partition: its result and, beside it, its records.
 Answer = tuple[storage_pb2.FetchPartitionResult, Buffer]
+
+
+_BYTES_OUT_BY_TOPIC: dict[str, CounterTally] = {}
+
+
+def _bytes_out(topic: str) -> CounterTally:
+    """The topic's byte counter, looked up once (``labels()`` and the counter's lock
+    per partition answer cost the loop; odradek.metric_tallies)."""
+    found = _BYTES_OUT_BY_TOPIC.get(topic)
+    if found is None:
+        found = _BYTES_OUT_BY_TOPIC[topic] = CounterTally(BYTES_OUT.labels(topic))
+    return found
 
 
 def _empty(error: int) -> Answer:
@@ -180,6 +197,17 @@ async def _fan_out(
     isolation: int,
     results: dict[tuple[str | None, int], Answer],
 ) -> None:
+    if len(by_node) == 1:
+        # One leader (a consumer fetching from one broker's port): its long poll is the
+        # whole wait, awaited here without a task or a wait set (issue 18).
+        [(node, parts)] = by_node.items()
+        try:
+            answer = await _call(gw, node, parts, max_wait_ms, min_bytes, max_bytes, isolation)
+        except Exception as exc:
+            _take_failure(node, parts, exc, results)
+        else:
+            _take_answer(answer, results)
+        return
     tasks: dict[asyncio.Task[tuple[storage_pb2.FetchResponse, list[Buffer]]], int] = {
         asyncio.ensure_future(
             _call(gw, node, parts, max_wait_ms, min_bytes, max_bytes, isolation)
@@ -194,21 +222,11 @@ async def _fan_out(
         task: asyncio.Task[tuple[storage_pb2.FetchResponse, list[Buffer]]], node: int
     ) -> tuple[int, bool]:
         try:
-            response, records = task.result()
+            answer = task.result()
         except Exception as exc:
-            log.debug("fetch from storage node %s failed: %s", node, exc)
-            code = failure_code(exc, timed_out=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            for p in by_node[node]:
-                results[(p.topic, p.partition)] = _empty(code)
+            _take_failure(node, by_node[node], exc, results)
             return 0, True
-        size = 0
-        err = False
-        for r, data in zip(response.partitions, records, strict=True):
-            r.error_code = leader_answer_code(r.error_code)
-            results[(r.topic, r.partition)] = (r, data)
-            size += len(data)
-            err = err or r.error_code != 0
-        return size, err
+        return _take_answer(answer, results)
 
     while pending:
         done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -234,6 +252,35 @@ async def _fan_out(
             for task, node in quick.items():
                 take(task, node)
             return
+
+
+def _take_failure(
+    node: int,
+    parts: list[storage_pb2.FetchPartition],
+    exc: Exception,
+    results: dict[tuple[str | None, int], Answer],
+) -> None:
+    """A node that did not answer: its partitions get the error a client retries."""
+    log.debug("fetch from storage node %s failed: %s", node, exc)
+    code = failure_code(exc, timed_out=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    for p in parts:
+        results[(p.topic, p.partition)] = _empty(code)
+
+
+def _take_answer(
+    answer: tuple[storage_pb2.FetchResponse, list[Buffer]],
+    results: dict[tuple[str | None, int], Answer],
+) -> tuple[int, bool]:
+    """A node's answer into ``results``: its record bytes, and whether any failed."""
+    response, records = answer
+    size = 0
+    err = False
+    for r, data in zip(response.partitions, records, strict=True):
+        r.error_code = leader_answer_code(r.error_code)
+        results[(r.topic, r.partition)] = (r, data)
+        size += len(data)
+        err = err or r.error_code != 0
+    return size, err
 
 
 def _assemble(
@@ -278,30 +325,29 @@ def _assemble(
                 )
                 records = b""
         if records and name is not None:
-            BYTES_OUT.labels(name).inc(len(records))
-        entry = PartResp(
-            partition_index=index,
-            error_code=error,
-            high_watermark=r.high_watermark,
-            last_stable_offset=r.last_stable_offset,
-            log_start_offset=r.log_start_offset,
-            aborted_transactions=[
+            _bytes_out(name).inc(len(records))
+        entry = partition_data(
+            index,
+            error,
+            r.high_watermark,
+            r.last_stable_offset,
+            r.log_start_offset,
+            [
                 Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
                 for a in r.aborted_transactions
             ]
             if isolation == 1
             else None,
-            preferred_read_replica=-1,
-            # the data link's view: kafka-python's encoder and ours take any buffer
-            records=cast("bytes", records or b""),
+            -1,  # preferred_read_replica
+            records or b"",  # the data link's view: both encoders take any buffer
         )
         if key != current_key:
             current = []
             topics.append(
-                TopicResp(topic=key, partitions=current)
+                topic_response(key, None, current)
                 if isinstance(key, str)
-                else TopicResp(topic_id=key, partitions=current)
+                else topic_response(None, key, current)
             )
             current_key = key
         current.append(entry)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    return fetch_response(topics)

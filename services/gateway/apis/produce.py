@@ -71,13 +71,21 @@ from odradek.gateway.produce_lane import (
     merge_run,
     split_answers,
 )
+from odradek.metric_tallies import CounterTally
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import ProduceRequest, ProduceResponse
+from odradek.protocol.produce_response import (
+    PartResp,
+    RecordError,
+    partition_response,
+    produce_response,
+    topic_response,
+)
 from odradek.records.batch import MAGIC_OFFSET, RecordsError
 from odradek.records.convert import upconvert_legacy
-from odradek.records.header import HEADER_SIZE, read_batch_header
+from odradek.records.header import ATTRIBUTES_OFFSET, HEADER_SIZE, TRANSACTIONAL_FLAG_MASK
 from odradek.rpc.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -89,34 +97,18 @@ PRODUCE_PARTITIONS = Counter(
     "odradek_gateway_produce_partitions_total", "Partition entries produced, by topic.", ["topic"]
 )
 
-PRODUCE_COALESCED = Counter(
-    "odradek_gateway_produce_coalesced_requests_total",
-    "Produce requests sent to the storage nodes in one call with an earlier request of "
-    "their connection (produce_lane.py).",
-)
-_TOPIC_METRICS: dict[str, tuple[Counter, Counter]] = {}  # children by topic
-
-TopicResp = ProduceResponse.TopicProduceResponse
-PartResp = TopicResp.PartitionProduceResponse
-
-
-class _Result:
-    __slots__ = (
-        "base_offset",
-        "error",
-        "log_append_time",
-        "log_start_offset",
-        "message",
-        "record_errors",
+PRODUCE_COALESCED = CounterTally(
+    Counter(
+        "odradek_gateway_produce_coalesced_requests_total",
+        "Produce requests sent to the storage nodes in one call with an earlier request of "
+        "their connection (produce_lane.py).",
     )
+)
+# Tallies of the children by topic (odradek.metric_tallies: no lock per request).
+_TOPIC_METRICS: dict[str, tuple[CounterTally, CounterTally]] = {}
 
-    def __init__(self, error: int, message: str | None = None) -> None:
-        self.error = error
-        self.message = message
-        self.base_offset = -1
-        self.log_append_time = -1
-        self.log_start_offset = -1
-        self.record_errors: list[storage_pb2.RecordError] = []
+_PARTITION_ENTRIES: dict[tuple[str, int], storage_pb2.ProducePartition] = {}
+_MAX_PARTITION_ENTRIES = 100_000  # bounded: cleared when full
 
 
 async def handle(
@@ -162,35 +154,14 @@ async def handle(
         else ErrorCode.TOPIC_AUTHORIZATION_FAILED
     )
     for t in refused:
-        results.setdefault(t.name, {}).update({p.index: _Result(code) for p in t.partition_data})
+        results.setdefault(t.name, {}).update(
+            {p.index: partition_response(p.index, code) for p in t.partition_data}
+        )
     if request.acks == 0:
         return None
-    responses = []
-    for topic, parts in results.items():
-        responses.append(
-            TopicResp(
-                name=topic,
-                partition_responses=[
-                    PartResp(
-                        index=index,
-                        error_code=r.error,
-                        base_offset=r.base_offset,
-                        log_append_time_ms=r.log_append_time,
-                        log_start_offset=r.log_start_offset,
-                        record_errors=[
-                            PartResp.BatchIndexAndErrorMessage(
-                                batch_index=e.batch_index,
-                                batch_index_error_message=e.message or None,
-                            )
-                            for e in r.record_errors
-                        ],
-                        error_message=r.message,
-                    )
-                    for index, r in parts.items()
-                ],
-            )
-        )
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return produce_response(
+        [topic_response(topic, list(parts.values())) for topic, parts in results.items()]
+    )
 
 
 async def _prepare(
@@ -199,15 +170,17 @@ async def _prepare(
     request: ProduceRequest,
     queued: QueuedProduce,
     broker_id: int | None = None,
-) -> dict[str, dict[int, _Result]]:
+) -> dict[str, dict[int, PartResp]]:
     """Check every partition entry: an error result, or its batches added to
     ``queued`` for the leader (the result then waits for the leader's answer)."""
     snap = gw.metadata.current
-    results: dict[str, dict[int, _Result]] = {}
+    results: dict[str, dict[int, PartResp]] = {}
     if queued.transactional_id is None and _has_transactional_records(request):
         return {
             t.name: {
-                p.index: _Result(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                p.index: partition_response(
+                    p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                )
                 for p in t.partition_data
             }
             for t in request.topic_data
@@ -219,16 +192,20 @@ async def _prepare(
         for pdata in topic_data.partition_data:
             index = pdata.index
             if leaders is None or not 0 <= index < len(leaders):
-                topic_results[index] = _Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topic_results[index] = partition_response(
+                    index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 continue
             leader = leaders[index]
             if leader < 0:
-                topic_results[index] = _Result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                topic_results[index] = partition_response(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
             # odradek.protocol.decoder leaves records a zero-copy view of the request.
             records = cast("memoryview | None", pdata.records)
             if records is None or len(records) == 0:
-                topic_results[index] = _Result(ErrorCode.INVALID_RECORD, "empty records")
+                topic_results[index] = partition_response(
+                    index, ErrorCode.INVALID_RECORD, error_message="empty records"
+                )
                 continue
             data: Buffer
             magic = records[MAGIC_OFFSET] if len(records) > MAGIC_OFFSET else -1
@@ -241,12 +218,16 @@ async def _prepare(
                         ),
                     )
                 except RecordsError as exc:
-                    topic_results[index] = _Result(ErrorCode.CORRUPT_MESSAGE, str(exc))
+                    topic_results[index] = partition_response(
+                        index, ErrorCode.CORRUPT_MESSAGE, error_message=str(exc)
+                    )
                     continue
             elif magic != 2:
-                topic_results[index] = _Result(
+                topic_results[index] = partition_response(
+                    index,
                     ErrorCode.INVALID_RECORD,
-                    f"Produce v{version} requires magic 2 record batches, found magic {magic}",
+                    error_message=f"Produce v{version} requires magic 2 record batches, "
+                    f"found magic {magic}",
                 )
                 continue
             else:
@@ -254,19 +235,37 @@ async def _prepare(
             bytes_in, partitions_in = _topic_metrics(name)
             bytes_in.inc(len(data))
             partitions_in.inc()
-            topic_results[index] = _Result(ErrorCode.REQUEST_TIMED_OUT)  # until answered
+            # until answered
+            topic_results[index] = partition_response(index, ErrorCode.REQUEST_TIMED_OUT)
             # On broker N's port the request goes to storage node N (module docstring).
             node = leader if broker_id is None else broker_id
-            queued.add(node, storage_pb2.ProducePartition(topic=name, partition=index), data)
+            queued.add(node, _partition_entry(name, index), data)
     return results
 
 
-def _topic_metrics(topic: str) -> tuple[Counter, Counter]:
+def _partition_entry(topic: str, partition: int) -> storage_pb2.ProducePartition:
+    """The storage call's entry naming the partition, built once per partition: the
+    call's constructor copies it (protobuf), so one shared message is never changed."""
+    key = (topic, partition)
+    found = _PARTITION_ENTRIES.get(key)
+    if found is None:
+        if len(_PARTITION_ENTRIES) >= _MAX_PARTITION_ENTRIES:
+            _PARTITION_ENTRIES.clear()
+        found = _PARTITION_ENTRIES[key] = storage_pb2.ProducePartition(
+            topic=topic, partition=partition
+        )
+    return found
+
+
+def _topic_metrics(topic: str) -> tuple[CounterTally, CounterTally]:
     """The topic's byte and partition-entry counters (``labels()`` once per topic: per
     request it was a measurable share of the gateway's CPU, issue 18)."""
     found = _TOPIC_METRICS.get(topic)
     if found is None:
-        found = _TOPIC_METRICS[topic] = (BYTES_IN.labels(topic), PRODUCE_PARTITIONS.labels(topic))
+        found = _TOPIC_METRICS[topic] = (
+            CounterTally(BYTES_IN.labels(topic)),
+            CounterTally(PRODUCE_PARTITIONS.labels(topic)),
+        )
     return found
 
 
@@ -354,7 +353,8 @@ def _has_transactional_records(request: ProduceRequest) -> bool:
                 records is not None
                 and len(records) >= HEADER_SIZE
                 and records[MAGIC_OFFSET] == 2
-                and read_batch_header(records).is_transactional
+                # The attributes' low byte (INT16, big-endian): no header parsed per request.
+                and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK
             ):
                 return True
     return False
@@ -417,16 +417,27 @@ def _failed(
     ]
 
 
-def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, _Result]]) -> None:
+def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, PartResp]]) -> None:
     """Each partition entry sent gets its leader's answer; one without (its run's
     sender was cancelled mid-way) keeps REQUEST_TIMED_OUT: its fate is unknown."""
     for node, entries in queued.sends.items():
         answers = queued.answers.get(node, ())
         for (p, _), pr in zip(entries, answers, strict=False):
             code = leader_answer_code(pr.error_code)
-            r = _Result(code, pr.error_message or None)
-            r.base_offset = pr.base_offset if not code else -1
-            r.log_append_time = pr.log_append_time
-            r.log_start_offset = pr.log_start_offset
-            r.record_errors = list(pr.record_errors)
-            results[p.topic][p.partition] = r
+            errors = pr.record_errors
+            results[p.topic][p.partition] = partition_response(
+                p.partition,
+                code,
+                pr.base_offset if not code else -1,
+                pr.log_append_time,
+                pr.log_start_offset,
+                [
+                    RecordError(
+                        batch_index=e.batch_index, batch_index_error_message=e.message or None
+                    )
+                    for e in errors
+                ]
+                if errors
+                else [],
+                pr.error_message or None,
+            )

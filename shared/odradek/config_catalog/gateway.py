@@ -156,10 +156,26 @@ GATEWAY_CONFIGS = Catalog(
             _LONG,
             134_217_728,
             "Bytes of finished responses one connection may hold unsent (computed but not "
-            "yet written, plus the socket's write buffer); past it the connection is aborted "
-            "(a client that never reads).",
+            "yet written, plus the socket's write buffer and the kernel's send queue); past "
+            "it the connection is aborted (a client that never reads).",
             at_least=1024,
             kafka=False,
+        ),
+        ConfigDef(
+            "connection.max.unread.response.bytes",
+            _LONG,
+            16_384,
+            "Bytes of responses sent to one connection that its client has not taken yet "
+            "(in the socket's write buffer and the kernel's send queue, not acknowledged by "
+            "the client's TCP stack); past it the gateway starts none of the connection's "
+            "requests and reads none until the client catches up, so a client that never "
+            "reads gets this much answered, not socket buffers full of small responses. A "
+            "larger response is sent whole; only the requests behind it wait.",
+            at_least=1024,
+            kafka=False,
+            note="Kafka mutes a channel while its response is being written to the socket; "
+            "the kernel's send buffer (socket.send.buffer.bytes) still fills with responses "
+            "a client never reads.",
         ),
         ConfigDef(
             "connection.request.read.timeout.ms",

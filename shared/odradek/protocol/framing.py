@@ -16,6 +16,14 @@ Memory: bytes of a frame that arrive in several chunks are kept as the chunks
 themselves and joined once when the frame is complete (one copy, never quadratic);
 frames that arrive whole inside one chunk are returned as zero-copy memoryviews of
 that chunk.
+
+Read in place (``get_buffer``/``buffer_updated``, for an ``asyncio.BufferedProtocol``):
+the transport writes into buffers the decoder hands out, so a TLS transport decrypts
+straight into them instead of into a new bytes object per read that the decoder then
+joins (docs/security.md, "Throughput"). Each read gets a new buffer of about the size
+the transport offers (frames inside it are returned as views, so it is never reused);
+once a frame of ``DIRECT_READ_BYTES`` or more has begun, the rest of it lands in that
+frame's own buffer, which is returned whole when full.
 """
 
 from __future__ import annotations
@@ -28,6 +36,14 @@ from odradek.protocol.exceptions import FrameTooLargeError, InvalidFrameError
 DEFAULT_MAX_FRAME_BYTES = GATEWAY_CONFIGS.int("socket.request.max.bytes")
 
 _SIZE = struct.Struct(">i")
+# A frame at least this large is read into a buffer of its own (read in place); smaller
+# ones are joined from their chunks, which costs less than a read per frame.
+DIRECT_READ_BYTES = 16 * 1024
+# The size of a read's new buffer: what the transport offers, within these bounds
+# (-1, "any", from a plain asyncio transport: the default).
+READ_MIN_BYTES = 1024
+READ_DEFAULT_BYTES = 64 * 1024
+READ_MAX_BYTES = 256 * 1024
 
 
 def frame(payload: bytes | bytearray | memoryview) -> bytes:
@@ -38,7 +54,16 @@ def frame(payload: bytes | bytearray | memoryview) -> bytes:
 class FrameDecoder:
     """Splits a byte stream into frame payloads (without the size prefix)."""
 
-    __slots__ = ("_chunks", "_failed", "_have", "_head", "_need", "max_frame_bytes")
+    __slots__ = (
+        "_body",
+        "_chunks",
+        "_failed",
+        "_fresh",
+        "_have",
+        "_head",
+        "_need",
+        "max_frame_bytes",
+    )
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
@@ -47,11 +72,69 @@ class FrameDecoder:
         self._have = 0  # payload bytes of that frame buffered so far
         self._chunks: list[bytes | memoryview] = []
         self._failed: Exception | None = None
+        self._body: bytearray | None = None  # that frame's own buffer (read in place)
+        self._fresh: bytearray | None = None  # the buffer handed out by get_buffer
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes held for an incomplete frame (for connection memory accounting)."""
-        return len(self._head) + self._have
+        """Bytes held for an incomplete frame (for connection memory accounting): a
+        frame read in place holds its whole buffer."""
+        return len(self._head) + (self._need if self._body is not None else self._have)
+
+    @property
+    def filling_frame(self) -> bool:
+        """Whether the next read lands in a frame's own buffer (not a new one)."""
+        return self._body is not None
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the transport should write the next bytes (``BufferedProtocol.get_buffer``).
+        Follow with :meth:`buffer_updated` (or :meth:`take_read`) before asking again."""
+        if self._failed is not None:
+            raise self._failed
+        if self._need >= DIRECT_READ_BYTES:
+            if self._body is None:
+                body = bytearray(self._need)
+                pos = 0
+                for chunk in self._chunks:
+                    body[pos : pos + len(chunk)] = chunk
+                    pos += len(chunk)
+                self._chunks = []
+                self._body = body
+            return memoryview(self._body)[self._have :]
+        size = READ_DEFAULT_BYTES if sizehint <= 0 else sizehint
+        self._fresh = bytearray(min(max(size, READ_MIN_BYTES), READ_MAX_BYTES))
+        return memoryview(self._fresh)
+
+    def take_read(self, nbytes: int) -> bytes:
+        """The ``nbytes`` just written into a new buffer, unparsed (for a caller that
+        holds them back and feeds them later). Not for a frame's own buffer."""
+        assert self._fresh is not None, "take_read after a read into a frame's own buffer"
+        fresh, self._fresh = self._fresh, None
+        return bytes(memoryview(fresh)[:nbytes])
+
+    def buffer_updated(self, nbytes: int) -> list[memoryview | bytes]:
+        """Every frame completed by the ``nbytes`` just written where :meth:`get_buffer`
+        said (``BufferedProtocol.buffer_updated``)."""
+        if self._failed is not None:
+            raise self._failed
+        body = self._body
+        if body is not None:
+            self._have += nbytes
+            if self._have < self._need:
+                return []
+            self._body = None
+            self._need = -1
+            self._have = 0
+            return [memoryview(body).toreadonly()]
+        fresh, self._fresh = self._fresh, None
+        assert fresh is not None, "buffer_updated without get_buffer"
+        try:
+            # The buffer is never handed out again: frames may be views of it.
+            return self._feed(memoryview(fresh).toreadonly()[:nbytes])
+        except InvalidFrameError as exc:
+            self._failed = exc
+            self._chunks = []
+            raise
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview | bytes]:
         """Every frame completed by ``data``, in order. The returned memoryviews refer
@@ -75,7 +158,7 @@ class FrameDecoder:
             raise FrameTooLargeError(size, self.max_frame_bytes)
         return size
 
-    def _feed(self, data: bytes) -> list[memoryview | bytes]:
+    def _feed(self, data: bytes | memoryview) -> list[memoryview | bytes]:
         frames: list[memoryview | bytes] = []
         view = memoryview(data)
         end = len(view)
@@ -92,14 +175,24 @@ class FrameDecoder:
             self._have = 0
         if self._need >= 0:
             missing = self._need - self._have
-            if end - pos < missing:
+            body = self._body
+            if body is not None:  # (bytes fed while a frame is read in place)
+                take = min(missing, end - pos)
+                body[self._have : self._have + take] = view[pos : pos + take]
+                self._have += take
+                if take < missing:
+                    return frames
+                frames.append(memoryview(body).toreadonly())
+                self._body = None
+            elif end - pos < missing:
                 if end > pos:
                     self._chunks.append(view[pos:] if pos else data)
                     self._have += end - pos
                 return frames
-            self._chunks.append(view[pos : pos + missing])
-            frames.append(b"".join(self._chunks))
-            self._chunks = []
+            else:
+                self._chunks.append(view[pos : pos + missing])
+                frames.append(b"".join(self._chunks))
+                self._chunks = []
             self._need = -1
             self._have = 0
             pos += missing
@@ -117,5 +210,5 @@ class FrameDecoder:
                     self._chunks.append(view[start:])
                 return frames
         if pos < end:
-            self._head = data[pos:]
+            self._head = bytes(data[pos:])
         return frames

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from struct import pack_into
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kafka.protocol.admin.acl import (
     CreateAclsRequest,
@@ -480,3 +480,19 @@ def schema_outline(cls: Any, version: int) -> str:
 
     walk(cls._struct, 1)
     return "\n".join(lines)
+
+
+_M = TypeVar("_M")
+
+
+def blank_message(cls: type[_M]) -> _M:
+    """An instance of a kafka-python message class with no field set yet, as
+    ``cls()`` would leave it but without ``DataContainer.__init__``'s walk over the
+    schema (odradek.protocol.produce_response and fetch_response set the fields of
+    the gateway's hottest answers on it directly). An unset field reads as its
+    schema default."""
+    obj: Any = object.__new__(cls)
+    obj._version = None
+    obj.tags = None
+    obj.unknown_tags = None
+    return cast(_M, obj)

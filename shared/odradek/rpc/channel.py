@@ -37,7 +37,9 @@ def open_sync_channel(address: str, tls: internal_tls.InternalTls | None = None)
 
 
 class NodeChannels(Generic[StubT]):
-    """One channel and stub per node id, re-opened when the node's address moves.
+    """One channel and stub per node id, re-opened when the node's address moves or
+    this process's internal TLS client certificate was renewed (a channel keeps the
+    credentials it was opened with).
 
     A replaced channel is kept open until :meth:`close`: calls in flight on it may
     still finish.
@@ -45,16 +47,19 @@ class NodeChannels(Generic[StubT]):
 
     def __init__(self, make_stub: Callable[[grpc.aio.Channel], StubT]) -> None:
         self._make_stub = make_stub
-        self._channels: dict[int, tuple[str, grpc.aio.Channel, StubT]] = {}
+        self._channels: dict[int, tuple[str, grpc.aio.Channel, StubT, int]] = {}
         self._retired: list[grpc.aio.Channel] = []
 
     def stub(self, node_id: int, address: str) -> StubT:
+        tls = internal_tls.active()
+        generation = tls.client_generation() if tls is not None else 0
         entry = self._channels.get(node_id)
-        if entry is None or entry[0] != address:
+        if entry is None or entry[0] != address or entry[3] != generation:
             if entry is not None:
                 self._retired.append(entry[1])
             channel = open_channel(address)
-            entry = (address, channel, self._make_stub(channel))
+            # (opened after client_generation: a renewal in between reopens once more)
+            entry = (address, channel, self._make_stub(channel), generation)
             self._channels[node_id] = entry
         return entry[2]
 

@@ -213,8 +213,9 @@ class ClusterOptions:
     # every non-zero port, since all gateways share this host.
     listeners: str = ""
     # Mutual TLS between services: a certificate per service under DATA/certs
-    # (odradek.internal_tls); on with any security other than plaintext.
-    internal_tls: bool = False
+    # (odradek.internal_tls). None: on with any security other than plaintext; False
+    # keeps it off under --security too (the security bench splits the two costs).
+    internal_tls: bool | None = None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -410,7 +411,9 @@ class Cluster:
 
     @property
     def internal_tls_on(self) -> bool:
-        return self.opts.internal_tls or self.opts.security != "plaintext"
+        if self.opts.internal_tls is not None:
+            return self.opts.internal_tls
+        return self.opts.security != "plaintext"
 
     @property
     def cluster_file(self) -> Path:

@@ -93,9 +93,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--internal-tls",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="mutual TLS between services: a CA and a certificate per service under "
-        "DATA/certs (implied by --security ssl and sasl_ssl)",
+        "DATA/certs (default: on with --security ssl and sasl_ssl, else off; "
+        "--no-internal-tls keeps the services' links plaintext under --security)",
     )
     p.set_defaults(func=run)
 

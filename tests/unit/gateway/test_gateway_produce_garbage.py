@@ -26,6 +26,9 @@ class _AppendingNode:
     def __init__(self) -> None:
         self.next_offset = 0
 
+    async def close(self) -> None:
+        """Nothing to close: no connections were opened."""
+
     async def produce(
         self,
         node_id: int,

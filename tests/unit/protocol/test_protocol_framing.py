@@ -14,7 +14,12 @@ from odradek.protocol.exceptions import (
     InvalidFrameError,
     ProtocolError,
 )
-from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, frame
+from odradek.protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    DIRECT_READ_BYTES,
+    FrameDecoder,
+    frame,
+)
 
 PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)) * 3, b"\x00\x00\x00\x04"]
 
@@ -128,3 +133,90 @@ def test_large_frame_in_small_chunks_is_linear() -> None:
     # chunks are kept and joined once: ~2x the payload at peak, never quadratic
     assert peak < 4 * len(payload)
     assert elapsed < 5.0, elapsed  # quadratic copying would move ~16 GB: far slower than this
+
+
+# -- read in place (get_buffer / buffer_updated, for an asyncio.BufferedProtocol) -----------
+def _read_in_place(decoder: FrameDecoder, data: bytes, offer: int) -> list[memoryview | bytes]:
+    """What a transport does: ask for a buffer (offering ``offer`` bytes), write as much
+    of ``data`` as fits, report it; until ``data`` is used up."""
+    out: list[memoryview | bytes] = []
+    pos = 0
+    while pos < len(data):
+        buf = decoder.get_buffer(offer)
+        n = min(len(buf), len(data) - pos, offer if offer > 0 else len(data))
+        buf[:n] = data[pos : pos + n]
+        pos += n
+        out.extend(decoder.buffer_updated(n))
+    return out
+
+
+BIG = [bytes([i]) * (DIRECT_READ_BYTES * 3 + i) for i in range(3)]
+MIXED = [b"a", BIG[0], b"", b"hello", BIG[1], bytes(range(256)) * 3, BIG[2], b"z"]
+
+
+@pytest.mark.parametrize("offer", [-1, 1, 7, 100, 5000, DIRECT_READ_BYTES + 3, 300_000])
+def test_read_in_place_every_offer(offer: int) -> None:
+    decoder = FrameDecoder()
+    out = _read_in_place(decoder, b"".join(frame(p) for p in MIXED), offer)
+    assert [bytes(f) for f in out] == MIXED
+    assert decoder.buffered_bytes == 0 and not decoder.filling_frame
+
+
+def test_a_large_frame_lands_in_its_own_buffer() -> None:
+    """The transport writes a large frame's bytes where they stay: the frame handed on
+    is a view of that buffer (no join, no copy), read-only like a view of bytes."""
+    decoder = FrameDecoder()
+    data = frame(BIG[1])
+    buf = decoder.get_buffer(1000)
+    buf[:1000] = data[:1000]
+    assert decoder.buffer_updated(1000) == []
+    assert decoder.buffered_bytes == 996
+    body = decoder.get_buffer(len(data))
+    assert decoder.filling_frame and len(body) == len(BIG[1]) - 996
+    assert decoder.buffered_bytes == len(BIG[1])  # the whole buffer is held now
+    body[:] = data[1000:]
+    (got,) = decoder.buffer_updated(len(body))
+    assert isinstance(got, memoryview) and got.readonly and got.obj is body.obj
+    assert got == BIG[1]
+    assert not decoder.filling_frame and decoder.buffered_bytes == 0
+
+
+def test_small_frames_are_views_of_the_read() -> None:
+    decoder = FrameDecoder()
+    data = b"".join(frame(p) for p in PAYLOADS)
+    buf = decoder.get_buffer(len(data))
+    buf[: len(data)] = data
+    frames = decoder.buffer_updated(len(data))
+    assert [bytes(f) for f in frames] == PAYLOADS
+    assert all(isinstance(f, memoryview) and f.readonly and f.obj is buf.obj for f in frames)
+    # the next read gets a new buffer: the frames handed on are never overwritten
+    assert decoder.get_buffer(10).obj is not buf.obj
+
+
+def test_held_read_then_fed_keeps_the_stream() -> None:
+    """A read taken out unparsed (the connection holds it while its budget is used up)
+    and fed later continues the same stream, also into a frame read in place."""
+    decoder = FrameDecoder()
+    data = frame(b"first") + frame(BIG[0]) + frame(b"last")
+    buf = decoder.get_buffer(9)
+    buf[:9] = data[:9]
+    assert [bytes(f) for f in decoder.buffer_updated(9)] == [b"first"]
+    buf = decoder.get_buffer(100)
+    buf[:100] = data[9:109]
+    held = decoder.take_read(100)
+    assert held == data[9:109] and decoder.buffered_bytes == 0
+    assert decoder.feed(held) == []
+    out = _read_in_place(decoder, data[109:500], 391)  # into the big frame's own buffer
+    assert out == [] and decoder.filling_frame
+    out = decoder.feed(data[500:])  # the rest fed, as a held read would be
+    assert [bytes(f) for f in out] == [BIG[0], b"last"]
+
+
+def test_read_in_place_refuses_a_huge_prefix() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000)
+    buf = decoder.get_buffer(8)
+    buf[:4] = struct.pack(">i", 1_000_000)
+    with pytest.raises(FrameTooLargeError):
+        decoder.buffer_updated(4)
+    with pytest.raises(FrameTooLargeError):
+        decoder.get_buffer(8)  # failed for good

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from odradek.tools.launcher import ClusterOptions, plan
+from odradek.cli import build_parser
+from odradek.tools.launcher import Cluster, ClusterOptions, plan
 
 
 def kinds(opts: ClusterOptions) -> list[str]:
@@ -48,3 +49,20 @@ def test_several_listeners_shift_per_gateway(tmp_path: Path) -> None:
         for spec in plan(ephemeral, metadata="")
         if spec.kind == "gateway"
     } == {"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"}
+
+
+def test_internal_tls_follows_security_unless_told(tmp_path: Path) -> None:
+    # odradek up --security sasl_ssl --no-internal-tls: the listener secured, the
+    # services' own links plaintext (the security bench measures the two apart).
+    def on(*argv: str) -> bool:
+        args = build_parser().parse_args(["up", "--data-dir", str(tmp_path), *argv])
+        opts = ClusterOptions(
+            data_dir=tmp_path, security=args.security, internal_tls=args.internal_tls
+        )
+        return Cluster(opts).internal_tls_on
+
+    assert not on()
+    assert on("--internal-tls")
+    assert on("--security", "sasl_ssl")
+    assert on("--security", "ssl")
+    assert not on("--security", "sasl_ssl", "--no-internal-tls")
