@@ -27,11 +27,12 @@ test: install
 test-slow: install
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
-## The fault campaign: CHAOS_SCHEDULES seeded fault schedules (default 10) on
-## 3 storage nodes RF 3 (kill -9, SIGSTOP and, as root, network partitions), printing the checker's table (tests/integration/test_chaos_campaign.py).
+## The fault campaign: CHAOS_SCHEDULES seeded fault schedules (default 10) from seed CHAOS_FIRST (default 0) on
+## 3 storage nodes RF 3 (kill -9, SIGSTOP and, as root, network partitions and full disks), printing the checker's table (tests/integration/test_chaos_campaign.py).
 CHAOS_SCHEDULES ?= 10
+CHAOS_FIRST ?= 0
 test-chaos: install
-	CHAOS_SCHEDULES=$(CHAOS_SCHEDULES) $(PY) -m pytest -m chaos -s -q tests/integration/test_chaos_campaign.py $(PYTEST_ARGS)
+	CHAOS_SCHEDULES=$(CHAOS_SCHEDULES) CHAOS_FIRST=$(CHAOS_FIRST) $(PY) -m pytest -m chaos -s -q tests/integration/test_chaos_campaign.py $(PYTEST_ARGS)
 
 test-all: test test-slow
 

@@ -25,8 +25,11 @@ Failed log directories: a replica whose directory failed stays hosted but offlin
 (it serves nothing and is never re-created elsewhere while the node runs). When the
 node starts with a directory offline, a partition assigned here whose log is not in
 any online directory is taken to have lived in the failed one and is offline too,
-unless this node is one of its adding replicas (a new replica has no data to lose);
-:attr:`offline` lists them for the report to the controller.
+unless this node is one of its adding replicas (a new replica has no data to lose).
+A replica whose log cannot be created (its directory failed, or none is online) is
+offline too, as Kafka's ReplicaManager marks it (``markPartitionOffline``): otherwise
+the controller, never told, would keep it in the ISR and as leader while this node
+cannot serve it. :attr:`offline` lists them for the report to the controller.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from odradek.log.errors import KafkaStorageError
 from odradek.metadata_cache import Snapshot
 from odradek.rpc.v1 import common_pb2
 from odradek.storage.partition import Partition, Role
@@ -85,7 +89,8 @@ class ReplicaManager:
         self.on_partition_opened: Callable[[Partition], None] = lambda _p: None
         self.on_io_error: Callable[[Partition, OSError], None] = lambda _p, _e: None
         self.quotas = ReplicationQuotas()
-        # Replicas assigned here that live in a failed log directory (no Partition object).
+        # Replicas assigned here that live in a failed log directory, or whose log could
+        # not be created (no Partition object).
         self.offline: set[tuple[str, int]] = set()
 
     # -- lookups ------------------------------------------------------------------------
@@ -162,8 +167,12 @@ class ReplicaManager:
                 continue
             try:
                 self._apply_partition(topic, state)
-            except Exception:
-                log.exception("cannot apply metadata to %s-%d", key[0], key[1])
+            except Exception as exc:
+                if isinstance(exc, KafkaStorageError) and key not in self.partitions:
+                    log.error("%s-%d: cannot create its log, offline: %s", key[0], key[1], exc)
+                    self.offline.add(key)
+                else:
+                    log.exception("cannot apply metadata to %s-%d", key[0], key[1])
 
         if first:
             self._delete_stray_logs(desired)

@@ -10,6 +10,8 @@ is read back exactly once, in increasing order within its partition.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 from collections import defaultdict
@@ -61,6 +63,13 @@ def cluster_metadata(cluster: Cluster, timeout: float = 15.0) -> common_pb2.Clus
         lambda: active_controllers(cluster), "an active controller", timeout=timeout, interval=0.1
     )
     return max(active.values(), key=lambda md: md.controller_epoch)
+
+
+def kill9_service(cluster: Cluster, name: str) -> None:
+    """kill -9 one service of the cluster and reap it (``cluster.restart`` starts it again)."""
+    svc = cluster.service(name)
+    os.kill(svc.process.pid, signal.SIGKILL)
+    svc.process.wait(10)
 
 
 def partition_state(cluster: Cluster, topic: str, partition: int) -> common_pb2.Partition:

@@ -17,12 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fault_tools import cluster_metadata, create_topic, partition_state, wait_full_isr
+from fault_tools import (
+    cluster_metadata,
+    create_topic,
+    kill9_service,
+    partition_state,
+    wait_full_isr,
+)
 from txn_tools import (
     Loop,
     differences,
     expected_output,
-    kill9_service,
     read_committed,
     transaction_coordinator_name,
     wait_storage_online,

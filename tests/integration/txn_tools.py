@@ -190,12 +190,6 @@ def wait_storage_online(cluster: Cluster, count: int = 1, timeout: float = 30.0)
     wait_until(online, f"{count} storage node(s) online", timeout=timeout)
 
 
-def kill9_service(cluster: Cluster, name: str) -> None:
-    svc = cluster.service(name)
-    os.kill(svc.process.pid, signal.SIGKILL)
-    svc.process.wait(10)
-
-
 def transaction_coordinator_name(
     metadata: common_pb2.ClusterMetadata, transactional_id: str
 ) -> str:

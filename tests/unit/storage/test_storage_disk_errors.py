@@ -4,7 +4,10 @@ directory) and a real full filesystem (a small tmpfs mounted for the test).
 
 In both, the partitions of that directory answer KAFKA_STORAGE_ERROR from then on,
 the recovery point never passes what was not synced, and the other directory keeps
-working.
+working. A replica assigned to the node whose log cannot be created there (the
+directory fails while creating it, or none is online) is offline too, so the node
+reports it and the controller moves it out of the ISR (the chaos campaign's seed 62:
+a disk filled as a new topic was created).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.small_disks import fill, mount_tmpfs, unmount
 from test_storage_log_dirs import BROKER, ME, batch, snapshot
 
 from odradek.log.manager import LogManager
@@ -95,19 +99,14 @@ def test_fsync_error_in_the_periodic_flush_takes_the_directory_offline(
 
 @contextlib.contextmanager
 def _small_filesystem(path: Path, size: str) -> Iterator[None]:
-    path.mkdir()
     try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-            check=True,
-            capture_output=True,
-        )
-    except (OSError, subprocess.CalledProcessError) as exc:
+        mount_tmpfs(path, size)
+    except (OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"cannot mount a small tmpfs here: {exc}")
     try:
         yield
     finally:
-        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+        unmount(path)
 
 
 def test_full_filesystem_takes_only_that_directory_offline(tmp_path: Path) -> None:
@@ -121,4 +120,25 @@ def test_full_filesystem_takes_only_that_directory_offline(tmp_path: Path) -> No
         assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
         assert node.logs.offline_dirs == {small} and node.failures == [small]
         node.part(survivor).append_as_leader(batch(), -1)
+        node.logs.shutdown()
+
+
+def test_a_replica_whose_log_cannot_be_created_is_offline(tmp_path: Path) -> None:
+    node = Node([tmp_path / "d1"], BROKER)
+    node.logs.mark_dir_offline(tmp_path / "d1", "failed earlier")
+    node.replicas.apply(snapshot(2, partitions=6))  # t-4 and t-5 are new here
+    assert {("t", 4), ("t", 5)} <= node.replicas.offline
+    node.logs.shutdown()
+
+
+def test_a_full_filesystem_while_creating_a_log_takes_that_replica_offline(
+    tmp_path: Path,
+) -> None:
+    small = tmp_path / "small"
+    with _small_filesystem(small, "192k"):
+        node = Node([small], BROKER)
+        fill(small)
+        node.replicas.apply(snapshot(2, partitions=6))  # creating t-4 hits ENOSPC
+        assert node.logs.offline_dirs == {small} and node.failures == [small]
+        assert {("t", 4), ("t", 5)} <= node.replicas.offline
         node.logs.shutdown()
