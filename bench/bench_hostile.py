@@ -57,6 +57,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(idle, total) jiffies of the whole machine (/proc/stat), for its idle share."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields)
+
+
 def _answered(metrics_port: int, api: str) -> float:
     """Requests of ``api`` the gateway has handled so far (its Prometheus counter)."""
     url = f"http://127.0.0.1:{metrics_port}/metrics"
@@ -177,9 +184,10 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
 
 async def _phase(
     host: str, port: int, topic: str, args: argparse.Namespace, pid: int, hostile: bool
-) -> tuple[list[float], float, dict[str, int], float]:
+) -> tuple[list[float], float, dict[str, int], float, float]:
     stop = time.monotonic() + args.seconds
     cpu_start = _cpu_s(pid)
+    idle_start, total_start = _cpu_ticks()
     latencies: list[float] = []
     cuts: dict[str, int] = {}
     peak = 0.0
@@ -209,12 +217,15 @@ async def _phase(
             mix,
             stdout=subprocess.PIPE,
             cwd=str(Path(__file__).resolve().parent.parent),
+            preexec_fn=(lambda: os.nice(args.hostile_nice)) if args.hostile_nice else None,
         )
     await asyncio.gather(*tasks, return_exceptions=True)
     if child is not None:
         out, _ = await child.communicate()
         cuts = json.loads(out or b"{}")
-    return latencies, peak, cuts, (_cpu_s(pid) - cpu_start) / args.seconds
+    idle_end, total_end = _cpu_ticks()
+    idle = (idle_end - idle_start) / max(1, total_end - total_start)
+    return latencies, peak, cuts, (_cpu_s(pid) - cpu_start) / args.seconds, idle
 
 
 def hostile_process(argv: list[str]) -> None:
@@ -260,6 +271,13 @@ def main(argv: list[str]) -> None:
         default=_mix("never-read=20,trickle=15,oversize=15"),
         help="hostile clients by kind (default never-read=20,trickle=15,oversize=15)",
     )
+    parser.add_argument(
+        "--hostile-nice",
+        type=int,
+        default=0,
+        help="run the hostile clients at this nice value: on a small machine they compete "
+        "with the broker for CPU, which hostile clients on other hosts would not",
+    )
     args, _ = parser.parse_known_args(argv)
     settings = {
         "connection.request.read.timeout.ms": str(READ_TIMEOUT_MS),
@@ -289,15 +307,15 @@ def main(argv: list[str]) -> None:
         f"per phase; gateway RSS at start {baseline:.0f} MiB, budget "
         f"(queued.max.request.bytes) {BUDGET // (1 << 20)} MiB"
     )
-    print(f"hostile mix: {args.hostile}")
+    print(f"hostile mix: {args.hostile}, nice {args.hostile_nice}")
     print(
         f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13} "
-        f"{'gateway CPU':>12}"
+        f"{'gateway CPU':>12} {'machine idle':>13}"
     )
-    for name, (lat, peak, _cuts, cpu) in rows:
+    for name, (lat, peak, _cuts, cpu, idle) in rows:
         print(
             f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} "
-            f"{peak:>13.0f} {cpu:>11.0%}"
+            f"{peak:>13.0f} {cpu:>11.0%} {idle:>12.0%}"
         )
     p99_ratio = _pct(mixed[0], 0.99) / max(_pct(alone[0], 0.99), 1e-9)
     cuts = mixed[2]
