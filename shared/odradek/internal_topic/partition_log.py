@@ -98,13 +98,19 @@ async def read_partition(
 ) -> int:
     """Replay every record from the log start to the current high watermark (control
     records included: ``batch.is_control``); returns the number of records replayed.
-    Raises :class:`LoadError` (retry later)."""
+    Raises :class:`LoadError` (retry later), also while the high watermark is below
+    the leader's log end: after a restart the leader's high watermark comes from its
+    checkpoint and moves up only when the followers fetch again, so acknowledged
+    writes can lie above it for a moment, and a cache loaded without them would never
+    see them (the shard's own appends are the only reads after the load). Kafka's
+    coordinators load up to the log end for the same reason (CoordinatorLoaderImpl)."""
     try:
         offset, end = await _offsets(storage, topic, partition)
     except (grpc.aio.AioRpcError, StorageUnavailable) as exc:
         raise LoadError(str(exc)) from None
     count = 0
-    while offset < end:
+    checked_end = False
+    while offset < end or not checked_end:
         try:
             stub = storage.stub(_leader(storage, topic, partition))
             response = await stub.Fetch(
@@ -135,8 +141,17 @@ async def read_partition(
         result = response.partitions[0]
         if result.error_code:
             raise LoadError(f"fetch {topic}-{partition}@{offset}: error {result.error_code}")
+        if not checked_end:
+            if result.log_end_offset > end:
+                raise LoadError(
+                    f"{topic}-{partition}: high watermark {end} is below the log end "
+                    f"{result.log_end_offset} (followers not caught up yet)"
+                )
+            checked_end = True
         batches = decode_batches(result.records) if result.records else []
         if not batches:
+            if offset >= end:
+                break
             raise LoadError(f"no progress reading {topic}-{partition} at {offset}")
         for batch in batches:
             if batch.next_offset <= offset:
