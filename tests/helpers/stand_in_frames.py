@@ -8,15 +8,17 @@ import asyncio
 import struct
 
 
-def stand_in_request(cid: int, api_key: int = 3) -> bytes:
-    """A framed request: INT16 key, INT16 version 0, INT32 correlation id, client id "x"."""
-    body = struct.pack(">hhih", api_key, 0, cid, 1) + b"x"
+def stand_in_request(cid: int, api_key: int = 3, payload: bytes = b"") -> bytes:
+    """A framed request: INT16 key, INT16 version 0, INT32 correlation id, client id
+    "x", then ``payload`` (a body the stand-in handler never reads)."""
+    body = struct.pack(">hhih", api_key, 0, cid, 1) + b"x" + payload
     return struct.pack(">i", len(body)) + body
 
 
-def stand_in_answer(cid: int) -> bytes:
-    """A framed answer carrying only the correlation id."""
-    return struct.pack(">ii", 4, cid)
+def stand_in_answer(cid: int, size: int = 4) -> bytes:
+    """A framed answer of ``size`` bytes starting with the correlation id."""
+    payload = struct.pack(">i", cid) + b"a" * (size - 4)
+    return struct.pack(">i", len(payload)) + payload
 
 
 async def read_answers(reader: asyncio.StreamReader, count: int) -> list[int]:

@@ -14,6 +14,7 @@ import struct
 import time
 
 import pytest
+from helpers.stand_in_frames import stand_in_request
 from helpers.waiting import wait_until_async
 
 from odradek.gateway.connection import (
@@ -32,11 +33,6 @@ async def _big_response(
 ) -> Result:
     payload = struct.pack(">i", header.correlation_id) + b"r" * RESPONSE_BYTES
     return struct.pack(">i", len(payload)) + payload
-
-
-def _request(cid: int) -> bytes:
-    body = struct.pack(">hhih", 18, 0, cid, 1) + b"x"
-    return struct.pack(">i", len(body)) + body
 
 
 async def _listener(**limits: float) -> KafkaListener:
@@ -59,7 +55,7 @@ async def _send_until_refused(s: socket.socket, requests: int) -> bool:
     loop = asyncio.get_running_loop()
     try:
         for cid in range(requests):
-            await asyncio.wait_for(loop.sock_sendall(s, _request(cid)), 5)
+            await asyncio.wait_for(loop.sock_sendall(s, stand_in_request(cid, 18)), 5)
     except (ConnectionResetError, BrokenPipeError):
         return True
     except TimeoutError:
@@ -84,7 +80,7 @@ async def _reset(s: socket.socket, seen: bool = False) -> bool:
 
 async def _polite_client_works(port: int) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(_request(7))
+    writer.write(stand_in_request(7, 18))
     (size,) = struct.unpack(">i", await reader.readexactly(4))
     assert struct.unpack(">i", (await reader.readexactly(size))[:4])[0] == 7
     writer.close()
@@ -136,7 +132,7 @@ async def test_client_reading_nothing_is_aborted_after_the_write_timeout() -> No
 async def test_trickling_request_is_aborted_after_the_read_timeout(prefix_only: bool) -> None:
     lst = await _listener(request_read_timeout_s=0.5)
     _reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
-    frame = _request(1)
+    frame = stand_in_request(1, 18)
     start = time.monotonic()
     chunks = [frame[:2], frame[2:3]] if prefix_only else [bytes([b]) for b in frame[:-1]]
     try:

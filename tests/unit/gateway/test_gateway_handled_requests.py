@@ -18,6 +18,7 @@ import struct
 import threading
 import time
 
+from helpers.stand_in_frames import read_answers, stand_in_answer, stand_in_request
 from helpers.waiting import wait_until_async
 
 from odradek.gateway.connection import (
@@ -33,23 +34,6 @@ BURN_S = 0.002  # CPU one stand-in request costs the event loop
 BACKLOG = 400  # requests the never-reading client pipelines
 
 
-def _request(cid: int, api_key: int = 3) -> bytes:
-    body = struct.pack(">hhih", api_key, 0, cid, 1) + b"x"
-    return struct.pack(">i", len(body)) + body
-
-
-def _answer(cid: int) -> bytes:
-    return struct.pack(">ii", 4, cid)
-
-
-async def _read_answers(reader: asyncio.StreamReader, count: int) -> list[int]:
-    cids = []
-    for _ in range(count):
-        (size,) = struct.unpack(">i", await reader.readexactly(4))
-        cids.append(struct.unpack(">i", (await reader.readexactly(size))[:4])[0])
-    return cids
-
-
 async def _good_request_latency(max_handled: int) -> float:
     """Seconds another connection waits for one answer sent while a never-reading
     client has BACKLOG requests pipelined that each cost BURN_S of loop time. Both
@@ -63,18 +47,18 @@ async def _good_request_latency(max_handled: int) -> float:
         end = time.perf_counter() + BURN_S
         while time.perf_counter() < end:
             pass
-        return _answer(header.correlation_id)
+        return stand_in_answer(header.correlation_id)
 
     def hostile(port: int) -> socket.socket:
         s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(b"".join(_request(cid) for cid in range(BACKLOG)))
+        s.sendall(b"".join(stand_in_request(cid) for cid in range(BACKLOG)))
         return s
 
     def good(port: int) -> float:
         with socket.create_connection(("127.0.0.1", port)) as s:
             assert first_handled.wait(30)
             start = time.monotonic()
-            s.sendall(_request(10_000))
+            s.sendall(stand_in_request(10_000))
             s.settimeout(30)
             answer = b""
             while len(answer) < 8:
@@ -118,13 +102,13 @@ async def test_requests_start_in_arrival_order_and_answer_in_order_under_the_cap
                 await asyncio.sleep(rng.random() / 1000)
         finally:
             running -= other
-        return _answer(header.correlation_id)
+        return stand_in_answer(header.correlation_id)
 
     lst = KafkaListener("127.0.0.1", 0, jittery, ConnectionLimits(max_handled_requests=3))
     await lst.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
-    writer.write(b"".join(_request(cid, key) for cid, key in enumerate(keys)))
-    assert await asyncio.wait_for(_read_answers(reader, 300), 30) == list(range(300))
+    writer.write(b"".join(stand_in_request(cid, key) for cid, key in enumerate(keys)))
+    assert await asyncio.wait_for(read_answers(reader, 300), 30) == list(range(300))
     assert started == list(range(300))
     assert most == 3
     writer.close()
@@ -144,16 +128,16 @@ async def test_pipelined_produce_requests_start_together_and_free_their_place_wh
             await hand_off.wait()
             request_handed_off()()
         await release.wait()  # ... and its answer comes later
-        return _answer(header.correlation_id)
+        return stand_in_answer(header.correlation_id)
 
     lst = KafkaListener("127.0.0.1", 0, parked, ConnectionLimits(max_handled_requests=1))
     await lst.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
     # Five pipelined Produce requests are handled together (they would coalesce) ...
-    writer.write(b"".join(_request(cid, api_key=0) for cid in range(5)))
+    writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(5)))
     await wait_until_async(lambda: len(started) == 5, "pipelined Produce requests started")
     # ... a Metadata behind them waits for its turn, and so does a Produce behind it ...
-    writer.write(_request(5, api_key=3) + _request(6, api_key=0))
+    writer.write(stand_in_request(5, api_key=3) + stand_in_request(6, api_key=0))
     await asyncio.sleep(0.2)
     assert started == list(range(5))
     # ... which comes once the five are handed to the storage nodes, unanswered yet;
@@ -163,7 +147,7 @@ async def test_pipelined_produce_requests_start_together_and_free_their_place_wh
     await asyncio.sleep(0.2)
     assert started == list(range(6))
     release.set()
-    assert await asyncio.wait_for(_read_answers(reader, 7), 30) == list(range(7))
+    assert await asyncio.wait_for(read_answers(reader, 7), 30) == list(range(7))
     assert started == list(range(7))
     writer.close()
     await lst.stop(grace=0.1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from helpers.stand_in_frames import stand_in_request
 from helpers.waiting import wait_until_async
 
 from odradek.gateway.connection import (
@@ -49,11 +50,6 @@ def test_no_budget_is_never_exhausted() -> None:
     assert not pool.exhausted and pool.available == -1
 
 
-def _request(cid: int, size: int) -> bytes:
-    body = struct.pack(">hhih", 18, 0, cid, 1) + b"x" + b"\0" * size
-    return struct.pack(">i", len(body)) + body
-
-
 class _Handler:
     """Answers each request once its correlation id is released; records arrivals."""
 
@@ -87,11 +83,11 @@ async def test_used_up_budget_stops_reading_every_connection_until_released() ->
         r1, w1 = await asyncio.open_connection("127.0.0.1", lst.port)
         r2, w2 = await asyncio.open_connection("127.0.0.1", lst.port)
         # Larger than the whole budget: read whole all the same (non-strict, as Kafka).
-        w1.write(_request(1, 2 * BUDGET))
+        w1.write(stand_in_request(1, 18, b"\0" * 2 * BUDGET))
         await wait_until_async(lambda: handler.arrived == [1], "the big request read", timeout=10)
         assert pool.exhausted and pool.used >= 2 * BUDGET
-        w2.write(_request(2, 10))
-        w1.write(_request(3, 10))
+        w2.write(stand_in_request(2, 18, b"\0" * 10))
+        w1.write(stand_in_request(3, 18, b"\0" * 10))
         await asyncio.sleep(0.5)
         assert handler.arrived == [1]  # nobody is read from while the budget is used up
         assert len(pool) >= 1
@@ -120,10 +116,10 @@ async def test_a_request_half_read_when_the_budget_runs_out_is_finished() -> Non
     try:
         r1, w1 = await asyncio.open_connection("127.0.0.1", lst.port)
         r2, w2 = await asyncio.open_connection("127.0.0.1", lst.port)
-        second = _request(2, BUDGET)
+        second = stand_in_request(2, 18, b"\0" * BUDGET)
         w2.write(second[: len(second) // 2])  # half of a request, then the budget goes
         await wait_until_async(lambda: pool.used > 0, "half a request buffered", timeout=10)
-        w1.write(_request(1, 2 * BUDGET))
+        w1.write(stand_in_request(1, 18, b"\0" * 2 * BUDGET))
         await wait_until_async(lambda: handler.arrived == [1], "the big request read", timeout=10)
         assert pool.exhausted
         w2.write(second[len(second) // 2 :])  # the rest is still read

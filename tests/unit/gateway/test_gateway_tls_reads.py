@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import uvloop
+from helpers.stand_in_frames import stand_in_request
 from helpers.waiting import wait_until_async
 
 from odradek.certs import ensure_ca, issue
@@ -32,11 +33,6 @@ LOOPS: dict[str, Callable[[Awaitable[None]], None]] = {
     "asyncio": asyncio.run,  # type: ignore[dict-item]
     "uvloop": uvloop.run,  # type: ignore[dict-item]
 }
-
-
-def _request(cid: int, payload: bytes) -> bytes:
-    body = struct.pack(">hhih", 18, 0, cid, 1) + b"x" + payload
-    return struct.pack(">i", len(body)) + body
 
 
 class _Handler:
@@ -89,8 +85,10 @@ def test_large_and_pipelined_requests_read_in_place(tmp_path: Path, loop: str) -
             )
             (conn,) = lst.connections
             assert isinstance(conn, TlsKafkaConnection)
-            stream = _request(1, big) + b"".join(_request(c, p) for c, p in smalls.items())
-            writer.write(stream + _request(99, big))
+            stream = stand_in_request(1, 18, big) + b"".join(
+                stand_in_request(c, 18, p) for c, p in smalls.items()
+            )
+            writer.write(stream + stand_in_request(99, 18, big))
             for cid in (1, *smalls, 99):
                 await wait_until_async(
                     lambda c=cid: c in handler.bodies, f"request {cid}", timeout=10
@@ -103,7 +101,7 @@ def test_large_and_pipelined_requests_read_in_place(tmp_path: Path, loop: str) -
                 # decrypted into the request's own buffer, not joined from reads
                 owner = handler.bodies[cid].obj
                 assert isinstance(owner, bytearray), type(owner)
-                assert len(owner) == len(_request(cid, big)) - 4
+                assert len(owner) == len(stand_in_request(cid, 18, big)) - 4
             writer.close()
         finally:
             await lst.stop()
@@ -130,10 +128,10 @@ def test_used_up_budget_holds_tls_reads_until_released(tmp_path: Path, loop: str
             r2, w2 = await asyncio.open_connection(
                 "127.0.0.1", lst.port, ssl=client_ctx, server_hostname="127.0.0.1"
             )
-            w1.write(_request(1, b"b" * 2 * budget))  # more than the budget: read whole
+            w1.write(stand_in_request(1, 18, b"b" * 2 * budget))  # more than the budget: read whole
             await wait_until_async(lambda: 1 in handler.bodies, "the big request", timeout=10)
             assert pool.exhausted
-            w2.write(_request(2, b"s" * 10) + _request(3, b"t" * 40_000))
+            w2.write(stand_in_request(2, 18, b"s" * 10) + stand_in_request(3, 18, b"t" * 40_000))
             await asyncio.sleep(0.5)
             assert sorted(handler.bodies) == [1]  # held while the budget is used up
             handler.gate(1).set()

@@ -17,6 +17,7 @@ import socket
 import struct
 
 import pytest
+from helpers.stand_in_frames import stand_in_answer, stand_in_request
 from helpers.waiting import wait_until_async
 
 from odradek.gateway.connection import (
@@ -35,16 +36,6 @@ QUEUED_MAX_REQUESTS = 20  # queued.max.requests: what one read can start at once
 PIPELINED = 3000
 
 
-def _request(cid: int, api_key: int) -> bytes:
-    body = struct.pack(">hhih", api_key, 0, cid, 1) + b"x"
-    return struct.pack(">i", len(body)) + body
-
-
-def _answer(cid: int) -> bytes:
-    payload = struct.pack(">i", cid) + b"a" * (ANSWER_BYTES - 4)
-    return struct.pack(">i", len(payload)) + payload
-
-
 class _Handler:
     """Answers every request with ANSWER_BYTES; a Produce (API key 0) first hands its
     request off as the gateway's Produce does once its records are on their way."""
@@ -59,7 +50,7 @@ class _Handler:
         if header.api_key == 0:
             request_handed_off()()
             await asyncio.sleep(0)  # the acknowledgement comes later
-        return _answer(header.correlation_id)
+        return stand_in_answer(header.correlation_id, ANSWER_BYTES)
 
 
 async def _listener(handler: _Handler, unread_limit: int = UNREAD_LIMIT) -> KafkaListener:
@@ -93,7 +84,7 @@ async def test_never_reading_client_gets_about_the_unread_limit_answered(api_key
     s.setblocking(False)
     loop = asyncio.get_running_loop()
     await loop.sock_connect(s, ("127.0.0.1", lst.port))
-    requests = b"".join(_request(cid, api_key) for cid in range(PIPELINED))
+    requests = b"".join(stand_in_request(cid, api_key) for cid in range(PIPELINED))
     # Sent until the gateway stops reading (the rest stays in our send buffer).
     sender = asyncio.ensure_future(loop.sock_sendall(s, requests))
     started = await _settled(handler)
@@ -120,7 +111,7 @@ async def test_client_that_reads_late_gets_every_answer_in_order() -> None:
     lst = await _listener(handler, unread_limit=4096)
     reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
     count = 600
-    writer.write(b"".join(_request(cid, cid % 2 * 3) for cid in range(count)))
+    writer.write(b"".join(stand_in_request(cid, cid % 2 * 3) for cid in range(count)))
     await _settled(handler)
     assert handler.started < count  # held back while we read nothing
     cids = []
