@@ -38,7 +38,7 @@ from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
-from odradek.gateway import apis
+from odradek.gateway import apis, shared_answers
 from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker, advertise
@@ -509,6 +509,9 @@ class Gateway:
             )
             if frame is not None:
                 return frame  # framed by hand: the generic encoder costs more than the rest
+        shared = shared_answers.frame(header, response)
+        if shared is not None:
+            return shared  # an answer many requests share, encoded once per version
         return encode_response(header, response)
 
     # -- the rest of GatewayApi (odradek.gateway.gateway_api) ------------------------------------

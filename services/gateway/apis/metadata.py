@@ -35,6 +35,7 @@ from odradek.gateway.brokers import Broker as AdvertisedBroker
 from odradek.gateway.brokers import controller_id
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway_api import GatewayApi
+from odradek.gateway.shared_answers import share
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -88,6 +89,7 @@ async def handle(
     )
     brokers = gw.brokers(ctx.listener)
     authz = gw.authorizer
+    cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
 
     def describable(name: str) -> bool:
         return authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
@@ -129,6 +131,11 @@ async def handle(
             else:
                 topic_results.append(_topic_answer(snap, brokers, topic, ops(topic.name)))
     else:
+        plain = not include_ops and not authz.enabled and not cluster_ops
+        if plain and not gw.quotas.any():
+            # The same answer for every such request until the snapshot or the broker
+            # set changes: one object, its encoding shared (shared_answers.py).
+            return share(_all_topics_answer(snap, brokers))
         for topic in sorted(snap.topics.values(), key=lambda t: t.name):
             if describable(topic.name):
                 topic_results.append(_topic_answer(snap, brokers, topic, ops(topic.name)))
@@ -143,11 +150,37 @@ async def handle(
         controller_id=controller_id(brokers),
         topics=topic_results,
         authorized_operations=authorized_operations(
-            authz.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
-            if getattr(request, "include_cluster_authorized_operations", False)
-            else None
+            authz.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME) if cluster_ops else None
         ),
     )
+
+
+# The all-topics answer without authorized operations, per broker set (see _ANSWERS).
+_ALL_TOPICS: dict[int, tuple[Snapshot, Mapping[int, AdvertisedBroker], MetadataResponse]] = {}
+
+
+def _all_topics_answer(snap: Snapshot, brokers: Mapping[int, AdvertisedBroker]) -> MetadataResponse:
+    entry = _ALL_TOPICS.get(id(brokers))
+    if entry is not None and entry[0] is snap and entry[1] is brokers:
+        return entry[2]
+    if len(_ALL_TOPICS) >= _MAX_BROKER_SETS:
+        _ALL_TOPICS.clear()
+    answer = MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[
+            Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in brokers.values()
+        ],
+        cluster_id=snap.cluster_id or None,
+        controller_id=controller_id(brokers),
+        topics=[
+            _topic_answer(snap, brokers, topic, None)
+            for topic in sorted(snap.topics.values(), key=lambda t: t.name)
+        ],
+        authorized_operations=authorized_operations(None),
+    )
+    _ALL_TOPICS[id(brokers)] = (snap, brokers, answer)
+    return answer
 
 
 # Topic answers without authorized operations, built once per metadata snapshot and

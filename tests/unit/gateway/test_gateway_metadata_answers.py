@@ -5,11 +5,19 @@ after the metadata changes."""
 
 from __future__ import annotations
 
+import pytest
 from gateway_testkit import call, offline_gateway
 
+from odradek.gateway import shared_answers
 from odradek.gateway.apis import metadata as metadata_api
+from odradek.gateway.connection import ConnectionContext
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.messages import MetadataRequest
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import (
+    Message,
+    MetadataRequest,
+    encode_response,
+)
 from odradek.rpc.v1 import common_pb2
 
 
@@ -65,3 +73,35 @@ async def test_topic_answers_are_reused_within_a_snapshot_and_rebuilt_after_it()
         again = metadata_api._topic_answer(snap, gw.brokers(None), snap.topics["orders"], None)
         assert again is not first
         assert [p.leader_id for p in again.partitions] == [101]
+
+
+async def test_the_all_topics_answer_is_encoded_once_per_version_and_snapshot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pipelined all-topics requests cost one encoding per API version and snapshot
+    (shared_answers.py); the bytes are the generic encoder's, and never stale."""
+    encoded: list[int] = []
+    real = shared_answers.encode_body
+
+    def counting(message: Message, version: int) -> bytes:
+        encoded.append(version)
+        return real(message, version)
+
+    monkeypatch.setattr(shared_answers, "encode_body", counting)
+    async with offline_gateway(_cluster(1, leader=100)) as gw:
+        for _ in range(3):
+            answer = await call(gw, ApiKey.METADATA, 12, _all_topics())
+            assert [p.leader_id for p in answer.topics[0].partitions] == [100]
+        await call(gw, ApiKey.METADATA, 9, _all_topics())
+        assert encoded == [12, 9]
+        listener = ConnectionContext(1, "test").listener  # what call() connects on
+        shared = metadata_api._all_topics_answer(gw.metadata.current, gw.brokers(listener))
+        for version in (1, 9, 12):
+            header = RequestHeader(ApiKey.METADATA, version, 5, "c")
+            assert shared_answers.frame(header, shared) == encode_response(header, shared)
+        assert encoded == [12, 9, 1]
+
+        await gw.metadata.update(_cluster(2, leader=101))
+        answer = await call(gw, ApiKey.METADATA, 12, _all_topics())
+        assert [p.leader_id for p in answer.topics[0].partitions] == [101]
+        assert encoded == [12, 9, 1, 12]
