@@ -140,6 +140,20 @@ async def handle(
             if describable(topic.name):
                 topic_results.append(_topic_answer(snap, brokers, topic, ops(topic.name)))
 
+    return _answer(
+        snap,
+        brokers,
+        topic_results,
+        authz.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME) if cluster_ops else None,
+    )
+
+
+def _answer(
+    snap: Snapshot,
+    brokers: Mapping[int, AdvertisedBroker],
+    topics: list[Topic],
+    cluster_ops: set[int] | None,
+) -> MetadataResponse:
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[
@@ -148,10 +162,8 @@ async def handle(
         ],
         cluster_id=snap.cluster_id or None,
         controller_id=controller_id(brokers),
-        topics=topic_results,
-        authorized_operations=authorized_operations(
-            authz.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME) if cluster_ops else None
-        ),
+        topics=topics,
+        authorized_operations=authorized_operations(cluster_ops),
     )
 
 
@@ -165,19 +177,14 @@ def _all_topics_answer(snap: Snapshot, brokers: Mapping[int, AdvertisedBroker]) 
         return entry[2]
     if len(_ALL_TOPICS) >= _MAX_BROKER_SETS:
         _ALL_TOPICS.clear()
-    answer = MetadataResponse(
-        throttle_time_ms=0,
-        brokers=[
-            Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in brokers.values()
-        ],
-        cluster_id=snap.cluster_id or None,
-        controller_id=controller_id(brokers),
-        topics=[
+    answer = _answer(
+        snap,
+        brokers,
+        [
             _topic_answer(snap, brokers, topic, None)
             for topic in sorted(snap.topics.values(), key=lambda t: t.name)
         ],
-        authorized_operations=authorized_operations(None),
+        None,
     )
     _ALL_TOPICS[id(brokers)] = (snap, brokers, answer)
     return answer
