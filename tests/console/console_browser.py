@@ -113,6 +113,27 @@ class Browser:
 
         return list(self.driver.find_elements(By.CSS_SELECTOR, selector))
 
+    def submit(self, selector: str) -> None:
+        """Click a form's submit button and wait for the page that answers it.
+
+        The old page's readyState is already "complete", so waiting for that alone can
+        read the old page (a slow SASL login lost this race in CI); the old document's
+        root going stale is what says the answer has replaced it."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        old_root = self.css("html")
+        self.css(selector).click()
+
+        def replaced() -> bool:
+            try:
+                old_root.is_enabled()
+            except StaleElementReferenceException:
+                return True
+            return False
+
+        self.wait(replaced, what=f"the page answering {selector}")
+        self.wait(lambda: self.driver.execute_script("return document.readyState") == "complete")
+
     def text(self, selector: str) -> str:
         return str(self.css(selector).text)
 

@@ -137,8 +137,7 @@ def log_in(browser: Browser, user: str, password: str) -> None:
     browser.open("/login")
     browser.type("#username", user)
     browser.type("#password", password)
-    browser.css("#login-submit").click()
-    browser.wait(lambda: browser.driver.execute_script("return document.readyState") == "complete")
+    browser.submit("#login-submit")
 
 
 def listed_topics(browser: Browser) -> set[str]:
