@@ -235,7 +235,7 @@ def test_create_topic_and_invalid_names(
     bad = "bad name!"
     browser.open("/topics/new")
     browser.type("#name", bad)
-    browser.css("#create-submit").click()
+    browser.submit("#create-submit")
     error = browser.wait(lambda: browser.text("#form-error"), what="the create error")
     # Kafka's own message, the one the admin API gets for the same request.
     futures = admin.create_topics([NewTopic(bad, 1, 1)], validate_only=True)
@@ -246,7 +246,7 @@ def test_create_topic_and_invalid_names(
     browser.screenshot("create-topic-error")
     browser.type("#partitions", "0")
     browser.type("#name", "fine-name")
-    browser.css("#create-submit").click()
+    browser.submit("#create-submit")
     assert "invalid non-positive value" in browser.wait(lambda: browser.text("#form-error"))
     assert topic_names(admin) == before, "a refused create changed nothing"
 
@@ -254,7 +254,7 @@ def test_create_topic_and_invalid_names(
     browser.type("#name", name)
     browser.type("#partitions", "4")
     browser.type("#configs", "retention.ms=3600000")
-    browser.css("#create-submit").click()
+    browser.submit("#create-submit")
     browser.wait(lambda: browser.text("#notice"), what="created notice")
     assert browser.text("#topic-name") == name
     browser.assert_no_console_errors()
@@ -271,18 +271,18 @@ def test_config_edit_validates(
     browser.css("#configs details summary").click()
     browser.type("#config-name", "retention.ms")
     browser.type("#config-value", "not-a-number")
-    browser.css("#config-submit").click()
+    browser.submit("#config-submit")
     error = browser.wait(lambda: browser.text("#form-error"))
     assert "retention.ms" in error and "not-a-number" in error
     assert topic_config(admin, SEED_TOPIC, "retention.ms") == before
     browser.screenshot("config-error")
     browser.type("#config-name", "no.such.config")
     browser.type("#config-value", "1")
-    browser.css("#config-submit").click()
+    browser.submit("#config-submit")
     assert "no.such.config" in browser.wait(lambda: browser.text("#form-error"))
     browser.type("#config-name", "retention.ms")
     browser.type("#config-value", "7200000")
-    browser.css("#config-submit").click()
+    browser.submit("#config-submit")
     browser.wait(lambda: browser.text("#notice"))
     assert topic_config(admin, SEED_TOPIC, "retention.ms") == "7200000"
     value = browser.css("#configs-table tr[data-config='retention.ms'] .config-value").text
@@ -299,7 +299,7 @@ def test_produce_then_browse(
     browser.type("#p-key", "console-key")
     browser.type("#p-value", '{"hello": "console"}')
     browser.type("#p-headers", "trace=abc123")
-    browser.css("#produce-submit").click()
+    browser.submit("#produce-submit")
     browser.wait(lambda: "offset" in browser.text("#notice"))
     assert end_offsets(bootstrap, SEED_TOPIC, 3)[2] == before[2] + 1
     # The record as a real consumer reads it.
@@ -342,7 +342,7 @@ def test_produce_then_browse(
     browser.open(f"/topics/{SEED_TOPIC}/messages?partition=0")
     browser.type("#p-partition", "7")
     browser.type("#p-value", "x")
-    browser.css("#produce-submit").click()
+    browser.submit("#produce-submit")
     assert "Partition 7" in browser.wait(lambda: browser.text("#form-error"))
     assert end_offsets(bootstrap, SEED_TOPIC, 3) == {**before, 2: before[2] + 1}
 
@@ -355,16 +355,16 @@ def test_reset_offsets_preview_then_execute(
     browser.open(f"/groups/{SEED_GROUP}")
     browser.select("#strategy", "offset")
     browser.type("#reset-value", "2")
-    browser.css("#reset-preview").click()
+    browser.submit("#reset-preview")
     browser.wait(lambda: browser.all("#plan-table tbody tr"))
     assert [c.text for c in browser.all("#plan-table .new-offset")] == ["2", "2", "2"]
     assert committed(bootstrap, SEED_GROUP, SEED_TOPIC, 3) == before, "a dry run commits nothing"
     browser.screenshot("reset-preview")
     browser.type("#reset-value", "-4")
-    browser.css("#reset-preview").click()
+    browser.submit("#reset-preview")
     assert "must not be negative" in browser.wait(lambda: browser.text("#form-error"))
     browser.select("#strategy", "earliest")
-    browser.css("#reset-execute").click()
+    browser.submit("#reset-execute")
     browser.wait(lambda: browser.text("#notice"))
     assert committed(bootstrap, SEED_GROUP, SEED_TOPIC, 3) == {0: 0, 1: 0, 2: 0}
     assert browser.text("#total-lag") == str(sum(end_offsets(bootstrap, SEED_TOPIC, 3).values()))
@@ -417,7 +417,7 @@ def test_delete_needs_the_typed_name(
     assert status == 400 and "nothing was deleted" in body
     assert name in topic_names(admin)
     browser.type("#confirm", name)
-    browser.css("#delete-submit").click()
+    browser.submit("#delete-submit")
     browser.wait(lambda: browser.text("#notice"))
     assert name not in topic_names(admin)
     browser.assert_no_console_errors()

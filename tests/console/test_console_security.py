@@ -190,7 +190,7 @@ def test_each_user_sees_the_topics_their_acls_allow(
     assert alice == topics_seen_by(secure_cluster, "alice", "SCRAM-SHA-512")
     assert {SHARED, ALICE_ONLY} <= alice and not alice & {BOB_ONLY, HIDDEN}
 
-    browser.css("#logout").click()
+    browser.submit("#logout")
     browser.wait(lambda: "/login" in browser.driver.current_url)
     log_in(browser, "bob", PASSWORDS["bob"])  # SCRAM-SHA-256 only: the console falls back
     assert browser.text("#user-name") == "bob"
@@ -209,7 +209,7 @@ def test_a_refused_delete_shows_kafkas_error_and_changes_nothing(
     log_in(browser, "bob", PASSWORDS["bob"])
     browser.open(f"/topics/{SHARED}")
     browser.type("#confirm", SHARED)
-    browser.css("#delete-submit").click()
+    browser.submit("#delete-submit")
     browser.wait(lambda: browser.text("#form-error"))
     assert "TOPIC_AUTHORIZATION_FAILED: Topic authorization failed" in browser.text("#form-error")
     browser.screenshot("secure-delete-refused")
@@ -223,7 +223,7 @@ def test_logout_ends_the_session_on_the_server(
     log_in(browser, "alice", PASSWORDS["alice"])
     session = browser.driver.get_cookie("odradek_console_session")["value"]
     assert get_status(secure_cluster, "/topics", session) == 200
-    browser.css("#logout").click()
+    browser.submit("#logout")
     browser.wait(lambda: "/login" in browser.driver.current_url)
     # The old cookie value is no longer a session, whoever replays it.
     assert get_status(secure_cluster, "/topics", session) == 303
@@ -249,7 +249,7 @@ def test_group_lag_history_needs_describe_on_the_group(
     log_in(browser, "alice", PASSWORDS["alice"])  # no ACL on any group
     alice = browser.driver.get_cookie("odradek_console_session")["value"]
     assert get_status(secure_cluster, "/api/series/groups/some-group", alice) == 403
-    browser.css("#logout").click()
+    browser.submit("#logout")
     browser.wait(lambda: "/login" in browser.driver.current_url)
     log_in(browser, "admin", secure_cluster.security.password)  # a super user
     root = browser.driver.get_cookie("odradek_console_session")["value"]
