@@ -5,17 +5,18 @@ test supplies (no listener bound; the controller address is one nobody serves)."
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from odradek.config import Config
+from odradek.datalink.frame import Buffer
 from odradek.gateway.connection import ConnectionContext
 from odradek.gateway.gateway import DEFAULTS, Gateway
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.headers import parse_request_header, parse_response_header
 from odradek.protocol.messages import ProduceRequest, decode_response, encode_request
 from odradek.protocol.versions import response_header_version
-from odradek.rpc.v1 import common_pb2
+from odradek.rpc.v1 import common_pb2, storage_pb2
 
 CORRELATION_ID = 41
 
@@ -98,3 +99,40 @@ async def call(
     )
     assert cid == CORRELATION_ID
     return decode_response(api_key, version, memoryview(answer)[4 + start :])
+
+
+class AppendingNode:
+    """Stands in for the gateway's storage client (``gw.storage``): every partition's
+    batch is appended at the next offset, and its records are written into the call's
+    entry as StoragePool.produce does over gRPC. ``seen`` holds each entry's records
+    before and after that write."""
+
+    def __init__(self) -> None:
+        self.next_offset = 0
+        self.seen: list[tuple[bytes, bytes]] = []
+
+    async def close(self) -> None:
+        """Nothing to close: no connections were opened."""
+
+    async def produce(
+        self,
+        node_id: int,
+        request: storage_pb2.ProduceRequest,
+        records: Sequence[Buffer],
+        timeout: float,
+        on_sent: Callable[[], None] | None = None,
+    ) -> storage_pb2.ProduceResponse:
+        if on_sent is not None:
+            on_sent()
+        results = []
+        for part, data in zip(request.partitions, records, strict=True):
+            before = part.records
+            part.records = bytes(data)
+            self.seen.append((before, part.records))
+            results.append(
+                storage_pb2.ProducePartitionResult(
+                    topic=part.topic, partition=part.partition, base_offset=self.next_offset
+                )
+            )
+            self.next_offset += 1
+        return storage_pb2.ProduceResponse(partitions=results)

@@ -7,47 +7,21 @@ cost a fifth of the gateway's CPU (issue 18)."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
-from gateway_testkit import call, offline_gateway, one_partition_metadata, produce_request
+from gateway_testkit import (
+    AppendingNode,
+    call,
+    offline_gateway,
+    one_partition_metadata,
+    produce_request,
+)
 
-from odradek.datalink.frame import Buffer
 from odradek.gateway.produce_lane import QueuedProduce
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode as E
 from odradek.records.record import BatchBuilder
-from odradek.rpc.v1 import storage_pb2
-
-
-class _AppendingNode:
-    """Stands in for the storage client: every batch appended at the next offset."""
-
-    def __init__(self) -> None:
-        self.next_offset = 0
-
-    async def close(self) -> None:
-        """Nothing to close: no connections were opened."""
-
-    async def produce(
-        self,
-        node_id: int,
-        request: storage_pb2.ProduceRequest,
-        records: Sequence[Buffer],
-        timeout: float,
-        on_sent: Callable[[], None] | None = None,
-    ) -> storage_pb2.ProduceResponse:
-        if on_sent is not None:
-            on_sent()
-        results = []
-        for p in request.partitions:
-            results.append(
-                storage_pb2.ProducePartitionResult(
-                    topic=p.topic, partition=p.partition, base_offset=self.next_offset
-                )
-            )
-            self.next_offset += 1
-        return storage_pb2.ProduceResponse(partitions=results)
 
 
 @pytest.fixture
@@ -66,7 +40,7 @@ def saved_garbage() -> Iterator[list[object]]:
 
 async def test_an_answered_produce_leaves_no_cycle(saved_garbage: list[object]) -> None:
     async with offline_gateway(one_partition_metadata()) as gw:
-        gw.storage = _AppendingNode()  # type: ignore[assignment]
+        gw.storage = AppendingNode()  # type: ignore[assignment]
         builder = BatchBuilder()
         builder.append(1, None, b"v")
         request = produce_request(builder.build())
