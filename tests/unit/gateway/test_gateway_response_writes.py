@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from helpers.stand_in_frames import read_answers, stand_in_answer, stand_in_request
@@ -52,27 +53,43 @@ async def _serve(handler: Any) -> tuple[KafkaListener, asyncio.StreamReader, asy
     return lst, reader, writer
 
 
-async def test_a_run_answered_together_is_written_at_once_in_order() -> None:
-    release = asyncio.Event()
-    started = 0
+class _HeldRun:
+    """A stand-in handler whose requests all wait until ``release_when_started`` sees
+    ``count`` of them started: a run of responses finished together, as a coalesced
+    Produce run is answered. ``answer`` gives each request's response (or raises)."""
 
-    async def run(_ctx: ConnectionContext, header: RequestHeader, _body: memoryview) -> Result:
-        nonlocal started
-        started += 1
-        await release.wait()  # a coalesced Produce run: answered together
+    def __init__(self, answer: Callable[[ConnectionContext, RequestHeader], Result]) -> None:
+        self.answer = answer
+        self.started = 0
+        self._release = asyncio.Event()
+
+    async def handle(
+        self, ctx: ConnectionContext, header: RequestHeader, _body: memoryview
+    ) -> Result:
+        self.started += 1
+        await self._release.wait()
+        return self.answer(ctx, header)
+
+    async def release_when_started(self, count: int) -> None:
+        await wait_until_async(lambda: self.started == count, "the run started")
+        self._release.set()
+
+
+async def test_a_run_answered_together_is_written_at_once_in_order() -> None:
+    def answer(_ctx: ConnectionContext, header: RequestHeader) -> Result:
         cid = header.correlation_id
         if cid % 7 == 3:  # a Fetch-like answer: header and payload as separate buffers
             whole = stand_in_answer(cid)
             return [whole[:6], memoryview(bytearray(whole[6:]))]
         return stand_in_answer(cid)
 
-    lst, reader, writer = await _serve(run)
+    run = _HeldRun(answer)
+    lst, reader, writer = await _serve(run.handle)
     conn = next(iter(lst.connections))
     counting = _CountingTransport(conn.transport)
     conn.transport = counting  # type: ignore[assignment]
     writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(RUN)))
-    await wait_until_async(lambda: started == RUN, "the run started")
-    release.set()
+    await run.release_when_started(RUN)
     assert await asyncio.wait_for(read_answers(reader, RUN), 30) == list(range(RUN))
     # One write for the run (written one by one, it took RUN).
     assert counting.writes <= 2, counting.writes
@@ -82,21 +99,15 @@ async def test_a_run_answered_together_is_written_at_once_in_order() -> None:
 
 
 async def test_close_after_response_still_ends_with_its_response() -> None:
-    release = asyncio.Event()
-    started = 0
-
-    async def refuse(ctx: ConnectionContext, header: RequestHeader, _body: memoryview) -> Result:
-        nonlocal started
-        started += 1
-        await release.wait()
+    def answer(ctx: ConnectionContext, header: RequestHeader) -> Result:
         if header.correlation_id == 4:
             ctx.close_after_response = True  # e.g. SASL_AUTHENTICATION_FAILED
         return stand_in_answer(header.correlation_id)
 
-    lst, reader, writer = await _serve(refuse)
+    run = _HeldRun(answer)
+    lst, reader, writer = await _serve(run.handle)
     writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(10)))
-    await wait_until_async(lambda: started == 10, "the run started")
-    release.set()
+    await run.release_when_started(10)
     # The connection closes once the flag is seen after a response: never a response
     # after the one whose handler set it (the writer checks it after each response).
     data = await asyncio.wait_for(reader.read(), 30)
@@ -108,21 +119,15 @@ async def test_close_after_response_still_ends_with_its_response() -> None:
 
 
 async def test_a_failed_request_ends_the_connection_after_the_answers_before_it() -> None:
-    release = asyncio.Event()
-    started = 0
-
-    async def fail(_ctx: ConnectionContext, header: RequestHeader, _body: memoryview) -> Result:
-        nonlocal started
-        started += 1
-        await release.wait()
+    def answer(_ctx: ConnectionContext, header: RequestHeader) -> Result:
         if header.correlation_id == 6:
             raise CloseConnection()
         return stand_in_answer(header.correlation_id)
 
-    lst, reader, writer = await _serve(fail)
+    run = _HeldRun(answer)
+    lst, reader, writer = await _serve(run.handle)
     writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(10)))
-    await wait_until_async(lambda: started == 10, "the run started")
-    release.set()
+    await run.release_when_started(10)
     assert await asyncio.wait_for(read_answers(reader, 6), 30) == list(range(6))
     assert await asyncio.wait_for(reader.read(), 30) == b""
     writer.close()

@@ -56,15 +56,26 @@ partition_st = st.builds(
     records_st,
 )
 
-
-@settings(max_examples=100, deadline=None)
-@given(
+# A Fetch version, a correlation id and topics of partitions (name, partitions).
+fetch_cases = given(
     version=st.integers(0, 16),
     correlation_id=st.integers(-(2**31), 2**31 - 1),
     topics=st.lists(
         st.tuples(st.text(max_size=20), st.lists(partition_st, max_size=3)), max_size=3
     ),
 )
+
+
+def no_aborted_before_v4(version: int, topics: list[tuple[str, list[PartResp]]]) -> None:
+    """No aborted transactions before Fetch v4: the generic encoder omits them."""
+    if version < 4:
+        for _, parts in topics:
+            for p in parts:
+                p.aborted_transactions = []
+
+
+@settings(max_examples=100, deadline=None)
+@fetch_cases
 def test_same_bytes_as_the_generic_encoder(
     version: int, correlation_id: int, topics: list[tuple[str, list[PartResp]]]
 ) -> None:
@@ -74,10 +85,7 @@ def test_same_bytes_as_the_generic_encoder(
         else TopicResp(topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name), partitions=parts)
         for name, parts in topics
     ]
-    if version < 4:  # no aborted transactions before v4: the generic encoder omits them
-        for _, parts in topics:
-            for p in parts:
-                p.aborted_transactions = []
+    no_aborted_before_v4(version, topics)
     response = FetchResponse(throttle_time_ms=7, error_code=0, session_id=0, responses=responses)
     header = RequestHeader(ApiKey.FETCH, version, correlation_id)
     parts = encode_fetch_response(correlation_id, version, response)
@@ -101,20 +109,11 @@ def test_tagged_fields_take_the_generic_path() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    version=st.integers(0, 16),
-    correlation_id=st.integers(-(2**31), 2**31 - 1),
-    topics=st.lists(
-        st.tuples(st.text(max_size=20), st.lists(partition_st, max_size=3)), max_size=3
-    ),
-)
+@fetch_cases
 def test_built_responses_are_constructed_ones(
     version: int, correlation_id: int, topics: list[tuple[str, list[PartResp]]]
 ) -> None:
-    if version < 4:  # as above: the generic encoder omits them before v4
-        for _, parts in topics:
-            for p in parts:
-                p.aborted_transactions = []
+    no_aborted_before_v4(version, topics)
     by_id = version >= 13
     constructed = FetchResponse(
         throttle_time_ms=0,
