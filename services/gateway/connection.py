@@ -487,7 +487,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             return
         self.last_activity = time.monotonic()
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.feed(data, self._room())
         except ProtocolError as exc:
             _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
             # The decoder keeps the error; its traceback's frames hold the decoder and
@@ -503,7 +503,7 @@ class KafkaConnection(asyncio.BaseProtocol):
         already being read goes on)."""
         return self.waiting_turn or (
             self.pool is not None
-            and bool(self.held or (self.pool.exhausted and not self.decoder.buffered_bytes))
+            and bool(self.held or (self.pool.exhausted and not self.decoder.partial_bytes))
         )
 
     def _hold(self, data: bytes) -> None:
@@ -517,10 +517,27 @@ class KafkaConnection(asyncio.BaseProtocol):
         if self.pool is not None:
             self.pool.wait(self.ctx.connection_id, self._pool_resume)
 
+    def _room(self) -> int:
+        """Requests this connection may still queue (``queued.max.requests``): the most
+        frames the decoder splits off now; the bytes after them wait, unparsed."""
+        return max(0, self.limits.max_inflight_requests - self.queued_requests)
+
+    def _parse_more(self) -> None:
+        """Frames read earlier and kept unparsed (past the queue's room), as many as
+        there is room for now."""
+        try:
+            frames = self.decoder.more(self._room())
+        except ProtocolError as exc:
+            _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
+            exc.__traceback__ = None
+            self.close()
+            return
+        self._frames_read(frames)
+
     def _frames_read(self, frames: list[memoryview | bytes]) -> None:
         for frame in frames:
             self._start(frame)
-        if self.decoder.buffered_bytes:
+        if self.decoder.partial_bytes:
             if self.partial_since is None or frames:
                 self.partial_since = self.last_activity
         else:
@@ -532,11 +549,12 @@ class KafkaConnection(asyncio.BaseProtocol):
         starved = (
             self.pool is not None
             and self.pool.exhausted
-            and not (self.decoder.buffered_bytes and not frames)
+            and not (self.decoder.partial_bytes and not frames)
         )
         if not self.closed and (
             self.queued_requests >= self.limits.max_inflight_requests
             or self.inflight_bytes >= self.limits.max_inflight_bytes
+            or self.decoder.unparsed_bytes  # read on once they are parsed
             or starved
         ):
             self._pause_reading()
@@ -688,6 +706,9 @@ class KafkaConnection(asyncio.BaseProtocol):
         try:
             while not self.closed:
                 if not self.pending:
+                    if self.draining and self.decoder.unparsed_bytes and not self.waiting:
+                        self._parse_more()  # requests read before the client's EOF
+                        continue
                     if self.draining:
                         self.close()
                         return
@@ -775,10 +796,19 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.pool is not None
             and self.pool.exhausted
             and not self.closed
-            and not self.decoder.buffered_bytes  # a request half read: let it finish
+            and not self.decoder.partial_bytes  # a request half read: let it finish
         ):
             self.pool.wait(self.ctx.connection_id, self._pool_resume)
             return
+        if self.decoder.unparsed_bytes and not self.closed:
+            self._parse_more()
+            if (
+                self.closed
+                or self.decoder.unparsed_bytes
+                or self.queued_requests >= self.limits.max_inflight_requests
+                or self.inflight_bytes >= self.limits.max_inflight_bytes
+            ):
+                return  # the queue is full again: its next drain comes back here
         if self.transport is not None and self.reading_paused and not self.closed:
             self.reading_paused = False
             self.transport.resume_reading()
@@ -934,7 +964,7 @@ class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
             return
         self.last_activity = time.monotonic()
         try:
-            frames = self.decoder.buffer_updated(nbytes)
+            frames = self.decoder.buffer_updated(nbytes, self._room())
         except ProtocolError as exc:
             log.info("closing %s: %s", self.ctx.peer, exc)
             self.close()
