@@ -11,7 +11,11 @@ gateway port:
 * trickle (15): announce a 1 MB request and send a byte now and then, until aborted
   (``connection.request.read.timeout.ms``, set to 2 s here), then reconnect;
 * oversize (15): announce more than ``socket.request.max.bytes`` and push bytes
-  until closed, then reconnect.
+  until closed, then reconnect;
+* slow-read (none unless asked, e.g. ``--hostile=...,slow-read=10``): pipeline
+  Metadata requests as fast as the gateway reads them and read 4 KiB of answers every
+  50 ms: each time the answers drain below ``connection.max.unread.response.bytes``
+  the gateway reads on, and finds up to a socket buffer of 26-byte requests waiting.
 
 The hostile clients run in a process of their own, as they would on other machines:
 sharing the good clients' event loop, their own work (the oversize clients push
@@ -56,7 +60,7 @@ from odradek.protocol.messages import MetadataRequest, ProduceRequest, encode_re
 from odradek.records.record import BatchBuilder
 
 READ_TIMEOUT_MS = 2000
-KINDS = ("never-read", "trickle", "oversize")
+KINDS = ("never-read", "trickle", "oversize", "slow-read")
 UNANSWERED_S = 30.0
 BUDGET = 256 * 1024 * 1024
 LAG = "odradek_event_loop_lag_seconds"
@@ -205,9 +209,15 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
         sock = writer.get_extra_info("socket")
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow_reader = None
+        if kind == "slow-read":
+            slow_reader = asyncio.ensure_future(_read_slowly(reader))
         try:
             while time.monotonic() < stop:
-                if kind == "never-read":
+                if kind == "slow-read":
+                    writer.write(metadata * 2000)
+                    await asyncio.wait_for(writer.drain(), 5)
+                elif kind == "never-read":
                     writer.write(metadata * 50)
                     await asyncio.wait_for(writer.drain(), 5)
                 elif kind == "trickle":
@@ -227,8 +237,16 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
             cuts[kind] = cuts.get(kind, 0) + 1
         finally:
+            if slow_reader is not None:
+                slow_reader.cancel()
             writer.close()
         await asyncio.sleep(0.05)
+
+
+async def _read_slowly(reader: asyncio.StreamReader) -> None:
+    with contextlib.suppress(OSError):
+        while await reader.read(4096):
+            await asyncio.sleep(0.05)
 
 
 @dataclass
