@@ -27,7 +27,10 @@ Limits, with Kafka's names where Kafka has one:
   the body is buffered (Kafka logs ``InvalidReceiveException`` and closes);
 - ``queued.max.requests`` and ``connection.max.queued.request.bytes`` (per
   connection, requests being handled plus those waiting to start): past either bound
-  the connection stops reading until responses drain;
+  the connection stops reading until responses drain; a read holding more requests
+  than the connection may still queue is split only that far, the rest kept unparsed
+  until the queue drains (one read of small pipelined requests was thousands of
+  frames split on one callback);
 - ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``: the kernel's
   buffers of a connection (Kafka's defaults, 100 KiB): without them a client that
   never reads has megabytes of responses computed and buffered before its socket's
