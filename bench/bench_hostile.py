@@ -11,7 +11,11 @@ gateway port:
 * trickle (15): announce a 1 MB request and send a byte now and then, until aborted
   (``connection.request.read.timeout.ms``, set to 2 s here), then reconnect;
 * oversize (15): announce more than ``socket.request.max.bytes`` and push bytes
-  until closed, then reconnect.
+  until closed, then reconnect;
+* slow-read (none unless asked, e.g. ``--hostile=...,slow-read=10``): pipeline
+  Metadata requests as fast as the gateway reads them and read 4 KiB of answers every
+  50 ms: each time the answers drain below ``connection.max.unread.response.bytes``
+  the gateway reads on, and finds up to a socket buffer of 26-byte requests waiting.
 
 The hostile clients run in a process of their own, as they would on other machines:
 sharing the good clients' event loop, their own work (the oversize clients push
@@ -23,6 +27,14 @@ the gateway's peak RSS per phase against its budget (``queued.max.request.bytes`
 and how many hostile connections the gateway cut. ``python -m bench hostile``
 (``--seconds``, ``--good``, ``--rate``, ``--hostile never-read=20,trickle=15,oversize=15``
 for another mix); the gateway's CPU use per phase is shown too.
+
+Where the time goes, per phase: how long the gateway's loop thread waited for a CPU
+(``/proc/PID/task/PID/schedstat``: on a shared 2-core machine, most of the tail), the
+CPU of the well-behaved and the hostile clients' processes, and the gateway's loop lag
+probe (:mod:`odradek.loop_lag`, turned on here by ``ODRADEK_LOOP_LAG_PROBE_MS=1``):
+how often the loop was late by 5/20/50 ms, how often its thread was computing for that
+long meanwhile, and the cyclic collector's runs. ``ODRADEK_LOOP_STALL_STACKS=FILE`` in
+the environment also writes the loop thread's stacks during its stalls to FILE.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import socket
 import struct
 import subprocess
@@ -39,6 +52,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.local_cluster import temporary_cluster
@@ -46,9 +60,12 @@ from odradek.protocol.messages import MetadataRequest, ProduceRequest, encode_re
 from odradek.records.record import BatchBuilder
 
 READ_TIMEOUT_MS = 2000
-KINDS = ("never-read", "trickle", "oversize")
+KINDS = ("never-read", "trickle", "oversize", "slow-read")
 UNANSWERED_S = 30.0
 BUDGET = 256 * 1024 * 1024
+LAG = "odradek_event_loop_lag_seconds"
+LAG_CPU = "odradek_event_loop_lag_cpu_seconds"
+GC = "odradek_gc_pause_seconds"
 
 
 def _cpu_s(pid: int) -> float:
@@ -73,6 +90,42 @@ def _answered(metrics_port: int, api: str) -> float:
     return sum(
         float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)
     )
+
+
+def _lag_buckets(metrics_port: int) -> dict[tuple[str, str], float]:
+    """The loop lag probe's cumulative bucket counts (odradek.loop_lag) by (series, le)."""
+    names = "&".join(f"name[]={name}_bucket" for name in (LAG, LAG_CPU, GC))
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{metrics_port}/metrics?{names}", timeout=10
+    ) as reply:
+        text = reply.read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if line.startswith("odradek_"):
+            labels, _, value = line.partition("} ")
+            series, _, labels = labels.partition("{")
+            generation = labels.split('generation="')[-1].split('"')[0] if "gen" in labels else ""
+            le = labels.split('le="')[-1].rstrip('"')
+            out[(series.removesuffix("_bucket") + generation, le)] = float(value)
+    return out
+
+
+def _stalls(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> str:
+    """Probe sleeps late by more than 5/20/50 ms in a phase, and of those late by 5 ms
+    or more, how many had the loop's thread on the CPU for 5/20/50 ms (busy, not
+    descheduled)."""
+
+    def count(series: str, bound: str = "+Inf") -> int:
+        return int(after.get((series, bound), 0) - before.get((series, bound), 0))
+
+    def over(series: str, bound: str) -> int:
+        return count(series) - count(series, bound)
+
+    late = "/".join(str(over(LAG, b)) for b in ("0.005", "0.02", "0.05"))
+    busy = "/".join(str(over(LAG_CPU, b)) for b in ("0.005", "0.02", "0.05"))
+    gcs = "/".join(str(count(f"{GC}{g}")) for g in "012")
+    slow_gc = "/".join(str(over(f"{GC}{g}", "0.005")) for g in "012")
+    return f"{late:>14} {busy:>14} {gcs:>16} {slow_gc:>10}"
 
 
 def _rss_mib(pid: int) -> float:
@@ -156,9 +209,15 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
         sock = writer.get_extra_info("socket")
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow_reader = None
+        if kind == "slow-read":
+            slow_reader = asyncio.ensure_future(_read_slowly(reader))
         try:
             while time.monotonic() < stop:
-                if kind == "never-read":
+                if kind == "slow-read":
+                    writer.write(metadata * 2000)
+                    await asyncio.wait_for(writer.drain(), 5)
+                elif kind == "never-read":
                     writer.write(metadata * 50)
                     await asyncio.wait_for(writer.drain(), 5)
                 elif kind == "trickle":
@@ -178,15 +237,50 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
             cuts[kind] = cuts.get(kind, 0) + 1
         finally:
+            if slow_reader is not None:
+                slow_reader.cancel()
             writer.close()
         await asyncio.sleep(0.05)
 
 
+async def _read_slowly(reader: asyncio.StreamReader) -> None:
+    with contextlib.suppress(OSError):
+        while await reader.read(4096):
+            await asyncio.sleep(0.05)
+
+
+@dataclass
+class Phase:
+    """What one phase measured."""
+
+    latencies: list[float]
+    peak_rss_mib: float
+    cuts: dict[str, int]
+    gateway_cpu: float  # CPU seconds per second
+    machine_idle: float  # share of the machine's CPU time
+    gateway_runq: float  # seconds per second the gateway's loop thread waited for a CPU
+    hostile_cpu: float  # CPU seconds per second of the hostile clients' process
+    clients_cpu: float  # ... of this process (the well-behaved clients)
+
+
+def _runq_s(pid: int) -> float:
+    """Seconds the loop thread of ``pid`` has waited on a run queue (schedstat)."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
+
+
+def _rusage_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def _phase(
     host: str, port: int, topic: str, args: argparse.Namespace, pid: int, hostile: bool
-) -> tuple[list[float], float, dict[str, int], float, float]:
+) -> Phase:
     stop = time.monotonic() + args.seconds
     cpu_start = _cpu_s(pid)
+    runq_start = _runq_s(pid)
+    children_start = _rusage_s(resource.RUSAGE_CHILDREN)
+    self_start = _rusage_s(resource.RUSAGE_SELF)
     idle_start, total_start = _cpu_ticks()
     latencies: list[float] = []
     cuts: dict[str, int] = {}
@@ -224,8 +318,18 @@ async def _phase(
         out, _ = await child.communicate()
         cuts = json.loads(out or b"{}")
     idle_end, total_end = _cpu_ticks()
-    idle = (idle_end - idle_start) / max(1, total_end - total_start)
-    return latencies, peak, cuts, (_cpu_s(pid) - cpu_start) / args.seconds, idle
+    seconds = args.seconds
+    return Phase(
+        latencies,
+        peak,
+        cuts,
+        (_cpu_s(pid) - cpu_start) / seconds,
+        (idle_end - idle_start) / max(1, total_end - total_start),
+        (_runq_s(pid) - runq_start) / seconds,
+        # the hostile process is the only child reaped during a phase
+        (_rusage_s(resource.RUSAGE_CHILDREN) - children_start) / seconds,
+        (_rusage_s(resource.RUSAGE_SELF) - self_start) / seconds,
+    )
 
 
 def hostile_process(argv: list[str]) -> None:
@@ -284,6 +388,8 @@ def main(argv: list[str]) -> None:
         "queued.max.request.bytes": str(BUDGET),
         "max.connections.per.ip": "1000",
     }
+    # The gateway's loop lag probe (odradek.loop_lag), read per phase.
+    os.environ["ODRADEK_LOOP_LAG_PROBE_MS"] = "1"
     with temporary_cluster("odradek-bench-hostile-", settings=settings) as cluster:
         host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
         gateway = next(s for s in cluster.services if s.spec.kind == "gateway")
@@ -297,10 +403,14 @@ def main(argv: list[str]) -> None:
         time.sleep(1.0)
         baseline = _rss_mib(pid)
         metrics_port = gateway.ports["metrics"]
+        lag_start = _lag_buckets(metrics_port)
         alone = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=False))
         metadata_before = _answered(metrics_port, "Metadata")
+        lag_between = _lag_buckets(metrics_port)
         mixed = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=True))
         metadata_answered = _answered(metrics_port, "Metadata") - metadata_before
+        lag_end = _lag_buckets(metrics_port)
+    stalls = [_stalls(lag_start, lag_between), _stalls(lag_between, lag_end)]
     rows = [("alone", alone), (f"with {sum(args.hostile.values())} hostile", mixed)]
     print(
         f"{args.good} clients x {args.rate:g} one-record acks=1 produces/s, {args.seconds:g} s "
@@ -310,15 +420,29 @@ def main(argv: list[str]) -> None:
     print(f"hostile mix: {args.hostile}, nice {args.hostile_nice}")
     print(
         f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13} "
-        f"{'gateway CPU':>12} {'machine idle':>13}"
+        f"{'gateway CPU':>12} {'runq wait':>10} {'clients CPU':>12} {'hostile CPU':>12} "
+        f"{'machine idle':>13} {'loop late ms':>14} {'loop busy ms':>14} "
+        f"{'gc runs by gen':>16} {'gc > 5 ms':>10}"
     )
-    for name, (lat, peak, _cuts, cpu, idle) in rows:
+    for (name, ph), stall in zip(rows, stalls, strict=True):
+        lat = ph.latencies
         print(
             f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} "
-            f"{peak:>13.0f} {cpu:>11.0%} {idle:>12.0%}"
+            f"{ph.peak_rss_mib:>13.0f} {ph.gateway_cpu:>11.0%} {ph.gateway_runq:>9.0%} "
+            f"{ph.clients_cpu:>11.0%} {ph.hostile_cpu:>11.0%} {ph.machine_idle:>12.0%} {stall}"
         )
-    p99_ratio = _pct(mixed[0], 0.99) / max(_pct(alone[0], 0.99), 1e-9)
-    cuts = mixed[2]
+    print(
+        "loop late ms: the gateway's 1 ms loop lag probe (odradek.loop_lag) late by more "
+        "than 5/20/50 ms, that many times; loop busy ms: of those, how many had the loop's "
+        "thread on the CPU for more than 5/20/50 ms of it (the loop working, not waiting "
+        "for a CPU)"
+    )
+    print(
+        "runq wait: time the gateway's loop thread was ready to run but waited for a CPU "
+        "(/proc schedstat), per second; clients CPU: the well-behaved clients' process"
+    )
+    p99_ratio = _pct(mixed.latencies, 0.99) / max(_pct(alone.latencies, 0.99), 1e-9)
+    cuts = mixed.cuts
     print(f"hostile connections cut by the gateway: {cuts or 'none'}")
     print(
         f"Metadata requests the gateway handled beside the hostile clients (the "
@@ -326,5 +450,5 @@ def main(argv: list[str]) -> None:
     )
     print(
         f"p99 with hostile / alone: {p99_ratio:.2f}x (goal <= 1.5x); peak RSS "
-        f"{mixed[1]:.0f} MiB vs start + budget {baseline + BUDGET / (1 << 20):.0f} MiB"
+        f"{mixed.peak_rss_mib:.0f} MiB vs start + budget {baseline + BUDGET / (1 << 20):.0f} MiB"
     )

@@ -27,7 +27,10 @@ Limits, with Kafka's names where Kafka has one:
   the body is buffered (Kafka logs ``InvalidReceiveException`` and closes);
 - ``queued.max.requests`` and ``connection.max.queued.request.bytes`` (per
   connection, requests being handled plus those waiting to start): past either bound
-  the connection stops reading until responses drain;
+  the connection stops reading until responses drain; a read holding more requests
+  than the connection may still queue is split only that far, the rest kept unparsed
+  until the queue drains (one read of small pipelined requests was thousands of
+  frames split on one callback);
 - ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``: the kernel's
   buffers of a connection (Kafka's defaults, 100 KiB): without them a client that
   never reads has megabytes of responses computed and buffered before its socket's
@@ -123,6 +126,8 @@ _OUTQ_ZERO = bytes(_OUTQ.size)
 # backing off so a client that never reads costs a few checks a second.
 _UNREAD_RECHECK_FIRST_S = 0.001
 _UNREAD_RECHECK_MAX_S = 0.5
+# Connections the listener's timeout sweep looks at per loop turn (KafkaListener.sweep).
+SWEEP_BATCH = 64
 
 # A handler result: framed response bytes, the frame as buffers to send in order
 # without joining them (a Fetch response's record payloads), or None for "send
@@ -485,7 +490,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             return
         self.last_activity = time.monotonic()
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.feed(data, self._room())
         except ProtocolError as exc:
             _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
             # The decoder keeps the error; its traceback's frames hold the decoder and
@@ -501,7 +506,7 @@ class KafkaConnection(asyncio.BaseProtocol):
         already being read goes on)."""
         return self.waiting_turn or (
             self.pool is not None
-            and bool(self.held or (self.pool.exhausted and not self.decoder.buffered_bytes))
+            and bool(self.held or (self.pool.exhausted and not self.decoder.partial_bytes))
         )
 
     def _hold(self, data: bytes) -> None:
@@ -515,10 +520,27 @@ class KafkaConnection(asyncio.BaseProtocol):
         if self.pool is not None:
             self.pool.wait(self.ctx.connection_id, self._pool_resume)
 
+    def _room(self) -> int:
+        """Requests this connection may still queue (``queued.max.requests``): the most
+        frames the decoder splits off now; the bytes after them wait, unparsed."""
+        return max(0, self.limits.max_inflight_requests - self.queued_requests)
+
+    def _parse_more(self) -> None:
+        """Frames read earlier and kept unparsed (past the queue's room), as many as
+        there is room for now."""
+        try:
+            frames = self.decoder.more(self._room())
+        except ProtocolError as exc:
+            _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
+            exc.__traceback__ = None
+            self.close()
+            return
+        self._frames_read(frames)
+
     def _frames_read(self, frames: list[memoryview | bytes]) -> None:
         for frame in frames:
             self._start(frame)
-        if self.decoder.buffered_bytes:
+        if self.decoder.partial_bytes:
             if self.partial_since is None or frames:
                 self.partial_since = self.last_activity
         else:
@@ -530,11 +552,12 @@ class KafkaConnection(asyncio.BaseProtocol):
         starved = (
             self.pool is not None
             and self.pool.exhausted
-            and not (self.decoder.buffered_bytes and not frames)
+            and not (self.decoder.partial_bytes and not frames)
         )
         if not self.closed and (
             self.queued_requests >= self.limits.max_inflight_requests
             or self.inflight_bytes >= self.limits.max_inflight_bytes
+            or self.decoder.unparsed_bytes  # read on once they are parsed
             or starved
         ):
             self._pause_reading()
@@ -686,6 +709,9 @@ class KafkaConnection(asyncio.BaseProtocol):
         try:
             while not self.closed:
                 if not self.pending:
+                    if self.draining and self.decoder.unparsed_bytes and not self.waiting:
+                        self._parse_more()  # requests read before the client's EOF
+                        continue
                     if self.draining:
                         self.close()
                         return
@@ -773,10 +799,19 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.pool is not None
             and self.pool.exhausted
             and not self.closed
-            and not self.decoder.buffered_bytes  # a request half read: let it finish
+            and not self.decoder.partial_bytes  # a request half read: let it finish
         ):
             self.pool.wait(self.ctx.connection_id, self._pool_resume)
             return
+        if self.decoder.unparsed_bytes and not self.closed:
+            self._parse_more()
+            if (
+                self.closed
+                or self.decoder.unparsed_bytes
+                or self.queued_requests >= self.limits.max_inflight_requests
+                or self.inflight_bytes >= self.limits.max_inflight_bytes
+            ):
+                return  # the queue is full again: its next drain comes back here
         if self.transport is not None and self.reading_paused and not self.closed:
             self.reading_paused = False
             self.transport.resume_reading()
@@ -932,7 +967,7 @@ class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
             return
         self.last_activity = time.monotonic()
         try:
-            frames = self.decoder.buffer_updated(nbytes)
+            frames = self.decoder.buffer_updated(nbytes, self._room())
         except ProtocolError as exc:
             log.info("closing %s: %s", self.ctx.peer, exc)
             self.close()
@@ -1016,8 +1051,22 @@ class KafkaListener:
         interval = max(0.05, min(30.0, shortest / 4))
         while True:
             await asyncio.sleep(interval)
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        """Abort the connections past a timeout, close the idle ones: at most
+        :data:`SWEEP_BATCH` a loop turn. A pass over every connection in one callback
+        (a system call each for its send queue) held the loop about 5 us a connection:
+        clients that open hundreds of connections would stop every other client's
+        requests for milliseconds each time (issue 14)."""
+        conns = list(self.connections)
+        for start in range(0, len(conns), SWEEP_BATCH):
+            if start:
+                await asyncio.sleep(0)  # the callbacks due meanwhile run first
             now = time.monotonic()
-            for conn in list(self.connections):
+            for conn in conns[start : start + SWEEP_BATCH]:
+                if conn.closed:
+                    continue  # (closed while the sweep yielded)
                 reason = conn.overdue(now)
                 if reason is not None:
                     conn.abort(reason)

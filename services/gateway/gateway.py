@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from odradek import loop_lag
 from odradek.client_quotas import REQUEST_PERCENTAGE
 from odradek.config import Config
 from odradek.config_catalog.broker import BROKER_CONFIGS
@@ -268,6 +269,9 @@ class Gateway:
             log.warning("cannot announce broker ports yet: %s", exc)
         self._tasks.append(asyncio.get_running_loop().create_task(self._follow_storage_nodes()))
         self._tasks.append(asyncio.get_running_loop().create_task(self.certificates.run()))
+        lag_probe = loop_lag.start_from_env()  # benchmarks only (bench hostile)
+        if lag_probe is not None:
+            self._tasks.append(lag_probe)
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
         # "kafka" and "broker-<id>": the first listener's; "kafka-<name>" and

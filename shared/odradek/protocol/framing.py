@@ -24,6 +24,13 @@ joins (docs/security.md, "Throughput"). Each read gets a new buffer of about the
 the transport offers (frames inside it are returned as views, so it is never reused);
 once a frame of ``DIRECT_READ_BYTES`` or more has begun, the rest of it lands in that
 frame's own buffer, which is returned whole when full.
+
+At most ``limit`` frames per call when the caller gives one (the requests its
+connection may still queue): a 256 KiB read of 30-byte pipelined requests is thousands
+of frames, milliseconds of splitting on one callback and far past
+``queued.max.requests``. The bytes after the last frame returned are kept unparsed
+(:attr:`unparsed_bytes`, a view of the read, not a copy) until :meth:`more` asks for
+the next frames; bytes fed meanwhile go after them.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class FrameDecoder:
         "_have",
         "_head",
         "_need",
+        "_rest",
         "max_frame_bytes",
     )
 
@@ -74,12 +82,41 @@ class FrameDecoder:
         self._failed: Exception | None = None
         self._body: bytearray | None = None  # that frame's own buffer (read in place)
         self._fresh: bytearray | None = None  # the buffer handed out by get_buffer
+        self._rest: memoryview | None = None  # bytes not parsed yet (past a call's limit)
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes held for an incomplete frame (for connection memory accounting): a
-        frame read in place holds its whole buffer."""
+        """Bytes held (for connection memory accounting): those of an incomplete frame
+        (a frame read in place holds its whole buffer) and those not parsed yet."""
+        return self.partial_bytes + self.unparsed_bytes
+
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of a frame begun and not complete (a request still being read)."""
         return len(self._head) + (self._need if self._body is not None else self._have)
+
+    @property
+    def unparsed_bytes(self) -> int:
+        """Bytes read but not parsed yet: a call's ``limit`` was reached before them."""
+        return len(self._rest) if self._rest is not None else 0
+
+    def more(self, limit: int | None = None) -> list[memoryview | bytes]:
+        """The next frames (at most ``limit``) of the bytes kept unparsed."""
+        if self._failed is not None:
+            raise self._failed
+        rest, self._rest = self._rest, None
+        if rest is None:
+            return []
+        return self._guarded(rest, limit)
+
+    def _guarded(self, data: bytes | memoryview, limit: int | None) -> list[memoryview | bytes]:
+        try:
+            return self._feed(data, limit)
+        except InvalidFrameError as exc:
+            self._failed = exc
+            self._chunks = []
+            self._rest = None
+            raise
 
     @property
     def filling_frame(self) -> bool:
@@ -112,9 +149,9 @@ class FrameDecoder:
         fresh, self._fresh = self._fresh, None
         return bytes(memoryview(fresh)[:nbytes])
 
-    def buffer_updated(self, nbytes: int) -> list[memoryview | bytes]:
+    def buffer_updated(self, nbytes: int, limit: int | None = None) -> list[memoryview | bytes]:
         """Every frame completed by the ``nbytes`` just written where :meth:`get_buffer`
-        said (``BufferedProtocol.buffer_updated``)."""
+        said (``BufferedProtocol.buffer_updated``), at most ``limit`` of them."""
         if self._failed is not None:
             raise self._failed
         body = self._body
@@ -128,28 +165,25 @@ class FrameDecoder:
             return [memoryview(body).toreadonly()]
         fresh, self._fresh = self._fresh, None
         assert fresh is not None, "buffer_updated without get_buffer"
-        try:
-            # The buffer is never handed out again: frames may be views of it.
-            return self._feed(memoryview(fresh).toreadonly()[:nbytes])
-        except InvalidFrameError as exc:
-            self._failed = exc
-            self._chunks = []
-            raise
+        # The buffer is never handed out again: frames may be views of it.
+        data: bytes | memoryview = memoryview(fresh).toreadonly()[:nbytes]
+        if self._rest is not None:  # (read before the kept bytes were parsed)
+            data, self._rest = bytes(self._rest) + bytes(data), None
+        return self._guarded(data, limit)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview | bytes]:
-        """Every frame completed by ``data``, in order. The returned memoryviews refer
-        to ``data``; a bytearray/memoryview argument is copied once first so later
-        reuse of the caller's buffer cannot change them."""
+    def feed(
+        self, data: bytes | bytearray | memoryview, limit: int | None = None
+    ) -> list[memoryview | bytes]:
+        """Every frame completed by ``data``, in order, at most ``limit`` of them. The
+        returned memoryviews refer to ``data``; a bytearray/memoryview argument is
+        copied once first so later reuse of the caller's buffer cannot change them."""
         if self._failed is not None:
             raise self._failed
-        if not isinstance(data, bytes):
+        if self._rest is not None:  # (fed before the kept bytes were parsed)
+            data, self._rest = bytes(self._rest) + bytes(data), None
+        elif not isinstance(data, bytes):
             data = bytes(data)
-        try:
-            return self._feed(data)
-        except InvalidFrameError as exc:
-            self._failed = exc
-            self._chunks = []
-            raise
+        return self._guarded(data, limit)
 
     def _check(self, size: int) -> int:
         if size < 0:
@@ -158,11 +192,15 @@ class FrameDecoder:
             raise FrameTooLargeError(size, self.max_frame_bytes)
         return size
 
-    def _feed(self, data: bytes | memoryview) -> list[memoryview | bytes]:
+    def _feed(self, data: bytes | memoryview, limit: int | None) -> list[memoryview | bytes]:
         frames: list[memoryview | bytes] = []
         view = memoryview(data)
         end = len(view)
         pos = 0
+        if limit is not None and limit <= 0:
+            if end:
+                self._rest = view
+            return frames
         if self._head:
             take = 4 - len(self._head)
             if end < take:
@@ -198,6 +236,9 @@ class FrameDecoder:
             pos += missing
         unpack_from = _SIZE.unpack_from
         while end - pos >= 4:
+            if limit is not None and len(frames) >= limit:
+                self._rest = view[pos:]  # the caller asks for them with more()
+                return frames
             size = self._check(unpack_from(view, pos)[0])
             start = pos + 4
             if end - start >= size:

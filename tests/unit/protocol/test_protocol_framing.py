@@ -220,3 +220,47 @@ def test_read_in_place_refuses_a_huge_prefix() -> None:
         decoder.buffer_updated(4)
     with pytest.raises(FrameTooLargeError):
         decoder.get_buffer(8)  # failed for good
+
+
+# -- at most `limit` frames a call (the connection's room under queued.max.requests) --------
+@pytest.mark.parametrize("limit", [0, 1, 2, 3, 100])
+def test_limit_keeps_the_rest_unparsed_in_order(limit: int) -> None:
+    """A read of many small frames is split ``limit`` frames at a time: the bytes after
+    the last frame returned stay unparsed (a view of the read) until more() asks."""
+    data = _stream() + frame(b"tail")[:6]  # and the start of one more frame
+    decoder = FrameDecoder()
+    got = decoder.feed(data, limit)
+    assert len(got) == min(limit, len(PAYLOADS))
+    while decoder.unparsed_bytes:
+        before = decoder.unparsed_bytes
+        step = decoder.more(max(limit, 1))
+        assert 1 <= len(step) <= max(limit, 1) or decoder.unparsed_bytes < before
+        got.extend(step)
+    assert [bytes(f) for f in got] == PAYLOADS
+    assert decoder.partial_bytes == decoder.buffered_bytes == 2  # of frame(b"tail")
+    (last,) = decoder.feed(frame(b"tail")[6:], limit=1)
+    assert last == b"tail" and decoder.buffered_bytes == 0
+
+
+def test_limit_counts_the_unparsed_bytes_and_bytes_fed_go_after_them() -> None:
+    decoder = FrameDecoder()
+    first = decoder.feed(_stream(), 2)
+    kept = len(_stream()) - sum(4 + len(p) for p in PAYLOADS[:2])
+    assert [bytes(f) for f in first] == PAYLOADS[:2]
+    assert decoder.unparsed_bytes == decoder.buffered_bytes == kept
+    assert decoder.partial_bytes == 0  # nothing half read: the budget may pause here
+    later = decoder.feed(frame(b"later"))  # (a read that came before more())
+    assert [bytes(f) for f in later] == [*PAYLOADS[2:], b"later"]
+    assert decoder.buffered_bytes == 0 and decoder.more(5) == []
+
+
+def test_limit_in_place_and_an_oversize_prefix_among_the_unparsed() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1000)
+    data = frame(b"ok") + struct.pack(">i", 5000) + b"x" * 10
+    buf = decoder.get_buffer(len(data))
+    buf[: len(data)] = data
+    assert [bytes(f) for f in decoder.buffer_updated(len(data), 1)] == [b"ok"]
+    with pytest.raises(FrameTooLargeError):
+        decoder.more(1)
+    with pytest.raises(FrameTooLargeError):
+        decoder.more(1)  # failed for good

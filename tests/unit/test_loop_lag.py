@@ -1,0 +1,86 @@
+"""The loop lag probe (odradek.loop_lag): a callback that holds the loop shows up as
+lag, with the loop thread's CPU time when it computed and without when it slept; the
+stall sampler names the callback."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from odradek import loop_lag
+from odradek.metric_tallies import flush_tallies
+
+
+def _over(name: str, bound: str, labels: dict[str, str] | None = None) -> float:
+    """Observations of histogram ``name`` above ``bound``."""
+    flush_tallies()
+    total = REGISTRY.get_sample_value(f"{name}_count", labels or {}) or 0.0
+    under = REGISTRY.get_sample_value(f"{name}_bucket", {**(labels or {}), "le": bound}) or 0.0
+    return total - under
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+async def test_probe_tells_a_busy_loop_from_a_sleeping_one() -> None:
+    # Stalls of 200 ms against a 100 ms bound: on a loaded machine the probe also sees
+    # the process waiting for a CPU (more lag), never more CPU time than it used.
+    lag, cpu = loop_lag.LAG.describe()[0].name, loop_lag.LAG_CPU.describe()[0].name
+    lag_before, cpu_before = _over(lag, "0.1"), _over(cpu, "0.1")
+    task = asyncio.get_running_loop().create_task(loop_lag.probe(0.001))
+    try:
+        await asyncio.sleep(0.01)
+        time.sleep(0.2)  # noqa: ASYNC251  (the point: the loop held, its thread off the CPU)
+        await asyncio.sleep(0.01)
+        assert _over(lag, "0.1") >= lag_before + 1
+        assert _over(cpu, "0.1") == cpu_before
+        lag_before = _over(lag, "0.1")
+        _spin(0.2)  # the loop held by a computing callback
+        await asyncio.sleep(0.01)
+        assert _over(lag, "0.1") >= lag_before + 1
+        assert _over(cpu, "0.1") == cpu_before + 1
+    finally:
+        task.cancel()
+
+
+async def test_stall_sampler_names_the_computing_callback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stacks = tmp_path / "stacks.txt"
+    monkeypatch.setenv(loop_lag.ENV, "1")
+    monkeypatch.setenv(loop_lag.STACKS_ENV, str(stacks))
+    callbacks = list(gc.callbacks)
+    task = loop_lag.start_from_env()
+    assert task is not None
+    try:
+        await asyncio.sleep(0.01)
+        _spin(0.1)
+        await asyncio.sleep(0.01)
+        gc.collect()
+    finally:
+        task.cancel()
+        gc.callbacks[:] = callbacks
+    await asyncio.sleep(0.01)  # (the sampler stops with the probe)
+    lines = stacks.read_text().splitlines()
+    callbacks_seen = [line.split("\t")[2].rsplit(";", 1)[-1] for line in lines]
+    assert any(frame.startswith("_spin (test_loop_lag.py:") for frame in callbacks_seen)
+    assert len(stacks.read_text().splitlines()) == len(lines)
+    gc_runs = loop_lag.GC_PAUSE.describe()[0].name + "_count"
+    assert REGISTRY.get_sample_value(gc_runs, {"generation": "2"})
+
+
+def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(loop_lag.ENV, raising=False)
+    assert loop_lag.interval_from_env() == 0.0
+    monkeypatch.setenv(loop_lag.ENV, "2")
+    assert loop_lag.interval_from_env() == 0.002
+    monkeypatch.setenv(loop_lag.ENV, "soon")
+    assert loop_lag.interval_from_env() == 0.0
