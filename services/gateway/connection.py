@@ -1005,7 +1005,6 @@ class KafkaListener:
         self.connections: set[KafkaConnection] = set()
         self.server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
-        self.on_count_change: Callable[[int], None] | None = None
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
@@ -1036,14 +1035,10 @@ class KafkaListener:
             self.dispatch, self.limits, self._closed, self.broker_id, self.security, self.quota
         )
         self.connections.add(conn)
-        if self.on_count_change:
-            self.on_count_change(len(self.connections))
         return conn
 
     def _closed(self, conn: KafkaConnection) -> None:
         self.connections.discard(conn)
-        if self.on_count_change:
-            self.on_count_change(len(self.connections))
 
     async def _reap(self) -> None:
         lim = self.limits

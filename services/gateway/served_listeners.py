@@ -32,7 +32,6 @@ class ServedListener:
         dispatch: Dispatch,
         limits: ConnectionLimits,
         quota: ConnectionQuota,
-        on_count_change: Callable[[int], None],
         tls_overrides: Callable[[str, int | None], Mapping[str, str]] = lambda _l, _b: {},
     ) -> None:
         self.listener = listener
@@ -41,7 +40,6 @@ class ServedListener:
         self._dispatch = dispatch
         self._limits = limits
         self._quota = quota
-        self._on_count_change = on_count_change
         self.bootstrap = self._socket(listener.port, None)
         self.brokers: dict[int, KafkaListener] = {}  # storage node id -> its broker port
         self.broker_ports: dict[int, int] = {}  # storage node id -> bound (= advertised) port
@@ -52,7 +50,7 @@ class ServedListener:
         return self.listener.name
 
     def _socket(self, port: int, broker_id: int | None) -> KafkaListener:
-        sock = KafkaListener(
+        return KafkaListener(
             self.listener.host,
             port,
             self._dispatch,
@@ -62,8 +60,6 @@ class ServedListener:
             quota=self._quota,
             tls=self._tls(broker_id),
         )
-        sock.on_count_change = self._on_count_change
-        return sock
 
     def _tls(self, broker_id: int | None) -> ReloadingServerContext | None:
         """The socket's own reloadable TLS context (None on a listener without TLS)."""
