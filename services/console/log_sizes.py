@@ -20,7 +20,7 @@ from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metadata_cache import NodeKind, Snapshot
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.messages import request_class
-from odradek.rpc.channel import open_channel
+from odradek.rpc.channel import Channels
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
 
 TopicPartition = tuple[str, int]
@@ -52,7 +52,9 @@ class LogSizeReader:
 
     def __init__(self, rpc_timeout_s: float = 10.0) -> None:
         self.rpc_timeout_s = rpc_timeout_s
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._channels: Channels[str, storage_pb2_grpc.StorageStub] = Channels(
+            storage_pb2_grpc.StorageStub
+        )
 
     async def read(self, client: KafkaClient, snapshot: Snapshot | None) -> LogSizes:
         if client.supports(ApiKey.DESCRIBE_LOG_DIRS) or snapshot is None:
@@ -124,16 +126,10 @@ class LogSizeReader:
         return out
 
     def _stub(self, address: str) -> storage_pb2_grpc.StorageStub:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = open_channel(address)
-        return storage_pb2_grpc.StorageStub(channel)
+        return self._channels.stub(address, address)
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            with contextlib.suppress(Exception):
-                await channel.close(None)
-        self._channels.clear()
+        await self._channels.close()
 
 
 def log_dir_of(path: str, topic: str, partition: int) -> str:

@@ -37,7 +37,7 @@ from odradek.console.log_sizes import LogSizeReader, LogSizes
 from odradek.console.offsets import LATEST, list_offsets, partitions_of
 from odradek.kafka_client import KafkaClient, KafkaClientError
 from odradek.metadata_cache import NodeKind, Snapshot
-from odradek.rpc.channel import open_channel
+from odradek.rpc.channel import Channels
 from odradek.rpc.v1 import controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,8 @@ class Sampler:
         self.controllers: dict[str, NodeStatus] = {
             a: NodeStatus() for a, _ in self.controller_addresses
         }
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        # Per controller address (the channel itself: two stubs use it).
+        self._channels: Channels[str, grpc.aio.Channel] = Channels(lambda channel: channel)
         self._client = client
         self._snapshot = snapshot
         self.interval_s = interval_s
@@ -177,9 +178,7 @@ class Sampler:
         if self._http is not None:
             await self._http.close()
         await self.size_reader.close()
-        for channel in self._channels.values():
-            with contextlib.suppress(Exception):
-                await channel.close(None)
+        await self._channels.close()
 
     async def _run(self) -> None:
         next_slow = 0.0
@@ -239,9 +238,7 @@ class Sampler:
     async def _probe_controller(self, address: str, metrics: str | None) -> None:
         """Active answers GetMetadata; a standby refuses it but its health service answers."""
         status = self.controllers.setdefault(address, NodeStatus())
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = open_channel(address)
+        channel = self._channels.stub(address, address)
         try:
             await controller_pb2_grpc.ControllerStub(channel).GetMetadata(
                 controller_pb2.GetMetadataRequest(), timeout=2.0

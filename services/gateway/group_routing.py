@@ -20,7 +20,6 @@ NOT_COORDINATOR, so clients look the coordinator up again.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -32,7 +31,7 @@ from odradek.gateway.coordinator_routing import CoordinatorRouting
 from odradek.group_shard import OFFSETS_TOPIC, coordinator_of, shard_of
 from odradek.offset_store_client import OffsetStoreClient
 from odradek.protocol.errors import ErrorCode
-from odradek.rpc.channel import open_channel
+from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import common_pb2, coordinator_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -55,10 +54,8 @@ class GroupRouter(CoordinatorRouting):
 
     def _init_channels(self) -> None:
         self.offsets = OffsetStoreClient(self.metadata)
-        self._channels: dict[
-            int, tuple[str, grpc.aio.Channel, coordinator_pb2_grpc.GroupCoordinatorStub]
-        ] = {}
-        self._retired: list[grpc.aio.Channel] = []
+        # Re-opened when a coordinator moves or the internal TLS certificate is renewed.
+        self._channels = NodeChannels(coordinator_pb2_grpc.GroupCoordinatorStub)
 
     def shard(self, group_id: str) -> int:
         return shard_of(self.raw, group_id)
@@ -77,15 +74,7 @@ class GroupRouter(CoordinatorRouting):
         return self._stub(node)
 
     def _stub(self, node: common_pb2.Node) -> coordinator_pb2_grpc.GroupCoordinatorStub:
-        address = f"{node.host}:{node.grpc_port}"
-        entry = self._channels.get(node.node_id)
-        if entry is None or entry[0] != address:
-            if entry is not None:
-                self._retired.append(entry[1])
-            channel = open_channel(address)
-            entry = (address, channel, coordinator_pb2_grpc.GroupCoordinatorStub(channel))
-            self._channels[node.node_id] = entry
-        return entry[2]
+        return self._channels.stub(node.node_id, f"{node.host}:{node.grpc_port}")
 
     def all_coordinators(self) -> list[coordinator_pb2_grpc.GroupCoordinatorStub]:
         nodes = self.metadata.current.nodes_of(common_pb2.COORDINATOR)
@@ -119,10 +108,7 @@ class GroupRouter(CoordinatorRouting):
             return rpc_error(exc)
 
     async def close(self) -> None:
-        for channel in [e[1] for e in self._channels.values()] + self._retired:
-            with contextlib.suppress(Exception):
-                await channel.close(None)
-        self._channels.clear()
+        await self._channels.close()
         await self.offsets.close()
 
 

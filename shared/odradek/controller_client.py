@@ -20,7 +20,7 @@ import grpc
 
 from odradek import internal_tls
 from odradek.metadata_cache import MetadataCache
-from odradek.rpc.channel import open_channel, open_sync_channel
+from odradek.rpc.channel import Channels, SyncChannels
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -50,24 +50,21 @@ class ControllerClient:
             raise ValueError("no controller address configured")
         self.addresses = addresses
         self._index = 0
-        self._channels: dict[str, grpc.aio.Channel] = {}
         self.tls = tls  # None: the process's own (odradek.internal_tls.active())
+        # Per address, re-opened when the internal TLS certificate is renewed.
+        self._channels: Channels[str, controller_pb2_grpc.ControllerStub] = Channels(
+            controller_pb2_grpc.ControllerStub, tls
+        )
 
     def _stub(self) -> controller_pb2_grpc.ControllerStub:
         address = self.addresses[self._index % len(self.addresses)]
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = open_channel(address, self.tls)
-        return controller_pb2_grpc.ControllerStub(channel)
+        return self._channels.stub(address, address)
 
     def _rotate(self) -> None:
         self._index += 1
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            with contextlib.suppress(Exception):
-                await channel.close(None)
-        self._channels.clear()
+        await self._channels.close()
 
     async def call(
         self,
@@ -316,19 +313,14 @@ class _HeartbeatSender:
     def __init__(self, client: ControllerClient) -> None:
         self.client = client
         self._index = 0
-        self._address = ""
-        self._channel: grpc.Channel | None = None
-        self._stub: controller_pb2_grpc.ControllerStub | None = None
+        self._channels: SyncChannels[str, controller_pb2_grpc.ControllerStub] = SyncChannels(
+            controller_pb2_grpc.ControllerStub, client.tls
+        )
 
     def _current(self) -> controller_pb2_grpc.ControllerStub:
         addresses = self.client.addresses
         address = addresses[self._index % len(addresses)]
-        if self._stub is None or address != self._address:
-            self.close()
-            self._address = address
-            self._channel = open_sync_channel(address, self.client.tls)
-            self._stub = controller_pb2_grpc.ControllerStub(self._channel)
-        return self._stub
+        return self._channels.stub(address, address)
 
     def send(
         self, request: controller_pb2.HeartbeatRequest, timeout: float
@@ -362,11 +354,7 @@ class _HeartbeatSender:
         return response
 
     def close(self) -> None:
-        if self._channel is not None:
-            with contextlib.suppress(Exception):
-                self._channel.close()
-        self._channel = None
-        self._stub = None
+        self._channels.close()
 
 
 async def join_cluster(

@@ -29,6 +29,7 @@ import functools
 import logging
 import os
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,7 +174,7 @@ class InternalTls:
     def client_generation(self) -> int:
         """Bumped when renewed ``internal.tls.*`` files were read for new channels (checked
         at most every ``check_interval_s``): channels kept per node are re-opened then
-        (odradek.rpc.channel.NodeChannels), as gRPC keeps a channel's credentials."""
+        (odradek.rpc.channel.Channels), as gRPC keeps a channel's credentials."""
         watcher = _client_certificates(self)
         watcher.current()
         return watcher.generation
@@ -304,20 +305,24 @@ class _ReloadingSslServer:
 
 class _ClientCertificates:
     """What this process presents as a gRPC client: renewed files
-    (:class:`_RenewedFiles`) replace it and bump :attr:`generation`."""
+    (:class:`_RenewedFiles`) replace it and bump :attr:`generation`. Locked: the
+    controller heartbeat thread (odradek.controller_client) asks too, and one renewal
+    must bump the generation once."""
 
     def __init__(self, tls: InternalTls) -> None:
         self.files = _RenewedFiles(tls)
         self.pems = (tls.ca, tls.cert, tls.key)
         self.generation = 0
+        self._lock = threading.Lock()
 
     def current(self) -> tuple[bytes, bytes, bytes]:
-        renewed = self.files.renewed()
-        if renewed is not None:
-            self.pems = renewed
-            self.generation += 1
-            log.info("internal TLS: presenting the renewed certificate as a client")
-        return self.pems
+        with self._lock:
+            renewed = self.files.renewed()
+            if renewed is not None:
+                self.pems = renewed
+                self.generation += 1
+                log.info("internal TLS: presenting the renewed certificate as a client")
+            return self.pems
 
 
 _clients: dict[tuple[bytes, bytes, bytes, tuple[str, str, str]], _ClientCertificates] = {}

@@ -26,6 +26,7 @@ from odradek import internal_tls
 from odradek.config import Config, ConfigError, parse_overrides
 from odradek.gc_tuning import tune_after_start
 from odradek.log.errors import LogDirLockedError
+from odradek.malloc_tuning import tune_malloc
 from odradek.parent_watch import watch_parent
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ def run(
     """Entry point body for ``python -m odradek.<service>``."""
     args = parse_args(prog, argv)
     setup_logging(args.log_level)
+    tune_malloc()  # large buffers reuse heap pages (odradek.malloc_tuning)
     watch_parent()  # stop when the launcher dies, however it dies
     try:
         config = Config(defaults, file=args.config, overrides=parse_overrides(args.overrides))
