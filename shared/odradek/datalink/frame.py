@@ -30,6 +30,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from odradek.byte_buffers import receive_buffer
+
 Buffer = bytes | bytearray | memoryview
 
 PRODUCE = 1
@@ -137,8 +139,9 @@ class FrameReader:
                 frames.append(parse(staging[start : start + size]))
                 pos = start + size
                 continue
-            # Incomplete: give it a buffer of its own that the socket writes into.
-            body = bytearray(size)
+            # Incomplete: give it a buffer of its own that the socket writes into (not
+            # zeroed first: it is parsed only once every byte was received).
+            body = receive_buffer(size)
             have = end - start
             body[:have] = staging[start:end]
             self._body, self._filled = body, have

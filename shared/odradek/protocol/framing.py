@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 
+from odradek.byte_buffers import receive_buffer
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.protocol.exceptions import FrameTooLargeError, InvalidFrameError
 
@@ -130,7 +131,7 @@ class FrameDecoder:
             raise self._failed
         if self._need >= DIRECT_READ_BYTES:
             if self._body is None:
-                body = bytearray(self._need)
+                body = receive_buffer(self._need)  # returned only when full
                 pos = 0
                 for chunk in self._chunks:
                     body[pos : pos + len(chunk)] = chunk
@@ -139,7 +140,8 @@ class FrameDecoder:
                 self._body = body
             return memoryview(self._body)[self._have :]
         size = READ_DEFAULT_BYTES if sizehint <= 0 else sizehint
-        self._fresh = bytearray(min(max(size, READ_MIN_BYTES), READ_MAX_BYTES))
+        # Not zeroed: only the bytes a read reports are ever looked at.
+        self._fresh = receive_buffer(min(max(size, READ_MIN_BYTES), READ_MAX_BYTES))
         return memoryview(self._fresh)
 
     def take_read(self, nbytes: int) -> bytes:
