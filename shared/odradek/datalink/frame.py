@@ -143,7 +143,7 @@ class FrameReader:
             # zeroed first: it is parsed only once every byte was received).
             body = receive_buffer(size)
             have = end - start
-            body[:have] = staging[start:end]
+            memoryview(body)[:have] = memoryview(staging)[start:end]  # one copy, no temporary
             self._body, self._filled = body, have
             pos = end
             break

@@ -132,9 +132,10 @@ class FrameDecoder:
         if self._need >= DIRECT_READ_BYTES:
             if self._body is None:
                 body = receive_buffer(self._need)  # returned only when full
+                into = memoryview(body)  # (a bytearray slice copies a view first)
                 pos = 0
                 for chunk in self._chunks:
-                    body[pos : pos + len(chunk)] = chunk
+                    into[pos : pos + len(chunk)] = chunk
                     pos += len(chunk)
                 self._chunks = []
                 self._body = body

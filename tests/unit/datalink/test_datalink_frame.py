@@ -4,6 +4,7 @@ any chunking of the stream, with blobs as views; malformed frames are FrameError
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -67,6 +68,30 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     (a, b) = _feed(FrameReader(1 << 24), stream, [65536])
     assert bytes(a.blobs[0]) == blob and bytes(b.blobs[2]) == b"x"
     assert a.blobs[1].nbytes == 0
+
+
+def test_a_frame_begun_in_staging_moves_to_its_own_buffer_in_one_copy() -> None:
+    """The head of a large frame that arrived in staging is copied into the frame's own
+    buffer directly: the read allocates that buffer and no temporary of the head's size
+    (a slice of the staging bytearray was one, a second copy of up to 256 KB per large
+    Fetch answer)."""
+    blob = bytes(range(256)) * (4 * STAGING_BYTES // 256)
+    stream = b"".join(bytes(p) for p in encode(3, FETCH, b"m", [blob]))
+    reader = FrameReader(1 << 24)
+    buf = reader.get_buffer()
+    n = len(buf)
+    buf[:] = stream[:n]
+    tracemalloc.start()
+    try:
+        assert reader.buffer_updated(n) == []
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(stream) - 4 <= peak < len(stream) + n // 2, (peak, n)
+    rest = reader.get_buffer()
+    rest[:] = stream[n:]
+    [frame] = reader.buffer_updated(len(rest))
+    assert bytes(frame.blobs[0]) == blob
 
 
 @pytest.mark.parametrize("size", [-1, 5, (1 << 20) + 1])

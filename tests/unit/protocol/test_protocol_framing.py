@@ -264,3 +264,33 @@ def test_limit_in_place_and_an_oversize_prefix_among_the_unparsed() -> None:
         decoder.more(1)
     with pytest.raises(FrameTooLargeError):
         decoder.more(1)  # failed for good
+
+
+def test_the_head_of_a_large_frame_moves_to_its_own_buffer_in_one_copy() -> None:
+    """The first read's part of a large frame goes into the frame's own buffer directly:
+    that buffer is allocated and no temporary copy of the part (a bytearray slice
+    assignment from a view makes one)."""
+    payload = bytes(range(256)) * 4096  # 1 MB
+    data = frame(payload)
+    decoder = FrameDecoder(1 << 24)
+    buf = decoder.get_buffer(256 * 1024)
+    first = len(buf)
+    buf[:] = data[:first]
+    assert decoder.buffer_updated(first) == []
+    tracemalloc.start()
+    try:
+        rest = decoder.get_buffer(256 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(payload) <= peak < len(payload) + first // 2, (peak, first)
+    pos = first
+    frames: list[memoryview | bytes] = []
+    while pos < len(data):
+        n = min(len(rest), len(data) - pos)
+        rest[:n] = data[pos : pos + n]
+        pos += n
+        frames += decoder.buffer_updated(n)
+        if pos < len(data):
+            rest = decoder.get_buffer(256 * 1024)
+    assert [bytes(f) for f in frames] == [payload]
