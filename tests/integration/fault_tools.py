@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from helpers.waiting import wait_until
 
@@ -97,6 +104,39 @@ def create_topic(bootstrap: str, topic: str, partitions: int, rf: int, **configs
         [NewTopic(topic, partitions, rf, config=dict(configs))], request_timeout=30
     )
     futures[topic].result(30)
+
+
+def online_storage_nodes(cluster: Cluster) -> int:
+    """How many storage nodes the active controller holds ONLINE (placeable)."""
+    return sum(
+        n.kind == common_pb2.STORAGE and n.state == common_pb2.ONLINE
+        for n in cluster_metadata(cluster).nodes
+    )
+
+
+def create_topic_once_placeable(
+    cluster: Cluster, topic: str, partitions: int, rf: int, timeout: float = 60.0
+) -> None:
+    """:func:`create_topic` once ``rf`` storage nodes are ONLINE, again while it answers
+    INVALID_REPLICATION_FACTOR (nothing was created then). A node paused just under
+    ``broker.session.timeout.ms`` is fenced a moment after SIGCONT (heartbeat interval and
+    loop lag add to the pause) and registers again a moment later: a CreateTopics in
+    between finds one broker too few, as Kafka's would (chaos seed 95 after seed 94)."""
+
+    def created() -> bool:
+        if online_storage_nodes(cluster) < rf:
+            return False
+        try:
+            create_topic(cluster.bootstrap_servers, topic, partitions, rf)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR:
+                raise
+            return False
+        return True
+
+    wait_until(
+        created, f"{rf} placeable storage nodes to create {topic}", timeout=timeout, interval=0.2
+    )
 
 
 # ---------------------------------------------------------------------- producing
