@@ -489,16 +489,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             self._hold(data)
             return
         self.last_activity = time.monotonic()
-        try:
-            frames = self.decoder.feed(data, self._room())
-        except ProtocolError as exc:
-            _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
-            # The decoder keeps the error; its traceback's frames hold the decoder and
-            # this connection (a cycle only the cyclic collector would free).
-            exc.__traceback__ = None
-            self.close()
-            return
-        self._frames_read(frames)
+        self._parse(data)
 
     def _must_hold(self) -> bool:
         """Whether bytes read now are held unparsed (their turn has not come, or the
@@ -528,10 +519,18 @@ class KafkaConnection(asyncio.BaseProtocol):
     def _parse_more(self) -> None:
         """Frames read earlier and kept unparsed (past the queue's room), as many as
         there is room for now."""
+        self._parse(None)
+
+    def _parse(self, data: bytes | None) -> None:
+        """Split off as many frames as the queue has room for, from ``data`` just read
+        or (None) from bytes kept unparsed; a malformed frame closes the connection."""
         try:
-            frames = self.decoder.more(self._room())
+            room = self._room()
+            frames = self.decoder.more(room) if data is None else self.decoder.feed(data, room)
         except ProtocolError as exc:
             _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
+            # The decoder keeps the error; its traceback's frames hold the decoder and
+            # this connection (a cycle only the cyclic collector would free).
             exc.__traceback__ = None
             self.close()
             return

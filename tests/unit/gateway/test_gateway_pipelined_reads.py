@@ -7,6 +7,8 @@ unparsed and are all answered, in order, as the queue drains (issue 14)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from helpers.stand_in_frames import read_answers, stand_in_answer, stand_in_request
 from helpers.waiting import wait_until_async
@@ -14,6 +16,7 @@ from helpers.waiting import wait_until_async
 from odradek.gateway.connection import (
     ConnectionContext,
     ConnectionLimits,
+    Dispatch,
     KafkaListener,
     Result,
 )
@@ -23,6 +26,22 @@ QUEUED = 50  # queued.max.requests
 PIPELINED = 3000
 
 
+@contextlib.asynccontextmanager
+async def pipelined(
+    handler: Dispatch,
+) -> AsyncIterator[tuple[KafkaListener, asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A listener allowing QUEUED requests and a client that has sent it PIPELINED."""
+    lst = KafkaListener("127.0.0.1", 0, handler, ConnectionLimits(max_inflight_requests=QUEUED))
+    port = await lst.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"".join(stand_in_request(cid) for cid in range(PIPELINED)))
+        yield lst, reader, writer
+    finally:
+        writer.close()
+        await lst.stop(grace=0.1)
+
+
 async def test_one_read_queues_at_most_queued_max_requests() -> None:
     gate = asyncio.Event()
 
@@ -30,11 +49,7 @@ async def test_one_read_queues_at_most_queued_max_requests() -> None:
         await gate.wait()
         return stand_in_answer(header.correlation_id)
 
-    lst = KafkaListener("127.0.0.1", 0, gated, ConnectionLimits(max_inflight_requests=QUEUED))
-    port = await lst.start()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"".join(stand_in_request(cid) for cid in range(PIPELINED)))
+    async with pipelined(gated) as (lst, reader, writer):
         await writer.drain()
         await wait_until_async(lambda: len(lst.connections) == 1, "connection accepted")
         (conn,) = lst.connections
@@ -45,9 +60,6 @@ async def test_one_read_queues_at_most_queued_max_requests() -> None:
         gate.set()
         assert await asyncio.wait_for(read_answers(reader, PIPELINED), 60) == list(range(PIPELINED))
         assert conn.decoder.buffered_bytes == 0 and not conn.reading_paused
-    finally:
-        writer.close()
-        await lst.stop(grace=0.1)
 
 
 async def test_requests_left_unparsed_at_eof_are_answered() -> None:
@@ -58,14 +70,7 @@ async def test_requests_left_unparsed_at_eof_are_answered() -> None:
         await asyncio.sleep(0)
         return stand_in_answer(header.correlation_id)
 
-    lst = KafkaListener("127.0.0.1", 0, answer, ConnectionLimits(max_inflight_requests=QUEUED))
-    port = await lst.start()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"".join(stand_in_request(cid) for cid in range(PIPELINED)))
+    async with pipelined(answer) as (_lst, reader, writer):
         writer.write_eof()
         assert await asyncio.wait_for(read_answers(reader, PIPELINED), 60) == list(range(PIPELINED))
         assert await asyncio.wait_for(reader.read(), 10) == b""  # then closed
-    finally:
-        writer.close()
-        await lst.stop(grace=0.1)
