@@ -528,13 +528,18 @@ class KafkaConnection(asyncio.BaseProtocol):
             room = self._room()
             frames = self.decoder.more(room) if data is None else self.decoder.feed(data, room)
         except ProtocolError as exc:
-            _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
-            # The decoder keeps the error; its traceback's frames hold the decoder and
-            # this connection (a cycle only the cyclic collector would free).
-            exc.__traceback__ = None
-            self.close()
+            self._malformed(exc)
             return
         self._frames_read(frames)
+
+    def _malformed(self, exc: ProtocolError) -> None:
+        """Close on a frame the decoder refused, logged as the refusals are (a hostile
+        client's stream of them is one summary line, odradek.gateway.refusal_log)."""
+        _refusals.closing(self.ctx.peer, type(exc).__name__, str(exc))
+        # The decoder keeps the error; its traceback's frames hold the decoder and
+        # this connection (a cycle only the cyclic collector would free).
+        exc.__traceback__ = None
+        self.close()
 
     def _frames_read(self, frames: list[memoryview | bytes]) -> None:
         for frame in frames:
@@ -968,8 +973,7 @@ class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
         try:
             frames = self.decoder.buffer_updated(nbytes, self._room())
         except ProtocolError as exc:
-            log.info("closing %s: %s", self.ctx.peer, exc)
-            self.close()
+            self._malformed(exc)
             return
         self._frames_read(frames)
 
