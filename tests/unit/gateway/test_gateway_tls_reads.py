@@ -152,3 +152,39 @@ def test_used_up_budget_holds_tls_reads_until_released(tmp_path: Path, loop: str
             await lst.stop()
 
     LOOPS[loop](run())
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_refused_frames_on_tls_are_logged_as_refusals(
+    tmp_path: Path, loop: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame over socket.request.max.bytes closes a TLS connection as it does a plain
+    one, through the rate-limited refusal log: three clients sending one each make one
+    line (one per connection before, a flood when a client reconnects in a loop)."""
+    from odradek.gateway import connection
+
+    monkeypatch.setattr(connection._refusals, "interval_s", 3600.0)
+    monkeypatch.setattr(connection._refusals, "_last", {})
+    server_ctx, client_ctx = _contexts(tmp_path)
+
+    async def run() -> None:
+        security = ListenerSecurity(name="SSL", protocol="SSL", ssl_context=server_ctx)
+        limits = ConnectionLimits(max_request_bytes=1000)
+        lst = KafkaListener("127.0.0.1", 0, _Handler(), limits, security=security)
+        await lst.start()
+        try:
+            for _ in range(3):
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", lst.port, ssl=client_ctx, server_hostname="127.0.0.1"
+                )
+                writer.write(struct.pack(">i", 10_000_000) + b"x" * 100)
+                assert await asyncio.wait_for(reader.read(), 10) == b""  # closed
+                writer.close()
+            await wait_until_async(lambda: not lst.connections, "all closed")
+        finally:
+            await lst.stop()
+
+    with caplog.at_level("INFO", logger=connection.log.name):
+        LOOPS[loop](run())
+    closing = [r for r in caplog.records if r.getMessage().startswith("closing")]
+    assert len(closing) == 1, [r.getMessage() for r in closing]
