@@ -3,15 +3,20 @@
 Pure code: a metadata snapshot in, the broker list out, so every gateway computes the
 same answer and every rule is unit-tested without a cluster (docs/brokers.md).
 
-- The brokers are the live storage nodes (ONLINE or in controlled shutdown), by id.
+- The brokers are the registered storage nodes, by id, offline ones included.
   Partition leaders, replicas and ISRs name storage nodes already, so a client's
   broker ids are the ids every other API takes (replica assignments, ElectLeaders,
-  DescribeLogDirs, DescribeConfigs on a broker); offline storage nodes show up only
-  in ``offline_replicas``, as offline brokers do in Kafka. Except when no storage
-  node is live (all of them restarting): then the registered ones are listed, down as
-  they are, because a Kafka broker always lists at least itself. An empty broker list
-  makes librdkafka drop every broker it knows, fail its in-flight produce requests
-  and re-bootstrap (tests/integration/test_failover_kill9.py restarts all three).
+  DescribeLogDirs, DescribeConfigs on a broker). A Kafka broker that dies leaves
+  Metadata; here a storage node that dies stays listed, because its broker endpoint
+  is a gateway port that is still up (requests there for what it no longer leads get
+  NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR, as from any broker), and a broker leaving
+  Metadata costs clients more than it tells them: librdkafka (2.10+) decommissions
+  it, and a handle still referenced (a group coordinator) stays "terminating" when
+  the node comes back, so a transactional producer's TxnOffsetCommit to it was never
+  sent (tests/integration/test_transactions_kill9.py hung in 4 of 9 runs); an empty
+  list makes librdkafka drop every broker and re-bootstrap
+  (tests/integration/test_failover_kill9.py restarts all three). Offline storage
+  nodes still show in ``offline_replicas`` and never as leaders.
 - Each broker is advertised at a gateway's *broker port* for it (port-per-broker, as
   Kafka proxies do it): a gateway opens, for each of its listeners, one socket per
   storage node besides that listener's bootstrap port and publishes the ports in its
@@ -35,9 +40,8 @@ from dataclasses import dataclass
 from odradek.metadata_cache import Snapshot
 from odradek.rpc.v1 import common_pb2
 
-__all__ = ["Broker", "advertise", "broker_of_partition", "controller_id", "live_storage_nodes"]
+__all__ = ["Broker", "advertise", "broker_of_partition", "controller_id"]
 
-_LIVE = (common_pb2.ONLINE, common_pb2.SHUTTING_DOWN)
 # Listener addresses that say nothing about the host a gateway runs on.
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
@@ -51,14 +55,6 @@ class Broker:
     port: int
     rack: str | None
     gateway_id: int  # the gateway whose endpoint this is
-
-
-def live_storage_nodes(metadata: common_pb2.ClusterMetadata) -> list[common_pb2.Node]:
-    """The storage nodes clients see as brokers, by id."""
-    return sorted(
-        (n for n in metadata.nodes if n.kind == common_pb2.STORAGE and n.state in _LIVE),
-        key=lambda n: n.node_id,
-    )
 
 
 def _same_host(gateway: common_pb2.Node, storage: common_pb2.Node) -> bool:
@@ -96,7 +92,7 @@ def advertise(
     gateways: Sequence[common_pb2.Node],
     listener: str | None = None,
 ) -> dict[int, Broker]:
-    """Every broker (live storage node) with the endpoint it is advertised at on
+    """Every broker (registered storage node) with the endpoint it is advertised at on
     ``listener`` (the name of the listener the client connected to; None: each
     gateway's first listener), by id.
 
@@ -109,7 +105,7 @@ def advertise(
     endpoints = [e for e in (_endpoint(g, listener) for g in gateways) if e is not None]
     if not endpoints:
         return out
-    storage_nodes = live_storage_nodes(metadata) or sorted(
+    storage_nodes = sorted(
         (n for n in metadata.nodes if n.kind == common_pb2.STORAGE), key=lambda n: n.node_id
     )
     for index, storage in enumerate(storage_nodes):
@@ -135,12 +131,19 @@ def controller_id(brokers: Mapping[int, Broker]) -> int:
 def broker_of_partition(
     snapshot: Snapshot, brokers: Mapping[int, Broker], topic: str, partition: int
 ) -> Broker | None:
-    """The broker leading ``topic``-``partition``, or None (no such partition, no leader).
+    """The broker leading ``topic``-``partition``, or None (no such partition, no leader,
+    or a leader whose storage node is offline and not yet replaced).
 
     FindCoordinator answers this for ``__consumer_offsets`` (groups) and
     ``__transaction_state`` (transactional ids), as Kafka does.
     """
     p = snapshot.partition(topic, partition)
     if p is None or p.leader < 0:
+        return None
+    live = (common_pb2.ONLINE, common_pb2.SHUTTING_DOWN)
+    if not any(
+        n.node_id == p.leader and n.kind == common_pb2.STORAGE and n.state in live
+        for n in snapshot.raw.nodes
+    ):
         return None
     return brokers.get(p.leader)

@@ -221,11 +221,15 @@ async def test_describe_cluster(gw: Gateway, version: int) -> None:
     response = await call(gw, ApiKey.DESCRIBE_CLUSTER, version, request)
     assert response.error_code == 0
     assert response.cluster_id == "Zq3sS1o8RkGx7YH0c2bVYA"
-    # The brokers are the live storage nodes at gateway 1's broker ports (this unstarted
-    # gateway has none yet); the offline storage node 102 is not listed.
+    # The brokers are the storage nodes at gateway 1's broker ports (this unstarted
+    # gateway has none yet); the offline storage node 102 stays listed (brokers.py).
     assert response.controller_id == 100
     brokers = [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers]
-    assert brokers == [(100, "gw1.example", 9193, "r1"), (101, "gw1.example", 9194, "r2")]
+    assert brokers == [
+        (100, "gw1.example", 9193, "r1"),
+        (101, "gw1.example", 9194, "r2"),
+        (102, "gw1.example", 9195, "r1"),
+    ]
     assert response.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
     plain = await call(gw, ApiKey.DESCRIBE_CLUSTER, version, DescribeClusterRequest())
     assert plain.authorized_operations is None  # "not requested" (INT32_MIN on the wire)
