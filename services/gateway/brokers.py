@@ -13,7 +13,7 @@ same answer and every rule is unit-tested without a cluster (docs/brokers.md).
   Metadata costs clients more than it tells them: librdkafka (2.10+) decommissions
   it, and a handle still referenced (a group coordinator) stays "terminating" when
   the node comes back, so a transactional producer's TxnOffsetCommit to it was never
-  sent (tests/integration/test_transactions_kill9.py hung in 4 of 9 runs); an empty
+  sent (tests/integration/test_transactions_kill9.py hung in 4 of 10 runs); an empty
   list makes librdkafka drop every broker and re-bootstrap
   (tests/integration/test_failover_kill9.py restarts all three). Offline storage
   nodes still show in ``offline_replicas`` and never as leaders.
