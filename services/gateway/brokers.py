@@ -42,6 +42,9 @@ from odradek.rpc.v1 import common_pb2
 
 __all__ = ["Broker", "advertise", "broker_of_partition", "controller_id"]
 
+# Storage node states in which a node leads and coordinates (an offline one is listed
+# as a broker all the same, see above).
+_LIVE = (common_pb2.ONLINE, common_pb2.SHUTTING_DOWN)
 # Listener addresses that say nothing about the host a gateway runs on.
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
@@ -140,10 +143,7 @@ def broker_of_partition(
     p = snapshot.partition(topic, partition)
     if p is None or p.leader < 0:
         return None
-    live = (common_pb2.ONLINE, common_pb2.SHUTTING_DOWN)
-    if not any(
-        n.node_id == p.leader and n.kind == common_pb2.STORAGE and n.state in live
-        for n in snapshot.raw.nodes
-    ):
+    leader = snapshot.nodes.get(p.leader)
+    if leader is None or leader.state not in _LIVE:
         return None
     return brokers.get(p.leader)
