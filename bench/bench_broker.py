@@ -23,8 +23,9 @@ a replication-factor-3 topic against acks=1 on a replication-factor-1 topic (alt
 rounds, medians), and the p99 produce-to-consume latency at a fixed rate (2,000
 records/s by default, acks=all, RF3, linger.ms=0; a confluent-kafka producer stamps each
 record with its send time, a consumer on the same host subtracts it on receipt; the
-consumer polls, so a record is stamped as soon as the client has it). ``--only=latency``
-(or ``replication``, ``compare``) runs one part alone.
+consumer polls, so a record is stamped as soon as the client has it), with each
+service's CPU per record consumed beside it. ``--only=latency`` (or ``replication``,
+``compare``) runs one part alone.
 
 Debian's kcat links librdkafka 2.0.2, which Tansu's ApiVersions answer breaks ("Read
 underflow", docs/compatibility.md C22), so kcat runs with the librdkafka bundled in the
@@ -91,6 +92,8 @@ class Broker:
     name: str
     bootstrap: str
     pids: Callable[[], list[int]]
+    # Each service's pid by a name ("storage1"): the latency part's CPU split.
+    services: Callable[[], dict[str, int]] = field(default_factory=lambda: dict)
 
 
 # -- CPU accounting --------------------------------------------------------------------------
@@ -199,6 +202,11 @@ def odradek(
             name,
             cluster.bootstrap_servers,
             lambda: [s.process.pid for s in cluster.services if s.process.poll() is None],
+            lambda: {
+                f"{s.spec.kind}{i}": s.process.pid
+                for i, s in enumerate(cluster.services)
+                if s.process.poll() is None
+            },
         )
     finally:
         cluster.stop()
@@ -551,19 +559,28 @@ def main(argv: list[str]) -> None:
         if rf3:
             print("\nodradek, three storage nodes:", flush=True)
             lat: list[float] = []
+            split: dict[str, float] = {}
             with odradek(tmp, storage_nodes=3, name="odradek-rf3") as broker:
                 settle(broker)
                 if args.only != "latency":
                     replication_ratio(runner, broker)
                 if args.only != "replication":
+                    services = broker.services()
+                    before = {n: cpu_seconds([pid]) for n, pid in services.items()}
                     lat = latency(
                         broker.bootstrap, args.latency_rate, args.latency_seconds, args.partitions
                     )
+                    split = {n: cpu_seconds([pid]) - before[n] for n, pid in services.items()}
             if lat:
                 q = statistics.quantiles(lat, n=100)
                 print(f"produce-to-consume latency at {args.latency_rate:,} rec/s, acks=all RF3, "
                       f"linger.ms=0: p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, max {max(lat):.1f} ms "
                       f"(goal p99 <= 5 ms)")  # fmt: skip
+                # Each service's CPU per record consumed (issue 18): where the time goes.
+                per = ", ".join(
+                    f"{n} {1e6 * c / len(lat):.0f} us" for n, c in split.items() if c > 0
+                )
+                print(f"  broker CPU per record: {per}")
         print("\ncommands (LD_LIBRARY_PATH as above; OUT is a file):")
         for c in runner.commands:
             print(f"  {c}")

@@ -15,6 +15,7 @@ import contextlib
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 
 class Notifier:
@@ -39,12 +40,18 @@ class Notifier:
         return len(self._events)
 
 
+class Wakeable(Protocol):
+    """What a registration sets: an :class:`asyncio.Event`, or anything as cheap."""
+
+    def set(self) -> None: ...
+
+
 class OffsetWaiter:
     """One registration with :class:`OffsetWaiters`; ``active`` until woken or withdrawn."""
 
     __slots__ = ("active", "event", "offset")
 
-    def __init__(self, offset: int, event: asyncio.Event) -> None:
+    def __init__(self, offset: int, event: Wakeable) -> None:
         self.offset = offset
         self.event = event
         self.active = True
@@ -66,7 +73,7 @@ class OffsetWaiters:
         self._heap: list[tuple[int, int, OffsetWaiter]] = []
         self._seq = itertools.count()
 
-    def add(self, offset: int, event: asyncio.Event) -> OffsetWaiter:
+    def add(self, offset: int, event: Wakeable) -> OffsetWaiter:
         waiter = OffsetWaiter(offset, event)
         heapq.heappush(self._heap, (offset, next(self._seq), waiter))
         return waiter

@@ -85,9 +85,10 @@ class Role(enum.Enum):
     FOLLOWER = "follower"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LeaderAppend:
-    """What a leader append produced, as the produce path answers it."""
+    """What a leader append produced, as the produce path answers it (not frozen: one per
+    append, and a frozen dataclass costs three times as much to build, issue 18)."""
 
     first_offset: int
     last_offset: int

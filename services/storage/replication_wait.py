@@ -19,10 +19,39 @@ import asyncio
 from collections.abc import Sequence
 
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.notify import OffsetWaiter, wait_until
+from odradek.storage.notify import OffsetWaiter
 from odradek.storage.partition import Partition
 
 Waiter = tuple[Partition, int, int]
+
+
+class _Wake:
+    """What a registration sets: the future the waiting request awaits.
+
+    One future per wake-up and one loop timer for the deadline, instead of an
+    ``asyncio.Event`` and an ``asyncio.timeout_at`` scope (a Timeout object, a task
+    lookup, a reschedule and a cancellation check) per wait: every one-record acks=all
+    request waits once, thousands a second (issue 18).
+    """
+
+    __slots__ = ("expired", "future", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.expired = False
+
+    def set(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+    def expire(self) -> None:
+        self.expired = True
+        self.set()
+
+    async def wait(self) -> None:
+        await self.future
+        self.future = self.loop.create_future()
 
 
 async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[ErrorCode]:
@@ -34,12 +63,13 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
     """
     outcome: list[ErrorCode | None] = [None] * len(waiting)
     pending = list(range(len(waiting)))
-    deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000.0
-    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, timeout_ms) / 1000.0
+    wake: _Wake | None = None
+    timer: asyncio.TimerHandle | None = None
     registered: dict[int, OffsetWaiter] = {}  # by id() of the partition
     try:
         while pending:
-            event.clear()
             still = []
             lowest: dict[int, tuple[Partition, int]] = {}
             for i in pending:
@@ -53,14 +83,26 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
                 low = lowest.get(key)
                 if low is None or required < low[1]:
                     lowest[key] = (part, required)
+            pending = still
+            if not pending:
+                break
+            if wake is None:
+                if deadline <= loop.time():
+                    break
+                wake = _Wake(loop)
+                timer = loop.call_at(deadline, wake.expire)
+            elif wake.expired:
+                break
             for key, (part, required) in lowest.items():
                 waiter = registered.get(key)
                 if waiter is None or not waiter.active:
-                    registered[key] = part.replication_waiters.add(required, event)
-            pending = still
-            if not pending or not await wait_until(event, deadline):
+                    registered[key] = part.replication_waiters.add(required, wake)
+            await wake.wait()
+            if wake.expired:
                 break
     finally:
+        if timer is not None:
+            timer.cancel()
         for waiter in registered.values():
             waiter.active = False
     return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in outcome]

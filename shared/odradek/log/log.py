@@ -126,8 +126,12 @@ def parse_log_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendResult:
+    """One append's outcome. Not frozen: a frozen dataclass sets each field through
+    ``object.__setattr__`` (about 2 us for these eight, 0.7 us plain), and one is built
+    per append on the leader and on every follower (issue 18)."""
+
     first_offset: int
     last_offset: int
     log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime

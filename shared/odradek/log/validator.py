@@ -387,9 +387,10 @@ except ImportError:  # pragma: no cover - installs without a C compiler
     _fast_scan = _python_scan
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReplicatedRecords:
-    """What a follower append needs to know about the leader's batches."""
+    """What a follower append needs to know about the leader's batches (not frozen: one
+    per follower append, and a frozen dataclass costs three times as much to build)."""
 
     headers: tuple[BatchHeader, ...]  # of the batches, back to back in the records
     epochs: tuple[tuple[int, int], ...]  # (partitionLeaderEpoch, baseOffset) per batch
