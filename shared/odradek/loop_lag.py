@@ -68,7 +68,13 @@ class StallSampler:
     wake-up, if the loop's thread has been on the CPU for most of that time, its Python
     stack goes to ``path`` as ``unix-time<TAB>busy-ms<TAB>frame;frame;...`` (outermost
     first, from the loop's callback down). CPython lets another thread take the GIL
-    every ``sys.getswitchinterval()`` (5 ms), so a callback running longer is seen."""
+    every ``sys.getswitchinterval()`` (5 ms), so a callback running longer is seen.
+
+    A sample is written only if the loop's thread computed for most of the millisecond
+    before it: a thread that was busy for 5 ms and then waited for a CPU (a loaded
+    machine) stays past the threshold while it waits, and its stack then names whatever
+    it happened to stop in (in bench hostile, a system call of the timeout sweep, a
+    dozen samples in a row with no CPU time added)."""
 
     def __init__(self, path: str, threshold_s: float) -> None:
         self.path = path
@@ -87,12 +93,17 @@ class StallSampler:
 
     def _run(self) -> None:
         cpu_clock = time.pthread_getcpuclockid(self._loop_thread)
+        clock = time.perf_counter
         with open(self.path, "a", buffering=1) as out:
+            last_wall, last_cpu = clock(), time.clock_gettime(cpu_clock)
             while not self.stopped:
                 time.sleep(0.001)
-                if time.perf_counter() - self.beat_at < self.threshold_s:
-                    continue
-                busy = time.clock_gettime(cpu_clock) - self.beat_cpu
+                wall, cpu = clock(), time.clock_gettime(cpu_clock)
+                computing = cpu - last_cpu >= (wall - last_wall) / 2
+                last_wall, last_cpu = wall, cpu
+                if wall - self.beat_at < self.threshold_s or not computing:
+                    continue  # on time, or not on a CPU now (the machine's load)
+                busy = cpu - self.beat_cpu
                 frame = sys._current_frames().get(self._loop_thread)
                 if busy < self.threshold_s or frame is None:
                     continue  # not scheduled (the machine's load), not the loop's work

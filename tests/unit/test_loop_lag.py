@@ -77,6 +77,37 @@ async def test_stall_sampler_names_the_computing_callback(
     assert REGISTRY.get_sample_value(gc_runs, {"generation": "2"})
 
 
+def _off_cpu(seconds: float) -> None:
+    time.sleep(seconds)  # the loop's thread off the CPU, as when descheduled
+
+
+async def test_stall_sampler_skips_a_thread_waiting_off_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A callback that computed past the threshold and then waits off the CPU (as a
+    # thread does on a loaded machine while another process runs): only the computing
+    # is written down, not a sample a millisecond naming wherever the thread waits.
+    stacks = tmp_path / "stacks.txt"
+    monkeypatch.setenv(loop_lag.ENV, "1")
+    monkeypatch.setenv(loop_lag.STACKS_ENV, str(stacks))
+    callbacks = list(gc.callbacks)
+    task = loop_lag.start_from_env()
+    assert task is not None
+    try:
+        await asyncio.sleep(0.01)
+        _spin(0.03)
+        _off_cpu(0.15)
+        await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        gc.callbacks[:] = callbacks
+    await asyncio.sleep(0.01)  # (the sampler stops with the probe)
+    innermost = [line.split("\t")[2].rsplit(";", 1)[-1] for line in stacks.read_text().splitlines()]
+    assert any(frame.startswith("_spin (") for frame in innermost), innermost
+    # (one sample may straddle the moment the computing stopped)
+    assert sum(frame.startswith("_off_cpu (") for frame in innermost) <= 1, innermost
+
+
 def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(loop_lag.ENV, raising=False)
     assert loop_lag.interval_from_env() == 0.0
