@@ -11,7 +11,7 @@ gateway port:
 * trickle (15): announce a 1 MB request and send a byte now and then, until aborted
   (``connection.request.read.timeout.ms``, set to 2 s here), then reconnect;
 * oversize (15): announce more than ``socket.request.max.bytes`` and push bytes
-  until closed, then reconnect;
+  (64 KiB every 10 ms) until closed, then reconnect;
 * slow-read (none unless asked, e.g. ``--hostile=...,slow-read=10``): pipeline
   Metadata requests as fast as the gateway reads them and read 4 KiB of answers every
   50 ms: each time the answers drain below ``connection.max.unread.response.bytes``
@@ -55,6 +55,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import uvloop
+
 from bench.local_cluster import temporary_cluster
 from odradek.protocol.messages import MetadataRequest, ProduceRequest, encode_request
 from odradek.records.record import BatchBuilder
@@ -62,6 +64,9 @@ from odradek.records.record import BatchBuilder
 READ_TIMEOUT_MS = 2000
 KINDS = ("never-read", "trickle", "oversize", "slow-read")
 UNANSWERED_S = 30.0
+# What an oversize client pushes after its size prefix, and how often (until cut off).
+PUSH = b"\0" * 65536
+PUSH_EVERY_S = 0.01
 BUDGET = 256 * 1024 * 1024
 LAG = "odradek_event_loop_lag_seconds"
 LAG_CPU = "odradek_event_loop_lag_cpu_seconds"
@@ -227,14 +232,23 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
                         await writer.drain()
                         await asyncio.sleep(0.5)
                 else:  # oversize
-                    writer.write(struct.pack(">i", 200 * 1024 * 1024) + b"\0" * 65536)
-                    await asyncio.wait_for(writer.drain(), 5)
+                    writer.write(struct.pack(">i", 200 * 1024 * 1024) + PUSH)
                     while time.monotonic() < stop:
-                        writer.write(b"\0" * 65536)
                         await asyncio.wait_for(writer.drain(), 5)
+                        # The next 64 KiB once the gateway has had PUSH_EVERY_S to cut
+                        # us off: pushed back to back, this process wrote up to 4 MiB
+                        # (its own socket's send buffer) per connection the gateway had
+                        # refused on its first read, ~5 writes on average, CPU taken
+                        # from the gateway on this machine.
+                        with contextlib.suppress(TimeoutError):
+                            if not await asyncio.wait_for(reader.read(1), PUSH_EVERY_S):
+                                cuts[kind] = cuts.get(kind, 0) + 1  # closed (EOF)
+                                break
+                        writer.write(PUSH)
                 if reader.at_eof():
                     break
-        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        except (OSError, TimeoutError, RuntimeError, asyncio.IncompleteReadError):
+            # (uvloop raises RuntimeError for a write to a transport the reset closed)
             cuts[kind] = cuts.get(kind, 0) + 1
         finally:
             if slow_reader is not None:
@@ -345,7 +359,10 @@ def hostile_process(argv: list[str]) -> None:
         )
         return cuts
 
-    print(json.dumps(asyncio.run(run())), flush=True)
+    # uvloop, as the gateway runs: on the default loop the same attack cost this process
+    # about twice the CPU per connection (~2 ms per oversize attempt, half of it asyncio's
+    # Python), CPU taken from the gateway on a 2-core machine.
+    print(json.dumps(uvloop.run(run())), flush=True)
 
 
 def _pct(values: list[float], q: float) -> float:
