@@ -77,16 +77,17 @@ async def test_stall_sampler_names_the_computing_callback(
     assert REGISTRY.get_sample_value(gc_runs, {"generation": "2"})
 
 
-def _off_cpu(seconds: float) -> None:
-    time.sleep(seconds)  # the loop's thread off the CPU, as when descheduled
+def _blocked(seconds: float) -> None:
+    time.sleep(seconds)  # the loop's thread blocked in a system call, off the CPU
 
 
-async def test_stall_sampler_skips_a_thread_waiting_off_the_cpu(
+async def test_stall_sampler_tells_computing_from_blocked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A callback that computed past the threshold and then waits off the CPU (as a
-    # thread does on a loaded machine while another process runs): only the computing
-    # is written down, not a sample a millisecond naming wherever the thread waits.
+    # A callback that computes past the threshold, then blocks in a system call: the
+    # computing is written down as busy; the blocking as blocked (state S), not as a
+    # busy sample a millisecond naming wherever the thread stopped (116 of them before:
+    # the thread's CPU time since the probe's last wake-up stayed past the threshold).
     stacks = tmp_path / "stacks.txt"
     monkeypatch.setenv(loop_lag.ENV, "1")
     monkeypatch.setenv(loop_lag.STACKS_ENV, str(stacks))
@@ -96,16 +97,19 @@ async def test_stall_sampler_skips_a_thread_waiting_off_the_cpu(
     try:
         await asyncio.sleep(0.01)
         _spin(0.03)
-        _off_cpu(0.15)
+        _blocked(0.15)
         await asyncio.sleep(0.01)
     finally:
         task.cancel()
         gc.callbacks[:] = callbacks
     await asyncio.sleep(0.01)  # (the sampler stops with the probe)
-    innermost = [line.split("\t")[2].rsplit(";", 1)[-1] for line in stacks.read_text().splitlines()]
-    assert any(frame.startswith("_spin (") for frame in innermost), innermost
+    samples = [line.split("\t") for line in stacks.read_text().splitlines()]
+    busy = [stack.rsplit(";", 1)[-1] for _t, ms, stack in samples if not ms.endswith(" S")]
+    blocked = [stack.rsplit(";", 1)[-1] for _t, ms, stack in samples if ms.endswith(" S")]
+    assert any(frame.startswith("_spin (") for frame in busy), samples
     # (one sample may straddle the moment the computing stopped)
-    assert sum(frame.startswith("_off_cpu (") for frame in innermost) <= 1, innermost
+    assert sum(frame.startswith("_blocked (") for frame in busy) <= 1, samples
+    assert sum(frame.startswith("_blocked (") for frame in blocked) >= 10, samples
 
 
 def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
