@@ -11,7 +11,7 @@ gateway port:
 * trickle (15): announce a 1 MB request and send a byte now and then, until aborted
   (``connection.request.read.timeout.ms``, set to 2 s here), then reconnect;
 * oversize (15): announce more than ``socket.request.max.bytes`` and push bytes
-  until closed, then reconnect;
+  (64 KiB every 10 ms) until closed, then reconnect;
 * slow-read (none unless asked, e.g. ``--hostile=...,slow-read=10``): pipeline
   Metadata requests as fast as the gateway reads them and read 4 KiB of answers every
   50 ms: each time the answers drain below ``connection.max.unread.response.bytes``
@@ -33,7 +33,10 @@ Where the time goes, per phase: how long the gateway's loop thread waited for a 
 CPU of the well-behaved and the hostile clients' processes, and the gateway's loop lag
 probe (:mod:`odradek.loop_lag`, turned on here by ``ODRADEK_LOOP_LAG_PROBE_MS=1``):
 how often the loop was late by 5/20/50 ms, how often its thread was computing for that
-long meanwhile, and the cyclic collector's runs. ``ODRADEK_LOOP_STALL_STACKS=FILE`` in
+long meanwhile, the cyclic collector's runs, and the TCP retransmissions of the network
+namespace (tail loss probes: on loopback, ACKs later than the ~200 ms probe timeout;
+they rise ~50-fold with the hostile clients, on the gateway's connections to the
+storage node among others, issue 14). ``ODRADEK_LOOP_STALL_STACKS=FILE`` in
 the environment also writes the loop thread's stacks during its stalls to FILE.
 """
 
@@ -55,6 +58,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import uvloop
+
 from bench.local_cluster import temporary_cluster
 from odradek.protocol.messages import MetadataRequest, ProduceRequest, encode_request
 from odradek.records.record import BatchBuilder
@@ -62,6 +67,9 @@ from odradek.records.record import BatchBuilder
 READ_TIMEOUT_MS = 2000
 KINDS = ("never-read", "trickle", "oversize", "slow-read")
 UNANSWERED_S = 30.0
+# What an oversize client pushes after its size prefix, and how often (until cut off).
+PUSH = b"\0" * 65536
+PUSH_EVERY_S = 0.01
 BUDGET = 256 * 1024 * 1024
 LAG = "odradek_event_loop_lag_seconds"
 LAG_CPU = "odradek_event_loop_lag_cpu_seconds"
@@ -79,6 +87,24 @@ def _cpu_ticks() -> tuple[int, int]:
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
     return fields[3] + fields[4], sum(fields)
+
+
+def _tcp_probes() -> tuple[int, int]:
+    """(retransmitted segments, tail loss probes) of this network namespace so far
+    (/proc/net/snmp, /proc/net/netstat): on loopback nothing is lost, so a probe means
+    a segment's ACK came later than the probe timeout (about 200 ms with one segment
+    in flight), what a request in it waits for too. Other processes count as well."""
+    counts: dict[str, int] = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            return 0, 0
+        for names, values in zip(lines[::2], lines[1::2], strict=False):
+            prefix = names.split()[0]
+            for name, value in zip(names.split()[1:], values.split()[1:], strict=False):
+                counts[prefix + name] = int(value)
+    return counts.get("Tcp:RetransSegs", 0), counts.get("TcpExt:TCPLossProbes", 0)
 
 
 def _answered(metrics_port: int, api: str) -> float:
@@ -227,14 +253,23 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
                         await writer.drain()
                         await asyncio.sleep(0.5)
                 else:  # oversize
-                    writer.write(struct.pack(">i", 200 * 1024 * 1024) + b"\0" * 65536)
-                    await asyncio.wait_for(writer.drain(), 5)
+                    writer.write(struct.pack(">i", 200 * 1024 * 1024) + PUSH)
                     while time.monotonic() < stop:
-                        writer.write(b"\0" * 65536)
                         await asyncio.wait_for(writer.drain(), 5)
+                        # The next 64 KiB once the gateway has had PUSH_EVERY_S to cut
+                        # us off: pushed back to back, this process wrote up to 4 MiB
+                        # (its own socket's send buffer) per connection the gateway had
+                        # refused on its first read, ~5 writes on average, CPU taken
+                        # from the gateway on this machine.
+                        with contextlib.suppress(TimeoutError):
+                            if not await asyncio.wait_for(reader.read(1), PUSH_EVERY_S):
+                                cuts[kind] = cuts.get(kind, 0) + 1  # closed (EOF)
+                                break
+                        writer.write(PUSH)
                 if reader.at_eof():
                     break
-        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        except (OSError, TimeoutError, RuntimeError, asyncio.IncompleteReadError):
+            # (uvloop raises RuntimeError for a write to a transport the reset closed)
             cuts[kind] = cuts.get(kind, 0) + 1
         finally:
             if slow_reader is not None:
@@ -258,6 +293,8 @@ class Phase:
     cuts: dict[str, int]
     gateway_cpu: float  # CPU seconds per second
     machine_idle: float  # share of the machine's CPU time
+    tcp_retransmits: int  # segments retransmitted in the network namespace
+    tcp_loss_probes: int  # of which tail loss probes
     gateway_runq: float  # seconds per second the gateway's loop thread waited for a CPU
     hostile_cpu: float  # CPU seconds per second of the hostile clients' process
     clients_cpu: float  # ... of this process (the well-behaved clients)
@@ -282,6 +319,7 @@ async def _phase(
     children_start = _rusage_s(resource.RUSAGE_CHILDREN)
     self_start = _rusage_s(resource.RUSAGE_SELF)
     idle_start, total_start = _cpu_ticks()
+    retrans_start, probes_start = _tcp_probes()
     latencies: list[float] = []
     cuts: dict[str, int] = {}
     peak = 0.0
@@ -318,6 +356,7 @@ async def _phase(
         out, _ = await child.communicate()
         cuts = json.loads(out or b"{}")
     idle_end, total_end = _cpu_ticks()
+    retrans_end, probes_end = _tcp_probes()
     seconds = args.seconds
     return Phase(
         latencies,
@@ -325,6 +364,8 @@ async def _phase(
         cuts,
         (_cpu_s(pid) - cpu_start) / seconds,
         (idle_end - idle_start) / max(1, total_end - total_start),
+        retrans_end - retrans_start,
+        probes_end - probes_start,
         (_runq_s(pid) - runq_start) / seconds,
         # the hostile process is the only child reaped during a phase
         (_rusage_s(resource.RUSAGE_CHILDREN) - children_start) / seconds,
@@ -337,6 +378,15 @@ def hostile_process(argv: list[str]) -> None:
     host, port, seconds, mix = argv[0], int(argv[1]), float(argv[2]), _mix(argv[3])
 
     async def run() -> dict[str, int]:
+        loop = asyncio.get_running_loop()
+
+        def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+            # A reset by the gateway, delivered to a stream future nobody awaits any more
+            # (a read given up on after PUSH_EVERY_S): what the attack is for, not news.
+            if not isinstance(context.get("exception"), ConnectionError):
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(quiet)
         stop = time.monotonic() + seconds
         cuts: dict[str, int] = {}
         kinds = [kind for kind, count in mix.items() for _ in range(count)]
@@ -345,7 +395,10 @@ def hostile_process(argv: list[str]) -> None:
         )
         return cuts
 
-    print(json.dumps(asyncio.run(run())), flush=True)
+    # uvloop, as the gateway runs: on the default loop the same attack cost this process
+    # about twice the CPU per connection (~2 ms per oversize attempt, half of it asyncio's
+    # Python), CPU taken from the gateway on a 2-core machine.
+    print(json.dumps(uvloop.run(run())), flush=True)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -422,7 +475,7 @@ def main(argv: list[str]) -> None:
         f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13} "
         f"{'gateway CPU':>12} {'runq wait':>10} {'clients CPU':>12} {'hostile CPU':>12} "
         f"{'machine idle':>13} {'loop late ms':>14} {'loop busy ms':>14} "
-        f"{'gc runs by gen':>16} {'gc > 5 ms':>10}"
+        f"{'gc runs by gen':>16} {'gc > 5 ms':>10} {'TCP retrans/TLP':>16}"
     )
     for (name, ph), stall in zip(rows, stalls, strict=True):
         lat = ph.latencies
@@ -430,12 +483,18 @@ def main(argv: list[str]) -> None:
             f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} "
             f"{ph.peak_rss_mib:>13.0f} {ph.gateway_cpu:>11.0%} {ph.gateway_runq:>9.0%} "
             f"{ph.clients_cpu:>11.0%} {ph.hostile_cpu:>11.0%} {ph.machine_idle:>12.0%} {stall}"
+            f" {f'{ph.tcp_retransmits}/{ph.tcp_loss_probes}':>16}"
         )
     print(
         "loop late ms: the gateway's 1 ms loop lag probe (odradek.loop_lag) late by more "
         "than 5/20/50 ms, that many times; loop busy ms: of those, how many had the loop's "
         "thread on the CPU for more than 5/20/50 ms of it (the loop working, not waiting "
         "for a CPU)"
+    )
+    print(
+        "TCP retrans/TLP: segments retransmitted in this network namespace (other "
+        "processes' too) and of those tail loss probes: on loopback an ACK later than "
+        "the probe timeout (~200 ms with one segment in flight), a request waiting as long"
     )
     print(
         "runq wait: time the gateway's loop thread was ready to run but waited for a CPU "

@@ -397,21 +397,27 @@ class KafkaConnection(asyncio.BaseProtocol):
                 return
             if delay > 0:
                 self._delay_reading(delay)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            if self.limits.send_buffer_bytes > 0:
-                # Kafka's Acceptor sets socket.send.buffer.bytes on every accepted channel.
-                # Left to autotuning, the kernel takes up to tcp_wmem's maximum (4 MiB) of
-                # responses a client never reads before the transport pauses us.
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer_bytes
-                    )
-            if _SIOCOUTQ >= 0 and sock.family in (socket.AF_INET, socket.AF_INET6):
-                self._fd = sock.fileno()
         self._secure(transport)
-        # The writer task starts with the first request (_start_waiting): a connection
-        # refused on its first bytes (an oversize frame) never needs one.
+        # The socket's options and the writer task wait for the first request
+        # (_start_waiting): a connection refused on its first bytes (an oversize frame,
+        # a reconnect storm of them in bench hostile) never needs them.
+
+    def _tune_socket(self) -> None:
+        """The first request starts: size the kernel's send buffer, note the descriptor
+        for the send queue (``SIOCOUTQ``). Before any response is written, so it holds
+        for all of them; not on accept, where it cost a socket object and three system
+        calls for each connection refused on its first bytes (issue 14)."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return
+        if self.limits.send_buffer_bytes > 0:
+            # Kafka's Acceptor sets socket.send.buffer.bytes on every accepted channel.
+            # Left to autotuning, the kernel takes up to tcp_wmem's maximum (4 MiB) of
+            # responses a client never reads before the transport pauses us.
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer_bytes)
+        if _SIOCOUTQ >= 0 and sock.family in (socket.AF_INET, socket.AF_INET6):
+            self._fd = sock.fileno()
 
     def _delay_reading(self, delay: float) -> None:
         """max.connection.creation.rate: this connection's turn comes in ``delay`` s;
@@ -674,6 +680,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             fut.add_done_callback(self._response_ready)
             self.pending.append((fut, size, slot))
             if self.writer_task is None:
+                self._tune_socket()
                 self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
             self.wakeup.set()
 

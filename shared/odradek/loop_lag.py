@@ -31,6 +31,8 @@ ENV = "ODRADEK_LOOP_LAG_PROBE_MS"
 # A file to append the loop thread's stacks to while it stalls (StallSampler).
 STACKS_ENV = "ODRADEK_LOOP_STALL_STACKS"
 STALL_S = 0.005
+# Frames of the loop itself and of what started it: below them, a callback runs.
+_LOOP = ("run_until_complete", "run_forever", "run", "_run_once", "select", "poll")
 BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 LAG = Histogram(
@@ -68,12 +70,25 @@ class StallSampler:
     wake-up, if the loop's thread has been on the CPU for most of that time, its Python
     stack goes to ``path`` as ``unix-time<TAB>busy-ms<TAB>frame;frame;...`` (outermost
     first, from the loop's callback down). CPython lets another thread take the GIL
-    every ``sys.getswitchinterval()`` (5 ms), so a callback running longer is seen."""
+    every ``sys.getswitchinterval()`` (5 ms), so a callback running longer is seen.
+
+    A sample is written only if the loop's thread computed for most of the millisecond
+    before it: a thread that was busy for 5 ms and then waited for a CPU (a loaded
+    machine) stays past the threshold while it waits, and its stack then names whatever
+    it happened to stop in (in bench hostile, a system call of the timeout sweep, a
+    dozen samples in a row with no CPU time added).
+
+    A loop stalled with its thread off the CPU and *not* waiting for one (state ``S``
+    or ``D`` in ``/proc``: blocked in a system call, a log line's write held by the
+    kernel's dirty-page throttling, say) is written down too, as
+    ``unix-time<TAB>blocked-ms <state><TAB>stack``: neither the loop's work nor the
+    machine's load, and invisible to the probe's CPU histogram."""
 
     def __init__(self, path: str, threshold_s: float) -> None:
         self.path = path
         self.threshold_s = threshold_s
         self._loop_thread = threading.get_ident()
+        self._stat = f"/proc/self/task/{threading.get_native_id()}/stat"
         self.beat_at = time.perf_counter()
         self.beat_cpu = time.thread_time()
         self.stopped = False
@@ -87,16 +102,43 @@ class StallSampler:
 
     def _run(self) -> None:
         cpu_clock = time.pthread_getcpuclockid(self._loop_thread)
+        clock = time.perf_counter
         with open(self.path, "a", buffering=1) as out:
+            last_wall, last_cpu = clock(), time.clock_gettime(cpu_clock)
             while not self.stopped:
                 time.sleep(0.001)
-                if time.perf_counter() - self.beat_at < self.threshold_s:
-                    continue
-                busy = time.clock_gettime(cpu_clock) - self.beat_cpu
+                wall, cpu = clock(), time.clock_gettime(cpu_clock)
+                computing = cpu - last_cpu >= (wall - last_wall) / 2
+                last_wall, last_cpu = wall, cpu
+                stalled = wall - self.beat_at
+                if stalled < self.threshold_s:
+                    continue  # on time
+                if not computing:
+                    state = self._state()
+                    frame = sys._current_frames().get(self._loop_thread)
+                    if (
+                        state in ("S", "D")
+                        and frame is not None
+                        and frame.f_code.co_name not in _LOOP
+                    ):
+                        # (in the loop's own frame: waiting for events, not in a callback)
+                        stack = _collapse(frame)
+                        out.write(f"{time.time():.3f}\t{stalled * 1000:.1f} {state}\t{stack}\n")
+                    continue  # not on a CPU now: blocked (written), or waiting for one
+                busy = cpu - self.beat_cpu
                 frame = sys._current_frames().get(self._loop_thread)
                 if busy < self.threshold_s or frame is None:
                     continue  # not scheduled (the machine's load), not the loop's work
                 out.write(f"{time.time():.3f}\t{busy * 1000:.1f}\t{_collapse(frame)}\n")
+
+    def _state(self) -> str:
+        """The loop thread's scheduler state (``R`` running or waiting for a CPU, ``S``
+        sleeping, ``D`` uninterruptible), from /proc; "" where there is none."""
+        try:
+            with open(self._stat, "rb") as stat:
+                return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+        except (OSError, IndexError):
+            return ""
 
 
 def _collapse(frame: FrameType | None) -> str:
@@ -104,7 +146,7 @@ def _collapse(frame: FrameType | None) -> str:
     names: list[str] = []
     while frame is not None:
         code = frame.f_code
-        if code.co_name in ("run_until_complete", "run_forever", "run") and names:
+        if code.co_name in _LOOP and names:
             break  # the loop itself and what started it
         names.append(f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})")
         frame = frame.f_back

@@ -77,6 +77,41 @@ async def test_stall_sampler_names_the_computing_callback(
     assert REGISTRY.get_sample_value(gc_runs, {"generation": "2"})
 
 
+def _blocked(seconds: float) -> None:
+    time.sleep(seconds)  # the loop's thread blocked in a system call, off the CPU
+
+
+async def test_stall_sampler_tells_computing_from_blocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A callback that computes past the threshold, then blocks in a system call: the
+    # computing is written down as busy; the blocking as blocked (state S), not as a
+    # busy sample a millisecond naming wherever the thread stopped (116 of them before:
+    # the thread's CPU time since the probe's last wake-up stayed past the threshold).
+    stacks = tmp_path / "stacks.txt"
+    monkeypatch.setenv(loop_lag.ENV, "1")
+    monkeypatch.setenv(loop_lag.STACKS_ENV, str(stacks))
+    callbacks = list(gc.callbacks)
+    task = loop_lag.start_from_env()
+    assert task is not None
+    try:
+        await asyncio.sleep(0.01)
+        _spin(0.03)
+        _blocked(0.15)
+        await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        gc.callbacks[:] = callbacks
+    await asyncio.sleep(0.01)  # (the sampler stops with the probe)
+    samples = [line.split("\t") for line in stacks.read_text().splitlines()]
+    busy = [stack.rsplit(";", 1)[-1] for _t, ms, stack in samples if not ms.endswith(" S")]
+    blocked = [stack.rsplit(";", 1)[-1] for _t, ms, stack in samples if ms.endswith(" S")]
+    assert any(frame.startswith("_spin (") for frame in busy), samples
+    # (one sample may straddle the moment the computing stopped)
+    assert sum(frame.startswith("_blocked (") for frame in busy) <= 1, samples
+    assert sum(frame.startswith("_blocked (") for frame in blocked) >= 10, samples
+
+
 def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(loop_lag.ENV, raising=False)
     assert loop_lag.interval_from_env() == 0.0

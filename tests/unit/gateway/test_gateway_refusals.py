@@ -151,3 +151,35 @@ async def test_closed_connections_are_freed_without_the_cyclic_collector(oversiz
     finally:
         gc.enable()
         await lst.stop(grace=0.1)
+
+
+async def test_socket_options_wait_for_the_first_request() -> None:
+    # A connection refused on its first bytes never needs its send buffer sized: the
+    # gateway sets socket.send.buffer.bytes when the first request starts, before any
+    # response is written (on accept it cost a socket object and three system calls for
+    # every refused connection of a reconnect storm).
+    async def answer(_ctx: ConnectionContext, header: RequestHeader, _b: memoryview) -> Result:
+        return struct.pack(">ii", 4, header.correlation_id)
+
+    limits = ConnectionLimits(send_buffer_bytes=48 * 1024)
+    lst = KafkaListener("127.0.0.1", 0, answer, limits)
+    await lst.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
+    try:
+        await wait_until_async(lambda: len(lst.connections) == 1, "the connection accepted")
+        (conn,) = lst.connections
+        assert conn.transport is not None
+        sock = conn.transport.get_extra_info("socket")
+
+        def send_buffer() -> int:
+            return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
+
+        # (Linux reports twice the size asked for, its bookkeeping included.)
+        assert send_buffer() != 2 * limits.send_buffer_bytes
+        body = struct.pack(">hhih", 18, 0, 7, 1) + b"x"
+        writer.write(struct.pack(">i", len(body)) + body)
+        assert await asyncio.wait_for(reader.readexactly(8), 10) == struct.pack(">ii", 4, 7)
+        assert send_buffer() == 2 * limits.send_buffer_bytes
+    finally:
+        writer.close()
+        await lst.stop(grace=0.1)
