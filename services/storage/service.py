@@ -233,9 +233,6 @@ def build(config: Config) -> StorageService:
     return StorageService(StorageSettings.from_config(config))
 
 
-__all__ = ["DEFAULTS", "StorageService", "build"]
-
-
 def _serve_unix(link: DataLinkServer, node_id: int, path: Path) -> common_pb2.DataSocket | None:
     """The data link also on the Unix socket ``path`` (docs/data-link.md, "Same host"):
     what to register, or None when the path cannot be served (gateways then use TCP)."""
@@ -247,3 +244,6 @@ def _serve_unix(link: DataLinkServer, node_id: int, path: Path) -> common_pb2.Da
         return None
     log.info("data link: also on the Unix socket %s", path)
     return common_pb2.DataSocket(path=str(path), host_id=host_id(), token=token)
+
+
+__all__ = ["DEFAULTS", "StorageService", "build"]
