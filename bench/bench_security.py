@@ -6,10 +6,15 @@ alternately the same way with librdkafka (confluent-kafka), best of ``--rounds``
 - PLAINTEXT: plain ``odradek up``;
 - SASL_SSL listener: ``--security sasl_ssl --no-internal-tls``, TLS and SASL on the
   client's connections only, the services' own links (gRPC, the data link) plaintext;
-- SASL_SSL: ``--security sasl_ssl``, which also runs mutual TLS between services.
+- SASL_SSL TCP link: ``--security sasl_ssl`` with ``--set data.socket.path=``: mutual
+  TLS between services, the data link too, as between hosts;
+- SASL_SSL: ``--security sasl_ssl``, which also runs mutual TLS between services, but
+  the gateway reaches the storage node on its host over the data link's Unix socket
+  (docs/data-link.md, "Same host"), as every configuration but the third does.
 
 The difference between the second and the third is what internal TLS costs, between
-the first and the second what the client listener's TLS costs. Measured per
+the first and the second what the client listener's TLS costs, between the third and
+the fourth what the Unix socket saves. Measured per
 configuration:
 
 1. produce MB/s: ``--records`` records of ``--size`` bytes, acks=all, one partition;
@@ -173,11 +178,14 @@ class Setup:
     label: str
     security: str
     internal_tls: bool | None = None  # None: as --security implies
+    settings: tuple[tuple[str, str], ...] = ()  # --set
 
 
 SETUPS = (
     Setup("PLAINTEXT", "plaintext"),
     Setup("SASL_SSL listener", "sasl_ssl", internal_tls=False),
+    # The data link over TCP with mutual TLS, as between hosts (docs/data-link.md).
+    Setup("SASL_SSL TCP link", "sasl_ssl", settings=(("data.socket.path", ""),)),
     Setup("SASL_SSL", "sasl_ssl"),
 )
 
@@ -190,6 +198,7 @@ def _start(setup: Setup, root: Path) -> tuple[Cluster, dict[str, Any]]:
             console=False,
             security=setup.security,
             internal_tls=setup.internal_tls,
+            settings=dict(setup.settings),
         )
     )
     cluster.start()
@@ -258,7 +267,7 @@ def main(argv: list[str]) -> None:
         for setup, fig in zip(SETUPS, figures, strict=True):
             ratio = fig[what] / plain[what] if plain[what] else 0.0
             print(
-                f"  {setup.label:<18} {fig[what]:7.1f} MB/s  ratio {ratio:.2f}   CPU-s/GB "
+                f"  {setup.label:<19} {fig[what]:7.1f} MB/s  ratio {ratio:.2f}   CPU-s/GB "
                 f"gateway {fig[what + ' gateway cpu']:5.2f}  storage "
                 f"{fig[what + ' storage cpu']:5.2f}"
             )

@@ -80,6 +80,11 @@ class NodeInfo:
     broker_ports: dict[int, int] = field(default_factory=dict)
     # Storage nodes: the data link port (common.proto ``Node.data_port``).
     data_port: int = 0
+    # Storage nodes: the data link's Unix socket (common.proto ``Node.data_socket``):
+    # its path ("" for none), the node's host id and the per-start token of its hello.
+    data_socket_path: str = ""
+    data_socket_host: str = ""
+    data_socket_token: bytes = b""
     # Gateways: every listener's advertised endpoints (common.proto ``Node.listeners``).
     listeners: list[ListenerEndpoint] = field(default_factory=list)
 
@@ -97,6 +102,9 @@ class NodeInfo:
             "advertised_host": self.advertised_host,
             "broker_ports": {str(k): v for k, v in sorted(self.broker_ports.items())},
             "data_port": self.data_port,
+            "data_socket_path": self.data_socket_path,
+            "data_socket_host": self.data_socket_host,
+            "data_socket_token": self.data_socket_token.hex(),
             "listeners": [lst.to_json() for lst in self.listeners],
         }
 
@@ -115,6 +123,9 @@ class NodeInfo:
             advertised_host=obj.get("advertised_host", ""),
             broker_ports={int(k): int(v) for k, v in (obj.get("broker_ports") or {}).items()},
             data_port=int(obj.get("data_port", 0)),
+            data_socket_path=str(obj.get("data_socket_path", "")),
+            data_socket_host=str(obj.get("data_socket_host", "")),
+            data_socket_token=bytes.fromhex(obj.get("data_socket_token", "")),
             listeners=[ListenerEndpoint.from_json(x) for x in obj.get("listeners") or ()],
         )
 

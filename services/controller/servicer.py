@@ -102,6 +102,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServicer):
             advertised_host=n.advertised_host,
             broker_ports=dict(n.broker_ports),
             data_port=n.data_port,
+            data_socket_path=n.data_socket.path,
+            data_socket_host=n.data_socket.host_id,
+            data_socket_token=bytes(n.data_socket.token),
             listeners=[
                 ListenerEndpoint(lst.name, lst.host, lst.port, dict(lst.broker_ports))
                 for lst in n.listeners

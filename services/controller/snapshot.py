@@ -25,6 +25,13 @@ def node_proto(node: NodeInfo) -> common_pb2.Node:
         advertised_host=node.advertised_host,
         broker_ports=node.broker_ports,
         data_port=node.data_port,
+        data_socket=common_pb2.DataSocket(
+            path=node.data_socket_path,
+            host_id=node.data_socket_host,
+            token=node.data_socket_token,
+        )
+        if node.data_socket_path
+        else None,
         listeners=[
             common_pb2.ListenerEndpoint(
                 name=lst.name, host=lst.host, port=lst.port, broker_ports=lst.broker_ports

@@ -17,7 +17,8 @@ internal TLS (:mod:`odradek.internal_tls`) the listener requires a client certif
 from the cluster CA naming a gateway, and closes any other connection; a Fetch with a
 ``replica_id`` is then refused here (a gateway may not act as a follower), and
 followers fetch over gRPC, where the peer rules check that the certificate names that
-replica.
+replica. The same server may also accept on a Unix socket for gateways on this host
+(:mod:`odradek.datalink.unix_socket`): no TLS there, peers of our own uid only.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from odradek import internal_tls
@@ -41,6 +43,7 @@ from odradek.datalink.frame import (
     FrameError,
     encode,
 )
+from odradek.datalink.unix_socket import UnixListener
 from odradek.internal_tls import Member, parse_member
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import storage_pb2
@@ -52,16 +55,18 @@ log = logging.getLogger(__name__)
 
 
 class _Connection(FrameProtocol):
-    def __init__(self, server: DataLinkServer) -> None:
+    def __init__(self, server: DataLinkServer, local: bool = False) -> None:
         super().__init__(server.max_frame_bytes)
         self.server = server
+        # Accepted on the Unix socket: the peer is our own user (SO_PEERCRED), no TLS.
+        self.local = local
         self.tasks: set[asyncio.Task[None]] = set()
         # ordering lane -> done when the lane's latest Produce has appended
         self.lane_tails: dict[int, asyncio.Future[None]] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        if self.server.tls is not None:
+        if self.server.tls is not None and not self.local:
             member = _member(transport.get_extra_info("peercert"))
             if member is None or member.kind != "gateway":
                 log.warning(
@@ -192,6 +197,13 @@ class DataLinkServer:
         self.connections: set[_Connection] = set()
         self.tls = internal_tls.active()
         self._server: asyncio.base_events.Server | None = None
+        self._unix: UnixListener | None = None
+
+    def serve_unix(self, path: Path, hello: bytes) -> None:
+        """Also accept on a Unix socket for gateways on this host (raises UnixLinkError;
+        docs/data-link.md, "Same host")."""
+        self._unix = UnixListener(path, hello, lambda: _Connection(self, local=True))
+        self._unix.start()
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
@@ -209,6 +221,8 @@ class DataLinkServer:
         """Stop accepting, let calls in flight answer (bounded), then close."""
         if self._server is not None:
             self._server.close()
+        if self._unix is not None:
+            await self._unix.stop()
         busy = [t for conn in self.connections for t in conn.tasks]
         if busy:
             await asyncio.wait(busy, timeout=grace)

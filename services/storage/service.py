@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 from odradek.config import Config
 from odradek.controller_client import ControllerClient, Membership
+from odradek.datalink.unix_hello import encode_hello, new_token
+from odradek.datalink.unix_socket import UnixLinkError, host_id
 from odradek.log.manager import LogManager
 from odradek.metadata_cache import MetadataCache
 from odradek.metrics import MetricsServer
@@ -72,10 +75,13 @@ class StorageService:
         grpc_port = await self.rpc.start()
         metrics_port = await self.metrics_server.start()
         data_port = 0
+        data_socket: common_pb2.DataSocket | None = None
         if s.data_port >= 0:
             servicer = self.servicer
             self.data_link = DataLinkServer(s.host, s.data_port, lambda: servicer.handlers)
             data_port = await self.data_link.start()
+            if s.data_socket_path:
+                data_socket = _serve_unix(self.data_link, s.node_id, Path(s.data_socket_path))
 
         metadata = await self.controller.get_metadata(timeout=3600.0)
         log_manager = await asyncio.to_thread(self._open_logs, metadata.cluster_id)
@@ -91,6 +97,7 @@ class StorageService:
                 metrics_port=metrics_port,
                 rack=s.rack,
                 data_port=data_port,
+                data_socket=data_socket,
             ),
         )
         self.membership.on_heartbeat = self._on_heartbeat
@@ -224,6 +231,19 @@ class StorageService:
 
 def build(config: Config) -> StorageService:
     return StorageService(StorageSettings.from_config(config))
+
+
+def _serve_unix(link: DataLinkServer, node_id: int, path: Path) -> common_pb2.DataSocket | None:
+    """The data link also on the Unix socket ``path`` (docs/data-link.md, "Same host"):
+    what to register, or None when the path cannot be served (gateways then use TCP)."""
+    token = new_token()
+    try:
+        link.serve_unix(path, encode_hello(node_id, token))
+    except (UnixLinkError, OSError) as exc:
+        log.warning("data link: no Unix socket, gateways on this host use TCP: %s", exc)
+        return None
+    log.info("data link: also on the Unix socket %s", path)
+    return common_pb2.DataSocket(path=str(path), host_id=host_id(), token=token)
 
 
 __all__ = ["DEFAULTS", "StorageService", "build"]

@@ -30,6 +30,7 @@ class StorageSettings:
     log_dirs: list[Path]
     rack: str = STORAGE_CONFIGS.str("rack")
     data_port: int = STORAGE_CONFIGS.int("data.port")
+    data_socket_path: str = STORAGE_CONFIGS.str("data.socket.path")
     replica_lag_time_max_ms: int = BROKER_CONFIGS.int("replica.lag.time.max.ms")
     replica_fetch_max_bytes: int = STORAGE_CONFIGS.int("replica.fetch.max.bytes")
     replica_fetch_wait_max_ms: int = STORAGE_CONFIGS.int("replica.fetch.wait.max.ms")
@@ -73,6 +74,7 @@ class StorageSettings:
             log_dirs=[Path(d) for d in dirs],
             rack=STORAGE_CONFIGS.read_str(config, "rack"),
             data_port=STORAGE_CONFIGS.read_int(config, "data.port"),
+            data_socket_path=STORAGE_CONFIGS.read_str(config, "data.socket.path"),
             replica_lag_time_max_ms=BROKER_CONFIGS.read_int(config, "replica.lag.time.max.ms"),
             replica_fetch_max_bytes=STORAGE_CONFIGS.read_int(config, "replica.fetch.max.bytes"),
             replica_fetch_wait_max_ms=STORAGE_CONFIGS.read_int(config, "replica.fetch.wait.max.ms"),

@@ -97,6 +97,13 @@ class Snapshot:
             return None
         return node.host, node.data_port
 
+    def data_socket(self, node_id: int) -> common_pb2.DataSocket | None:
+        """A storage node's data link Unix socket (docs/data-link.md, "Same host")."""
+        node = self.nodes.get(node_id)
+        if node is None or not node.HasField("data_socket"):
+            return None
+        return node.data_socket
+
 
 def topic_uuid(topic: common_pb2.Topic) -> uuid.UUID:
     return uuid.UUID(bytes=bytes(topic.topic_id))

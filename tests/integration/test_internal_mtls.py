@@ -35,7 +35,11 @@ STORAGE_ID = 100
 
 @pytest.fixture(scope="module")
 def mtls_cluster(module_cluster_factory: Callable[..., Cluster]) -> Cluster:
-    return module_cluster_factory(internal_tls=True, console=False)
+    # The data link over TCP with mutual TLS, as between hosts; on one host it takes the
+    # Unix socket (test_data_link_unix_secure.py).
+    return module_cluster_factory(
+        internal_tls=True, console=False, settings={"data.socket.path": ""}
+    )
 
 
 def _channel(address: str, certs: Path, name: str, ca: Path | None = None) -> grpc.Channel:

@@ -57,7 +57,9 @@ def _produce_request(topic: str, acks: int) -> storage_pb2.ProduceRequest:
 
 @pytest.fixture(scope="module")
 def linked(module_cluster_factory: Callable[..., LaunchedCluster]) -> Cluster:
-    return storage_clusters(module_cluster_factory)([NODE])
+    # TCP, as between hosts: the Unix socket has its own tests
+    # (test_storage_data_link_unix.py).
+    return storage_clusters(module_cluster_factory)([NODE], storage={"data.socket.path": ""})
 
 
 @pytest.fixture

@@ -44,6 +44,16 @@ STORAGE_CONFIGS = Catalog(
             kafka=False,
         ),
         ConfigDef(
+            "data.socket.path",
+            _STRING,
+            "",
+            "Unix socket on which the data link also listens, for gateways on this host: "
+            "no TLS there, callers of this process's uid only; the directory is made "
+            "mode 0700 (empty: none; `odradek up` sets <data>/storage-<id>/link/data.sock; "
+            'docs/data-link.md, "Same host").',
+            kafka=False,
+        ),
+        ConfigDef(
             "rack",
             _STRING,
             "",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from odradek import internal_tls
 from odradek.datalink.connection import FrameProtocol
 from odradek.datalink.frame import ERROR, FETCH, Buffer, Frame, FrameError, encode
+from odradek.datalink.same_host import TCP_CONNECTIONS, SameHostLinks
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import storage_pb2
@@ -143,6 +144,7 @@ async def open_connection(
         )
     except OSError as exc:
         raise DataLinkError(f"data link at {address}: {exc}") from exc
+    TCP_CONNECTIONS.inc()
     return conn
 
 
@@ -158,6 +160,7 @@ class DataLinkPool:
         self.max_frame_bytes = max_frame_bytes
         self._conns: dict[int, tuple[tuple[str, int], DataLinkConnection]] = {}
         self._opening: dict[int, asyncio.Task[DataLinkConnection]] = {}
+        self._same_host = SameHostLinks()
 
     def available(self, node_id: int) -> bool:
         return self.metadata.current.data_address(node_id) is not None
@@ -204,10 +207,19 @@ class DataLinkPool:
         return await asyncio.shield(opening)
 
     async def _open(self, node_id: int, address: tuple[str, int]) -> DataLinkConnection:
-        try:
-            conn = await open_connection(address, self.max_frame_bytes)
-        except DataLinkError as exc:
-            raise DataLinkError(f"storage node {node_id}: {exc}") from exc
+        # A node on this host is reached over its Unix socket when it proves to be that
+        # node; TCP otherwise (docs/data-link.md, "Same host").
+        max_frame = self.max_frame_bytes
+        conn = await self._same_host.open(
+            node_id,
+            self.metadata.current.data_socket(node_id),
+            lambda: DataLinkConnection(max_frame),
+        )
+        if conn is None:
+            try:
+                conn = await open_connection(address, max_frame)
+            except DataLinkError as exc:
+                raise DataLinkError(f"storage node {node_id}: {exc}") from exc
         old = self._conns.get(node_id)
         if old is not None and old[1].transport is not None:
             old[1].transport.close()  # the node moved: its calls in flight fail over

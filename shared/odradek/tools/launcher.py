@@ -389,6 +389,14 @@ def storage_spec(opts: ClusterOptions, node_id: int) -> ServiceSpec:
             "node.id": str(node_id),
             "grpc.listener": f"{placed.host if placed else opts.host}:0",
             "log.dirs": ",".join(str(d) for d in dirs),
+            # Gateways on this host reach the node over a Unix socket instead of TCP
+            # (and TLS): docs/data-link.md, "Same host". Not with network namespaces,
+            # which a filesystem socket would cross.
+            **(
+                {}
+                if opts.placement
+                else {"data.socket.path": str(data / name / "link" / "data.sock")}
+            ),
             **opts.settings,
         },
         data / name,

@@ -36,7 +36,7 @@ OFFLINE: NodeState
 SHUTTING_DOWN: NodeState
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports", "data_port", "listeners")
+    __slots__ = ("node_id", "kind", "host", "kafka_port", "grpc_port", "metrics_port", "rack", "state", "incarnation", "advertised_host", "broker_ports", "data_port", "listeners", "data_socket")
     class BrokerPortsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class Node(_message.Message):
     BROKER_PORTS_FIELD_NUMBER: _ClassVar[int]
     DATA_PORT_FIELD_NUMBER: _ClassVar[int]
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    DATA_SOCKET_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     kind: NodeKind
     host: str
@@ -70,7 +71,18 @@ class Node(_message.Message):
     broker_ports: _containers.ScalarMap[int, int]
     data_port: int
     listeners: _containers.RepeatedCompositeFieldContainer[ListenerEndpoint]
-    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ..., data_port: _Optional[int] = ..., listeners: _Optional[_Iterable[_Union[ListenerEndpoint, _Mapping]]] = ...) -> None: ...
+    data_socket: DataSocket
+    def __init__(self, node_id: _Optional[int] = ..., kind: _Optional[_Union[NodeKind, str]] = ..., host: _Optional[str] = ..., kafka_port: _Optional[int] = ..., grpc_port: _Optional[int] = ..., metrics_port: _Optional[int] = ..., rack: _Optional[str] = ..., state: _Optional[_Union[NodeState, str]] = ..., incarnation: _Optional[int] = ..., advertised_host: _Optional[str] = ..., broker_ports: _Optional[_Mapping[int, int]] = ..., data_port: _Optional[int] = ..., listeners: _Optional[_Iterable[_Union[ListenerEndpoint, _Mapping]]] = ..., data_socket: _Optional[_Union[DataSocket, _Mapping]] = ...) -> None: ...
+
+class DataSocket(_message.Message):
+    __slots__ = ("path", "host_id", "token")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    host_id: str
+    token: bytes
+    def __init__(self, path: _Optional[str] = ..., host_id: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
 
 class ListenerEndpoint(_message.Message):
     __slots__ = ("name", "host", "port", "broker_ports")
