@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import socket
 import ssl
 import struct
@@ -212,17 +213,39 @@ def _pids(cluster: Cluster, kind: str) -> list[int]:
     return [svc.process.pid for svc in cluster.services if svc.spec.kind == kind]
 
 
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of each thread of this process (the client's Python
+    loop and librdkafka's threads), by thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[tid] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def _throughput(cluster: Cluster, conf: dict[str, Any], args: argparse.Namespace) -> Figures:
-    """MB/s of each phase, and the CPU seconds per GB the gateway and the storage node
-    spent in it."""
+    """MB/s of each phase, the CPU seconds per GB the gateway, the storage node and the
+    client spent in it, and how busy the client's busiest thread was: librdkafka
+    encrypts a connection's requests on that broker's one thread, so a client thread
+    near 100% bounds the MB/s whatever the broker does."""
     topic = _create(conf)
     gb = args.records * args.size / 1e9
     out: Figures = {}
     for phase, run in (("produce", _produce_mb_s), ("consume", _consume_mb_s)):
         before = {k: cpu_seconds(_pids(cluster, k)) for k in ("gateway", "storage")}
+        threads, start = _thread_cpu(), time.perf_counter()
         out[phase] = run(conf, topic, args.records, args.size)
+        elapsed, after = time.perf_counter() - start, _thread_cpu()
         for kind, was in before.items():
             out[f"{phase} {kind} cpu"] = (cpu_seconds(_pids(cluster, kind)) - was) / gb
+        used = [after[t] - threads.get(t, 0.0) for t in after]
+        out[f"{phase} client cpu"] = sum(used) / gb
+        out[f"{phase} client thread"] = max(used, default=0.0) / elapsed
     return out
 
 
@@ -269,7 +292,8 @@ def main(argv: list[str]) -> None:
             print(
                 f"  {setup.label:<19} {fig[what]:7.1f} MB/s  ratio {ratio:.2f}   CPU-s/GB "
                 f"gateway {fig[what + ' gateway cpu']:5.2f}  storage "
-                f"{fig[what + ' storage cpu']:5.2f}"
+                f"{fig[what + ' storage cpu']:5.2f}  client {fig[what + ' client cpu']:5.2f}"
+                f"  (busiest client thread {fig[what + ' client thread']:.0%})"
             )
     for mechanism in ("SCRAM-SHA-512", "PLAIN"):
         print(f"authentications/s ({mechanism}, TLS + SASL, sequential): {logins[mechanism]:.0f}")
