@@ -383,14 +383,8 @@ class ReplicaFetcher:
                 self.metrics.replica_bytes_in(part.topic, len(records))
                 if self._throttled(part):
                     self.quotas.follower.record(len(records))
-            # Each only when it changes something: called on every fetch, thousands a
-            # second under one-record acks=all produces (issue 18), and the high
-            # watermark's setter walks the producer state each time.
-            hw = min(result.high_watermark, part.log_end_offset)
-            if hw != part.high_watermark:
-                part.update_follower_high_watermark(result.high_watermark)
-            if result.log_start_offset > part.log_start_offset:
-                part.follow_leader_log_start(result.log_start_offset)
+            part.update_follower_high_watermark(result.high_watermark)
+            part.follow_leader_log_start(result.log_start_offset)
             state.failures = 0
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_end_offset >= 0:

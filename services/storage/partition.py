@@ -607,7 +607,12 @@ class Partition:
         self.log.append_as_follower(records)
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        self.log.high_watermark = min(leader_high_watermark, self.log_end_offset)
+        # Only when it moves: a follower calls this on every fetch answer, thousands a
+        # second under one-record acks=all produces, and the log's setter walks the
+        # producer state each time (issue 18).
+        hw = min(leader_high_watermark, self.log_end_offset)
+        if hw != self.log.high_watermark:
+            self.log.high_watermark = hw
 
     @_log_io
     def follow_leader_log_start(self, leader_log_start_offset: int) -> None:

@@ -12,10 +12,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from test_storage_harness import Client, Cluster, decode, make_batch, storage_clusters
+from test_storage_harness import (
+    Client,
+    Cluster,
+    decode,
+    fetch_request,
+    make_batch,
+    produce_request,
+    storage_clusters,
+)
 
 from odradek.metadata_cache import MetadataCache
-from odradek.rpc.v1 import storage_pb2
 from odradek.storage_client import StoragePool
 from odradek.tools.launcher import Cluster as LaunchedCluster
 
@@ -26,33 +33,6 @@ async def _pool(client: Client) -> StoragePool:
     cache = MetadataCache()
     await cache.update(await client.metadata())
     return StoragePool(cache)
-
-
-def _fetch_request(topic: str, offset: int, wait_ms: int = 0) -> storage_pb2.FetchRequest:
-    return storage_pb2.FetchRequest(
-        replica_id=-1,
-        max_wait_ms=wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        partitions=[
-            storage_pb2.FetchPartition(
-                topic=topic,
-                partition=0,
-                fetch_offset=offset,
-                partition_max_bytes=1 << 20,
-                current_leader_epoch=-1,
-                last_fetched_epoch=-1,
-            )
-        ],
-    )
-
-
-def _produce_request(topic: str, acks: int) -> storage_pb2.ProduceRequest:
-    return storage_pb2.ProduceRequest(
-        acks=acks,
-        timeout_ms=5000,
-        partitions=[storage_pb2.ProducePartition(topic=topic, partition=0)],
-    )
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +62,13 @@ async def test_produce_and_fetch_over_the_link_match_grpc(client: Client) -> Non
         for i in range(3):
             answer = await pool.produce(
                 NODE,
-                _produce_request("link-rt", acks=-1),
+                produce_request("link-rt", acks=-1),
                 [memoryview(make_batch([b"a%d" % i, b"b%d" % i]))],
                 timeout=10,
             )
             (r,) = answer.partitions
             assert (r.error_code, r.base_offset) == (0, 2 * i)
-        response, records = await pool.fetch(NODE, _fetch_request("link-rt", 0), timeout=10)
+        response, records = await pool.fetch(NODE, fetch_request("link-rt", 0), timeout=10)
         (part,) = response.partitions
         assert (part.error_code, part.high_watermark, part.log_end_offset) == (0, 6, 6)
         assert not part.records  # the records travel beside the protobuf
@@ -104,9 +84,9 @@ async def test_produce_and_fetch_over_the_link_match_grpc(client: Client) -> Non
         assert over_grpc.records == bytes(records[0])
         assert over_grpc.high_watermark == part.high_watermark
         # Errors are the handler's: an offset past the end, an unknown partition.
-        response, records = await pool.fetch(NODE, _fetch_request("link-rt", 99), timeout=10)
+        response, records = await pool.fetch(NODE, fetch_request("link-rt", 99), timeout=10)
         assert response.partitions[0].error_code == 1 and records == [b""]  # OFFSET_OUT_OF_RANGE
-        response, _ = await pool.fetch(NODE, _fetch_request("no-such", 0), timeout=10)
+        response, _ = await pool.fetch(NODE, fetch_request("no-such", 0), timeout=10)
         assert response.partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     finally:
         await pool.close()
@@ -118,12 +98,12 @@ async def test_long_poll_over_the_link_wakes_on_produce(client: Client) -> None:
     try:
         start = time.monotonic()
         poll = asyncio.ensure_future(
-            pool.fetch(NODE, _fetch_request("link-poll", 0, wait_ms=10_000), timeout=20)
+            pool.fetch(NODE, fetch_request("link-poll", 0, wait_ms=10_000), timeout=20)
         )
         await asyncio.sleep(0.3)
         assert not poll.done()  # waiting for data, and not holding up the produce below
         answer = await pool.produce(
-            NODE, _produce_request("link-poll", acks=1), [make_batch([b"x"])], timeout=10
+            NODE, produce_request("link-poll", acks=1), [make_batch([b"x"])], timeout=10
         )
         assert answer.partitions[0].error_code == 0
         response, records = await asyncio.wait_for(poll, 10)
@@ -150,7 +130,7 @@ async def test_malformed_frame_closes_only_that_connection(client: Client) -> No
     pool = await _pool(client)
     try:
         answer = await pool.produce(
-            NODE, _produce_request("link-bad", acks=1), [make_batch([b"ok"])], timeout=10
+            NODE, produce_request("link-bad", acks=1), [make_batch([b"ok"])], timeout=10
         )
         assert answer.partitions[0].error_code == 0
     finally:
@@ -169,10 +149,10 @@ async def test_without_a_data_port_produce_and_fetch_use_grpc(
         pool = await _pool(client)
         try:
             answer = await pool.produce(
-                NODE, _produce_request("grpc-only", acks=-1), [make_batch([b"g"])], timeout=10
+                NODE, produce_request("grpc-only", acks=-1), [make_batch([b"g"])], timeout=10
             )
             assert answer.partitions[0].error_code == 0
-            response, records = await pool.fetch(NODE, _fetch_request("grpc-only", 0), timeout=10)
+            response, records = await pool.fetch(NODE, fetch_request("grpc-only", 0), timeout=10)
             assert response.partitions[0].high_watermark == 1
             assert [v for _, v in decode(bytes(records[0]))] == [b"g"]
         finally:

@@ -16,13 +16,21 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
-from test_storage_harness import Client, Cluster, decode, make_batch, storage_clusters
+from test_storage_harness import (
+    Client,
+    Cluster,
+    decode,
+    fetch_request,
+    make_batch,
+    produce_request,
+    storage_clusters,
+)
 
 import odradek.datalink.same_host  # noqa: F401  # registers the connection counter
 from odradek.datalink.unix_hello import TOKEN_BYTES
 from odradek.datalink.unix_socket import host_id
 from odradek.metadata_cache import MetadataCache
-from odradek.rpc.v1 import common_pb2, storage_pb2
+from odradek.rpc.v1 import common_pb2
 from odradek.storage_client import StoragePool
 from odradek.tools.launcher import Cluster as LaunchedCluster
 
@@ -39,33 +47,6 @@ async def client(linked: Cluster) -> AsyncIterator[Client]:
     c = Client(linked)
     yield c
     await c.close()
-
-
-def _fetch(topic: str, offset: int, wait_ms: int = 0) -> storage_pb2.FetchRequest:
-    return storage_pb2.FetchRequest(
-        replica_id=-1,
-        max_wait_ms=wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        partitions=[
-            storage_pb2.FetchPartition(
-                topic=topic,
-                partition=0,
-                fetch_offset=offset,
-                partition_max_bytes=1 << 20,
-                current_leader_epoch=-1,
-                last_fetched_epoch=-1,
-            )
-        ],
-    )
-
-
-def _produce(topic: str, acks: int) -> storage_pb2.ProduceRequest:
-    return storage_pb2.ProduceRequest(
-        acks=acks,
-        timeout_ms=5000,
-        partitions=[storage_pb2.ProducePartition(topic=topic, partition=0)],
-    )
 
 
 async def _node(client: Client) -> common_pb2.Node:
@@ -100,9 +81,11 @@ def _counts() -> tuple[float, float]:
 
 
 async def _round_trip(pool: StoragePool, topic: str, value: bytes) -> list[bytes]:
-    answer = await pool.produce(NODE, _produce(topic, acks=-1), [make_batch([value])], timeout=10)
+    answer = await pool.produce(
+        NODE, produce_request(topic, acks=-1), [make_batch([value])], timeout=10
+    )
     assert answer.partitions[0].error_code == 0
-    response, records = await pool.fetch(NODE, _fetch(topic, 0), timeout=10)
+    response, records = await pool.fetch(NODE, fetch_request(topic, 0), timeout=10)
     assert response.partitions[0].error_code == 0
     return [v for _, v in decode(bytes(records[0]))]
 
@@ -127,11 +110,13 @@ async def test_produce_and_fetch_over_the_unix_socket(client: Client) -> None:
         assert await _round_trip(pool, "unix-rt", b"one") == [b"one"]
         # A long poll waits on the socket without holding up a Produce behind it.
         start = time.monotonic()
-        poll = asyncio.ensure_future(pool.fetch(NODE, _fetch("unix-rt", 1, 10_000), timeout=20))
+        poll = asyncio.ensure_future(
+            pool.fetch(NODE, fetch_request("unix-rt", 1, 10_000), timeout=20)
+        )
         await asyncio.sleep(0.3)
         assert not poll.done()
         answer = await pool.produce(
-            NODE, _produce("unix-rt", acks=1), [make_batch([b"two"])], timeout=10
+            NODE, produce_request("unix-rt", acks=1), [make_batch([b"two"])], timeout=10
         )
         assert answer.partitions[0].error_code == 0
         response, records = await asyncio.wait_for(poll, 10)
@@ -192,7 +177,7 @@ async def test_a_restarted_node_is_reached_over_its_new_socket(
     try:
         for _ in range(100):  # the node may still be taking up its partitions
             try:
-                response, _ = await pool.fetch(NODE, _fetch("unix-restart", 0), timeout=10)
+                response, _ = await pool.fetch(NODE, fetch_request("unix-restart", 0), timeout=10)
             except Exception:
                 response = None
             if response is not None and response.partitions[0].error_code == 0:

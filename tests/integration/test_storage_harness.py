@@ -80,6 +80,35 @@ def make_batch(
     return bytes(builder.build())
 
 
+def fetch_request(topic: str, offset: int, wait_ms: int = 0) -> storage_pb2.FetchRequest:
+    """A consumer's Fetch of partition 0 of ``topic`` from ``offset``, up to 1 MiB."""
+    return storage_pb2.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        partitions=[
+            storage_pb2.FetchPartition(
+                topic=topic,
+                partition=0,
+                fetch_offset=offset,
+                partition_max_bytes=1 << 20,
+                current_leader_epoch=-1,
+                last_fetched_epoch=-1,
+            )
+        ],
+    )
+
+
+def produce_request(topic: str, acks: int) -> storage_pb2.ProduceRequest:
+    """The head of a Produce to partition 0 of ``topic`` (its batches go beside it)."""
+    return storage_pb2.ProduceRequest(
+        acks=acks,
+        timeout_ms=5000,
+        partitions=[storage_pb2.ProducePartition(topic=topic, partition=0)],
+    )
+
+
 def decode(records: bytes) -> list[tuple[int, bytes]]:
     """(offset, value) of every record in fetched batches (a cut-off last batch is skipped)."""
     out = []

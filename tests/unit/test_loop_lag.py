@@ -5,8 +5,10 @@ stall sampler names the callback."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -51,9 +53,10 @@ async def test_probe_tells_a_busy_loop_from_a_sleeping_one() -> None:
         task.cancel()
 
 
-async def test_stall_sampler_names_the_computing_callback(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.asynccontextmanager
+async def _sampling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Path]:
+    """The probe with the stall sampler on, writing to the file it yields; stopped (and
+    the probe's GC callbacks removed) after the block."""
     stacks = tmp_path / "stacks.txt"
     monkeypatch.setenv(loop_lag.ENV, "1")
     monkeypatch.setenv(loop_lag.STACKS_ENV, str(stacks))
@@ -62,13 +65,20 @@ async def test_stall_sampler_names_the_computing_callback(
     assert task is not None
     try:
         await asyncio.sleep(0.01)
-        _spin(0.1)
-        await asyncio.sleep(0.01)
-        gc.collect()
+        yield stacks
     finally:
         task.cancel()
         gc.callbacks[:] = callbacks
     await asyncio.sleep(0.01)  # (the sampler stops with the probe)
+
+
+async def test_stall_sampler_names_the_computing_callback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _sampling(tmp_path, monkeypatch) as stacks:
+        _spin(0.1)
+        await asyncio.sleep(0.01)
+        gc.collect()
     lines = stacks.read_text().splitlines()
     callbacks_seen = [line.split("\t")[2].rsplit(";", 1)[-1] for line in lines]
     assert any(frame.startswith("_spin (test_loop_lag.py:") for frame in callbacks_seen)
@@ -88,21 +98,10 @@ async def test_stall_sampler_tells_computing_from_blocked(
     # computing is written down as busy; the blocking as blocked (state S), not as a
     # busy sample a millisecond naming wherever the thread stopped (116 of them before:
     # the thread's CPU time since the probe's last wake-up stayed past the threshold).
-    stacks = tmp_path / "stacks.txt"
-    monkeypatch.setenv(loop_lag.ENV, "1")
-    monkeypatch.setenv(loop_lag.STACKS_ENV, str(stacks))
-    callbacks = list(gc.callbacks)
-    task = loop_lag.start_from_env()
-    assert task is not None
-    try:
-        await asyncio.sleep(0.01)
+    async with _sampling(tmp_path, monkeypatch) as stacks:
         _spin(0.03)
         _blocked(0.15)
         await asyncio.sleep(0.01)
-    finally:
-        task.cancel()
-        gc.callbacks[:] = callbacks
-    await asyncio.sleep(0.01)  # (the sampler stops with the probe)
     samples = [line.split("\t") for line in stacks.read_text().splitlines()]
     busy = [stack.rsplit(";", 1)[-1] for _t, ms, stack in samples if not ms.endswith(" S")]
     blocked = [stack.rsplit(";", 1)[-1] for _t, ms, stack in samples if ms.endswith(" S")]
