@@ -37,9 +37,10 @@ batch.
 
     make bench broker [ARGS="--messages=N --size=BYTES --partitions=P --linger-ms=MS
                              --batch-size=BYTES --acks=1 --rounds=N --brokers=odradek,tansu
-                             (or odradek,odradek-mtls: internal mutual TLS against plaintext)
+                             (or odradek,odradek-mtls: internal mutual TLS against plaintext;
+                             odradek/KEY=VALUE/...: an Odradek with those settings)
                              --latency-rate=R --latency-seconds=S --no-replication
-                             --only=compare|replication|latency"]
+                             --only=compare|consume|replication|latency --set=KEY=VALUE"]
 
 (options take the ``--name=value`` form: ``python -m bench`` reads bare words as
 benchmark names).
@@ -160,6 +161,25 @@ def write_messages(path: Path, count: int, size: int) -> None:
 
 
 # -- brokers -------------------------------------------------------------------------------
+def _starter(
+    starters: dict[str, Callable[[Path], contextlib.AbstractContextManager[Broker]]],
+    name: str,
+    settings: dict[str, str],
+) -> Callable[[Path], contextlib.AbstractContextManager[Broker]]:
+    """A broker by name; ``odradek/KEY=VALUE/...`` is an Odradek cluster with those
+    settings besides ``--set`` (variants side by side in one run: on a shared machine
+    the only comparison that holds)."""
+    base, *extra = name.split("/")
+    if not extra:
+        return starters[name]
+    if base != "odradek":
+        raise SystemExit(f"bench broker: settings only for odradek, not {base}")
+    own = dict(settings, **dict(item.partition("=")[::2] for item in extra))
+    # (the name also names its data directory and its topics)
+    label = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return functools.partial(odradek, name=label, settings=own)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -180,7 +200,11 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 @contextlib.contextmanager
 def odradek(
-    tmp: Path, storage_nodes: int = 1, name: str = "odradek", internal_tls: bool = False
+    tmp: Path,
+    storage_nodes: int = 1,
+    name: str = "odradek",
+    internal_tls: bool = False,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[Broker]:
     from odradek.tools.launcher import Cluster, ClusterOptions
 
@@ -192,6 +216,7 @@ def odradek(
             replication_factor=min(3, storage_nodes),
             console=False,
             internal_tls=internal_tls,
+            settings=dict(settings or {}),
         )
     )
     cluster.start()
@@ -404,6 +429,28 @@ def compare(runner: Runner, brokers: list[Broker], acks: str) -> dict[str, Serie
     return series
 
 
+def consume_only(runner: Runner, brokers: list[Broker], acks: str) -> dict[str, Series]:
+    """One topic produced per broker, then consumed from the start in ``--rounds``
+    alternating rounds: a consume of the default 100 MB lasts under a second, so its
+    MB/s on a shared machine needs more rounds than a produce-and-consume run gives."""
+    for broker in brokers:
+        settle(broker)
+    topics = {}
+    for broker in brokers:
+        topics[broker.name] = f"bench-{broker.name}-consume"
+        p = runner.produce(broker, topics[broker.name], acks)
+        print(f"  {broker.name:<8} acks={acks}: {runner.line('produce', p)}", flush=True)
+    idle_cpu(brokers)
+    series = {b.name: Series() for b in brokers}
+    for round_ in range(runner.args.rounds):
+        for broker in brokers if round_ % 2 == 0 else brokers[::-1]:
+            c = runner.consume(broker, topics[broker.name])
+            series[broker.name].consume.append(c)
+            print(f"  round {round_ + 1} {broker.name:<8} {runner.line('consume', c)}",
+                  flush=True)  # fmt: skip
+    return series
+
+
 def report(series: dict[str, Series], runner: Runner, acks: str) -> None:
     payload = runner.args.messages * runner.args.size
     gb = runner.gb
@@ -417,14 +464,21 @@ def report(series: dict[str, Series], runner: Runner, acks: str) -> None:
     print()
     print(f"medians of {runner.args.rounds} alternating rounds, acks={acks}, "
           f"{runner.args.messages:,} x {runner.args.size} B, {runner.args.partitions} partition(s)")  # fmt: skip
-    head = "| | " + " | ".join(names) + (" | ratio | goal |" if len(names) == 2 else " |")
+    # Two brokers: the first against the second; more (Odradek variants against Tansu):
+    # each against the last.
+    last = len(names) - 1
+    ratios = " | ".join(f"{n} / {names[last]}" for n in names[:last]) if last > 1 else "ratio"
+    head = "| | " + " | ".join(names) + (f" | {ratios} | goal |" if last >= 1 else " |")
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
     for label, fn, goal in rows:
+        if label.startswith("produce") and not all(series[n].produce for n in names):
+            continue  # --only=consume: no produce rounds
         values = [fn(series[n]) for n in names]
         cells = " | ".join(f"{v:.2f}" if "CPU" in label else f"{v:.0f}" for v in values)
-        if len(values) == 2:
-            print(f"| {label} | {cells} | {values[0] / values[1]:.2f}x | {goal} |")
+        if last >= 1:
+            rel = " | ".join(f"{v / values[last]:.2f}x" for v in values[:last])
+            print(f"| {label} | {cells} | {rel} | {goal} |")
         else:
             print(f"| {label} | {cells} |")
 
@@ -524,8 +578,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--no-replication", action="store_true", help="skip the RF3 cluster")
     parser.add_argument(
         "--only",
-        choices=["compare", "replication", "latency"],
-        help="run one part alone: the Tansu comparison, the RF3 ratio or the latency",
+        choices=["compare", "consume", "replication", "latency"],
+        help="run one part alone: the Tansu comparison, its consume phase alone (one "
+        "topic per broker consumed --rounds times), the RF3 ratio or the latency",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for every Odradek service (repeatable)",
     )
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args, unknown = parser.parse_known_args(argv)
@@ -542,16 +604,23 @@ def main(argv: list[str]) -> None:
             write_messages(data, args.messages, args.size)
             print(f"{args.messages:,} x {args.size}-byte messages in {data}; {args.partitions} "
                   f"partition(s), linger.ms={args.linger_ms}, batch.size={args.batch_size}")  # fmt: skip
-        if args.only in (None, "compare"):
+        settings = dict(item.partition("=")[::2] for item in args.set)
+        if args.only in (None, "compare", "consume"):
             starters = {
-                "odradek": odradek,
+                "odradek": functools.partial(odradek, settings=settings),
                 "tansu": tansu,
                 # Mutual TLS between services (docs/security.md): its cost against "odradek".
-                "odradek-mtls": functools.partial(odradek, name="odradek-mtls", internal_tls=True),
+                "odradek-mtls": functools.partial(
+                    odradek, name="odradek-mtls", internal_tls=True, settings=settings
+                ),
             }
             with contextlib.ExitStack() as stack:
-                brokers = [stack.enter_context(starters[name](tmp)) for name in args.brokers]
-                series = compare(runner, brokers, args.acks)
+                brokers = [
+                    stack.enter_context(_starter(starters, name, settings)(tmp))
+                    for name in args.brokers
+                ]
+                run = consume_only if args.only == "consume" else compare
+                series = run(runner, brokers, args.acks)
             report(series, runner, args.acks)
         rf3 = args.only in ("replication", "latency") or (
             args.only is None and not args.no_replication and "odradek" in args.brokers
@@ -560,7 +629,7 @@ def main(argv: list[str]) -> None:
             print("\nodradek, three storage nodes:", flush=True)
             lat: list[float] = []
             split: dict[str, float] = {}
-            with odradek(tmp, storage_nodes=3, name="odradek-rf3") as broker:
+            with odradek(tmp, storage_nodes=3, name="odradek-rf3", settings=settings) as broker:
                 settle(broker)
                 if args.only != "latency":
                     replication_ratio(runner, broker)
