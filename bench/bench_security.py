@@ -1,9 +1,10 @@
 """Security benchmark: what SASL_SSL costs against PLAINTEXT, and authentications/s.
 
-Three local clusters run side by side in this run (``odradek up`` as a library), measured
-alternately the same way with librdkafka (confluent-kafka), ``--rounds`` rounds
-(ABBA order, after one small unmeasured warm-up each), every round reported and the
-medians over them:
+Four local clusters run side by side in this run (``odradek up`` as a library),
+measured the same way with librdkafka (confluent-kafka) over ``--rounds`` rounds
+(after one small unmeasured warm-up each): in a round the produce phases of all of
+them one after another, then their consume phases, in ABBA order; every round is
+reported and the medians over them:
 
 - PLAINTEXT: plain ``odradek up``;
 - SASL_SSL listener: ``--security sasl_ssl --no-internal-tls``, TLS and SASL on the
@@ -28,10 +29,10 @@ configuration:
 
 Reported per round as MB/s and as the ratio to PLAINTEXT's MB/s in the same round
 (issue 15's goal for SASL_SSL: >= 0.7), then the medians: MB/s, the per-round
-ratios' median, and the CPU seconds per GB the gateway, the storage node and the
+ratios' median and range, and the CPU seconds per GB the gateway, the storage node and the
 client spent in each phase (and the client's busiest thread's share of it).
 
-    python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=3]
+    python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=5]
         [--setups=PLAINTEXT,SASL_SSL]   (a subset: PLAINTEXT always runs)
 """
 
@@ -296,9 +297,14 @@ def _warm_up(cluster: Cluster, conf: dict[str, Any], args: argparse.Namespace) -
     _consume_mb_s(conf, topic, small.records, small.size)
 
 
+def _ratios(per_round: list[Figures], plain: list[Figures], what: str) -> list[float]:
+    """Each round's MB/s over PLAINTEXT's in the same round."""
+    return [r[what] / p[what] if p[what] else 0.0 for r, p in zip(per_round, plain, strict=True)]
+
+
 def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Namespace) -> None:
     """Per round: each setup's MB/s and its ratio to PLAINTEXT's MB/s in the same
-    round (measured minutes apart at most); then the medians over the rounds: MB/s,
+    round (measured seconds apart); then the medians over the rounds: MB/s,
     the per-round ratios' median, and the CPU figures' medians."""
     print(
         f"records: {args.records} x {args.size} B, acks=all, one partition; "
@@ -308,24 +314,21 @@ def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Nam
     for what in ("produce", "consume"):
         print(f"{what}:")
         for setup, per_round in zip(setups, rounds, strict=True):
-            ratios = [
-                r[what] / p[what] if p[what] else 0.0 for r, p in zip(per_round, plain, strict=True)
-            ]
+            ratios = _ratios(per_round, plain, what)
             cells = "  ".join(
                 f"{r[what]:6.1f} ({ratio:.2f})" for r, ratio in zip(per_round, ratios, strict=True)
             )
             print(f"  {setup.label:<19} rounds MB/s (ratio): {cells}")
         for setup, per_round in zip(setups, rounds, strict=True):
-            ratios = [
-                r[what] / p[what] if p[what] else 0.0 for r, p in zip(per_round, plain, strict=True)
-            ]
+            ratios = _ratios(per_round, plain, what)
 
             def med(key: str, per_round: list[Figures] = per_round, what: str = what) -> float:
                 return _median([r[f"{what} {key}"] for r in per_round])
 
             print(
                 f"  {setup.label:<19} median {_median([r[what] for r in per_round]):7.1f} MB/s  "
-                f"ratio {_median(ratios):.2f}   CPU-s/GB gateway {med('gateway cpu'):5.2f}  "
+                f"ratio {_median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})   "
+                f"CPU-s/GB gateway {med('gateway cpu'):5.2f}  "
                 f"storage {med('storage cpu'):5.2f}  client {med('client cpu'):5.2f}"
                 f"  (busiest client thread {med('client thread'):.0%})"
             )
@@ -336,7 +339,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--logins", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--setups",
         default=",".join(s.label for s in SETUPS),
