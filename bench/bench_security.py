@@ -1,7 +1,10 @@
 """Security benchmark: what SASL_SSL costs against PLAINTEXT, and authentications/s.
 
-Three local clusters run side by side in this run (``odradek up`` as a library), measured
-alternately the same way with librdkafka (confluent-kafka), best of ``--rounds``:
+Four local clusters run side by side in this run (``odradek up`` as a library),
+measured the same way with librdkafka (confluent-kafka) over ``--rounds`` rounds
+(after one small unmeasured warm-up each): in a round the produce phases of all of
+them one after another, then their consume phases, in ABBA order; every round is
+reported and the medians over them:
 
 - PLAINTEXT: plain ``odradek up``;
 - SASL_SSL listener: ``--security sasl_ssl --no-internal-tls``, TLS and SASL on the
@@ -24,10 +27,13 @@ configuration:
    handshake plus a complete SaslHandshake + SaslAuthenticate exchange, for
    SCRAM-SHA-512 and for PLAIN (PLAIN runs PBKDF2 on the gateway for every login).
 
-Reported as MB/s and as ratios to PLAINTEXT (issue 15's goal for SASL_SSL: >= 0.7), and
-the CPU seconds per GB the cluster's processes (not the client) spent in each.
+Reported per round as MB/s and as the ratio to PLAINTEXT's MB/s in the same round
+(issue 15's goal for SASL_SSL: >= 0.7), then the medians: MB/s, the per-round
+ratios' median and range, and the CPU seconds per GB the gateway, the storage node and the
+client spent in each phase (and the client's busiest thread's share of it).
 
-    python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=2]
+    python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=5]
+        [--setups=PLAINTEXT,SASL_SSL]   (a subset: PLAINTEXT always runs)
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import base64
 import os
 import socket
 import ssl
+import statistics
 import struct
 import tempfile
 import time
@@ -48,7 +55,6 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.bench_broker import cpu_seconds
 from bench.producing import produce_waiting
 from odradek.config import parse_properties
 from odradek.protocol.headers import parse_response_header
@@ -228,32 +234,104 @@ def _thread_cpu() -> dict[str, float]:
     return out
 
 
-def _throughput(cluster: Cluster, conf: dict[str, Any], args: argparse.Namespace) -> Figures:
-    """MB/s of each phase, the CPU seconds per GB the gateway, the storage node and the
+def _phase(
+    cluster: Cluster, conf: dict[str, Any], topic: str, phase: str, args: argparse.Namespace
+) -> Figures:
+    """MB/s of one phase, the CPU seconds per GB the gateway, the storage node and the
     client spent in it, and how busy the client's busiest thread was: librdkafka
     encrypts a connection's requests on that broker's one thread, so a client thread
     near 100% bounds the MB/s whatever the broker does."""
-    topic = _create(conf)
+    run = _produce_mb_s if phase == "produce" else _consume_mb_s
     gb = args.records * args.size / 1e9
     out: Figures = {}
-    for phase, run in (("produce", _produce_mb_s), ("consume", _consume_mb_s)):
-        before = {k: cpu_seconds(_pids(cluster, k)) for k in ("gateway", "storage")}
-        threads, start = _thread_cpu(), time.perf_counter()
-        out[phase] = run(conf, topic, args.records, args.size)
-        elapsed, after = time.perf_counter() - start, _thread_cpu()
-        for kind, was in before.items():
-            out[f"{phase} {kind} cpu"] = (cpu_seconds(_pids(cluster, kind)) - was) / gb
-        used = [after[t] - threads.get(t, 0.0) for t in after]
-        out[f"{phase} client cpu"] = sum(used) / gb
-        out[f"{phase} client thread"] = max(used, default=0.0) / elapsed
+    before = {k: _cpu_seconds(_pids(cluster, k)) for k in ("gateway", "storage")}
+    threads, start = _thread_cpu(), time.perf_counter()
+    out[phase] = run(conf, topic, args.records, args.size)
+    elapsed, after = time.perf_counter() - start, _thread_cpu()
+    for kind, was in before.items():
+        out[f"{phase} {kind} cpu"] = (_cpu_seconds(_pids(cluster, kind)) - was) / gb
+    used = [after[t] - threads.get(t, 0.0) for t in after]
+    out[f"{phase} client cpu"] = sum(used) / gb
+    out[f"{phase} client thread"] = max(used, default=0.0) / elapsed
     return out
 
 
-def _keep_best(best: Figures, new: Figures) -> None:
-    """Best of the rounds: the highest MB/s, and the CPU figures of that same round."""
-    for phase in ("produce", "consume"):
-        if new[phase] > best.get(phase, 0.0):
-            best.update({k: v for k, v in new.items() if k.startswith(phase)})
+def _cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds the processes' threads have run, from ``/proc/<pid>/task/*/schedstat``
+    (nanoseconds): ``/proc/<pid>/stat`` counts clock ticks (10 ms), a tenth of a CPU-s
+    per GB on a 100 MB phase, as much as the differences measured. A thread that ended
+    takes its time with it: the services' threads live as long as they do."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total / 1e9
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def _order(setups: int, round_no: int) -> list[int]:
+    """The setups' order in round ``round_no``: reversed every other round (ABBA), so a
+    load that rises or falls through the run does not favour the setup measured first."""
+    order = list(range(setups))
+    return order if round_no % 2 == 0 else order[::-1]
+
+
+def _warm_up(cluster: Cluster, conf: dict[str, Any], args: argparse.Namespace) -> None:
+    """One small unmeasured produce and consume per cluster before the rounds: the
+    first phase of a new cluster also opens the data link, the log segment and the
+    metadata caches, which the rounds after it do not pay."""
+    small = argparse.Namespace(records=max(1, args.records // 10), size=args.size)
+    topic = _create(conf)
+    _produce_mb_s(conf, topic, small.records, small.size)
+    _consume_mb_s(conf, topic, small.records, small.size)
+
+
+def _ratios(per_round: list[Figures], plain: list[Figures], what: str) -> list[float]:
+    """Each round's MB/s over PLAINTEXT's in the same round."""
+    return [r[what] / p[what] if p[what] else 0.0 for r, p in zip(per_round, plain, strict=True)]
+
+
+def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Namespace) -> None:
+    """Per round: each setup's MB/s and its ratio to PLAINTEXT's MB/s in the same
+    round (measured seconds apart); then the medians over the rounds: MB/s,
+    the per-round ratios' median, and the CPU figures' medians."""
+    print(
+        f"records: {args.records} x {args.size} B, acks=all, one partition; "
+        f"{len(rounds[0])} rounds, setups alternating (ABBA), medians"
+    )
+    plain = rounds[0]
+    for what in ("produce", "consume"):
+        print(f"{what}:")
+        for setup, per_round in zip(setups, rounds, strict=True):
+            ratios = _ratios(per_round, plain, what)
+            cells = "  ".join(
+                f"{r[what]:6.1f} ({ratio:.2f})" for r, ratio in zip(per_round, ratios, strict=True)
+            )
+            print(f"  {setup.label:<19} rounds MB/s (ratio): {cells}")
+        for setup, per_round in zip(setups, rounds, strict=True):
+            ratios = _ratios(per_round, plain, what)
+
+            def med(key: str, per_round: list[Figures] = per_round, what: str = what) -> float:
+                return _median([r[f"{what} {key}"] for r in per_round])
+
+            print(
+                f"  {setup.label:<19} median {_median([r[what] for r in per_round]):7.1f} MB/s  "
+                f"ratio {_median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})   "
+                f"CPU-s/GB gateway {med('gateway cpu'):5.2f}  "
+                f"storage {med('storage cpu'):5.2f}  client {med('client cpu'):5.2f}"
+                f"  (busiest client thread {med('client thread'):.0%})"
+            )
 
 
 def main(argv: list[str]) -> None:
@@ -261,39 +339,52 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--logins", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--setups",
+        default=",".join(s.label for s in SETUPS),
+        help="comma-separated labels (PLAINTEXT is always run: the ratios' base)",
+    )
     args = parser.parse_args(argv)
-    # The clusters run side by side and are measured alternately, best of --rounds, so
-    # none gets a quieter machine than the others.
-    figures: list[Figures] = [{} for _ in SETUPS]
+    wanted = {w.strip() for w in args.setups.split(",")}
+    unknown = wanted - {s.label for s in SETUPS}
+    if unknown:
+        parser.error(f"unknown setups {sorted(unknown)}; known: {[s.label for s in SETUPS]}")
+    setups = [s for s in SETUPS if s.label == "PLAINTEXT" or s.label in wanted]
+    # The clusters run side by side and are measured alternately, every round of each
+    # kept: a phase is 100 MB, a second or two, so one phase says little on a shared
+    # machine; the median of the per-round ratios (each setup against PLAINTEXT of the
+    # same round) does.
+    rounds: list[list[Figures]] = [[] for _ in setups]
     logins: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-security-") as tmp:
         clusters = []
         try:
-            for setup in SETUPS:
+            for setup in setups:
                 clusters.append(_start(setup, Path(tmp)))
-            for _ in range(args.rounds):
-                for (cluster, conf), best in zip(clusters, figures, strict=True):
-                    _keep_best(best, _throughput(cluster, conf, args))
-            cluster, conf = clusters[-1]
-            for mechanism in ("SCRAM-SHA-512", "PLAIN"):
-                logins[mechanism] = _logins_per_s(
-                    cluster, mechanism, args.logins, conf["sasl.password"]
-                )
+            for cluster, conf in clusters:
+                _warm_up(cluster, conf, args)
+            for round_no in range(args.rounds):
+                # One phase of every setup after another (produce, then consume), so
+                # the phases a ratio compares are seconds apart.
+                topics = [_create(conf) for _cluster, conf in clusters]
+                measured: list[Figures] = [{} for _ in setups]
+                for phase in ("produce", "consume"):
+                    for i in _order(len(setups), round_no):
+                        cluster, conf = clusters[i]
+                        measured[i].update(_phase(cluster, conf, topics[i], phase, args))
+                for per_round, figures in zip(rounds, measured, strict=True):
+                    per_round.append(figures)
+            secured = [i for i, s in enumerate(setups) if s.security == "sasl_ssl"]
+            if secured and args.logins > 0:
+                cluster, conf = clusters[secured[-1]]
+                for mechanism in ("SCRAM-SHA-512", "PLAIN"):
+                    logins[mechanism] = _logins_per_s(
+                        cluster, mechanism, args.logins, conf["sasl.password"]
+                    )
         finally:
             for cluster, _conf in clusters:
                 cluster.stop()
-    print(f"records: {args.records} x {args.size} B, acks=all, one partition")
-    plain = figures[0]
-    for what in ("produce", "consume"):
-        print(f"{what}:")
-        for setup, fig in zip(SETUPS, figures, strict=True):
-            ratio = fig[what] / plain[what] if plain[what] else 0.0
-            print(
-                f"  {setup.label:<19} {fig[what]:7.1f} MB/s  ratio {ratio:.2f}   CPU-s/GB "
-                f"gateway {fig[what + ' gateway cpu']:5.2f}  storage "
-                f"{fig[what + ' storage cpu']:5.2f}  client {fig[what + ' client cpu']:5.2f}"
-                f"  (busiest client thread {fig[what + ' client thread']:.0%})"
-            )
-    for mechanism in ("SCRAM-SHA-512", "PLAIN"):
-        print(f"authentications/s ({mechanism}, TLS + SASL, sequential): {logins[mechanism]:.0f}")
+    _report(setups, rounds, args)
+    for mechanism, rate in logins.items():
+        print(f"authentications/s ({mechanism}, TLS + SASL, sequential): {rate:.0f}")
