@@ -43,7 +43,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
-from odradek.storage.notify import subscribed, wait_until
+from odradek.storage.notify import Wakeup
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
 
@@ -97,16 +97,18 @@ class FetchHandler:
         else:
             self._prepare_consumer(slots)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0, request.max_wait_ms) / 1000.0
-        event = asyncio.Event()
+        # A Wakeup, not an Event under asyncio.timeout_at: a leader parks each follower's
+        # fetch and each consumer's once per replicated record (notify.Wakeup).
+        wake = Wakeup(loop, loop.time() + max(0, request.max_wait_ms) / 1000.0)
         notifiers = [
             (s.partition.data_changed if replica else s.partition.hw_changed)
             for s in slots
             if s.partition is not None and s.error == ErrorCode.NONE
         ]
-        with subscribed(event, notifiers):
+        for notifier in notifiers:
+            notifier.add(wake)
+        try:
             while True:
-                event.clear()
                 results, records, total, errors = self._read(request, slots, replica)
                 if (
                     errors
@@ -116,8 +118,12 @@ class FetchHandler:
                     or self.stopping()
                 ):
                     break
-                if not await wait_until(event, deadline):
+                if not await wake.wait():
                     break
+        finally:
+            for notifier in notifiers:
+                notifier.discard(wake)
+            wake.close()
         self._count_out(results, records, replica)
         if replica:
             self.replicas.quotas.leader.record(
