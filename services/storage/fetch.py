@@ -107,15 +107,25 @@ class FetchHandler:
         ]
         for notifier in notifiers:
             notifier.add(wake)
+        may_wait = request.max_wait_ms > 0 and request.min_bytes > 0 and bool(notifiers)
         try:
             while True:
+                # Nothing to read yet: park without building an answer that would be
+                # thrown away (a leader parks each follower's fetch once per record).
+                if (
+                    may_wait
+                    and not self.stopping()
+                    and self._nothing_new(request, slots, replica)
+                    and await wake.wait()
+                ):
+                    continue
                 results, records, total, errors = self._read(request, slots, replica)
                 if (
                     errors
                     or total >= request.min_bytes
-                    or request.max_wait_ms <= 0
-                    or not notifiers
+                    or not may_wait
                     or self.stopping()
+                    or wake.expired
                 ):
                     break
                 if not await wake.wait():
@@ -183,6 +193,34 @@ class FetchHandler:
             self.isr.maybe_expand(part, replica_id)
 
     # -- the read -----------------------------------------------------------------------
+    @staticmethod
+    def _nothing_new(request: storage_pb2.FetchRequest, slots: list[_Slot], replica: bool) -> bool:
+        """Whether a read now would give no bytes and no error for any partition: each
+        is led here in the epoch asked for and fetched exactly at its limit (the log
+        end for a follower, the high watermark or last stable offset for a consumer).
+        Anything else, errors included, is left to :meth:`_read`."""
+        committed = request.isolation_level == READ_COMMITTED
+        for slot in slots:
+            part = slot.partition
+            if part is None or slot.error != ErrorCode.NONE or slot.diverging is not None:
+                return False
+            fp = slot.request
+            epoch = fp.current_leader_epoch
+            if part.offline or not part.is_leader or (epoch >= 0 and epoch != part.leader_epoch):
+                return False
+            offset = fp.fetch_offset
+            if offset < part.log_start_offset:
+                return False
+            leo = part.log_end_offset
+            if replica:
+                if offset != leo:
+                    return False
+            elif offset > leo or offset < (
+                part.last_stable_offset if committed else part.high_watermark
+            ):
+                return False
+        return True
+
     def _read(
         self, request: storage_pb2.FetchRequest, slots: list[_Slot], replica: bool
     ) -> tuple[list[storage_pb2.FetchPartitionResult], list[bytes], int, bool]:
