@@ -179,7 +179,7 @@ class ReplicaFetcher:
                 while (
                     self.address == address
                     and self.data_address == data_address
-                    and self.data_socket == data_socket
+                    and self.data_socket is data_socket  # set_address compares values
                     and not self._stopped
                 ):
                     await self._truncate(stub)
