@@ -43,7 +43,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
-from odradek.storage.notify import subscribed, wait_until
+from odradek.storage.notify import Wakeup
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
 
@@ -97,27 +97,43 @@ class FetchHandler:
         else:
             self._prepare_consumer(slots)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0, request.max_wait_ms) / 1000.0
-        event = asyncio.Event()
+        # A Wakeup, not an Event under asyncio.timeout_at: a leader parks each follower's
+        # fetch and each consumer's once per replicated record (notify.Wakeup).
+        wake = Wakeup(loop, loop.time() + max(0, request.max_wait_ms) / 1000.0)
         notifiers = [
             (s.partition.data_changed if replica else s.partition.hw_changed)
             for s in slots
             if s.partition is not None and s.error == ErrorCode.NONE
         ]
-        with subscribed(event, notifiers):
+        for notifier in notifiers:
+            notifier.add(wake)
+        may_wait = request.max_wait_ms > 0 and request.min_bytes > 0 and bool(notifiers)
+        try:
             while True:
-                event.clear()
+                # Nothing to read yet: park without building an answer that would be
+                # thrown away (a leader parks each follower's fetch once per record).
+                if (
+                    may_wait
+                    and not self.stopping()
+                    and self._nothing_new(request, slots, replica)
+                    and await wake.wait()
+                ):
+                    continue
                 results, records, total, errors = self._read(request, slots, replica)
                 if (
                     errors
                     or total >= request.min_bytes
-                    or request.max_wait_ms <= 0
-                    or not notifiers
+                    or not may_wait
                     or self.stopping()
+                    or wake.expired
                 ):
                     break
-                if not await wait_until(event, deadline):
+                if not await wake.wait():
                     break
+        finally:
+            for notifier in notifiers:
+                notifier.discard(wake)
+            wake.close()
         self._count_out(results, records, replica)
         if replica:
             self.replicas.quotas.leader.record(
@@ -177,6 +193,34 @@ class FetchHandler:
             self.isr.maybe_expand(part, replica_id)
 
     # -- the read -----------------------------------------------------------------------
+    @staticmethod
+    def _nothing_new(request: storage_pb2.FetchRequest, slots: list[_Slot], replica: bool) -> bool:
+        """Whether a read now would give no bytes and no error for any partition: each
+        is led here in the epoch asked for and fetched exactly at its limit (the log
+        end for a follower, the high watermark or last stable offset for a consumer).
+        Anything else, errors included, is left to :meth:`_read`."""
+        committed = request.isolation_level == READ_COMMITTED
+        for slot in slots:
+            part = slot.partition
+            if part is None or slot.error != ErrorCode.NONE or slot.diverging is not None:
+                return False
+            fp = slot.request
+            epoch = fp.current_leader_epoch
+            if part.offline or not part.is_leader or (epoch >= 0 and epoch != part.leader_epoch):
+                return False
+            offset = fp.fetch_offset
+            if offset < part.log_start_offset:
+                return False
+            leo = part.log_end_offset
+            if replica:
+                if offset != leo:
+                    return False
+            elif offset > leo or offset < (
+                part.last_stable_offset if committed else part.high_watermark
+            ):
+                return False
+        return True
+
     def _read(
         self, request: storage_pb2.FetchRequest, slots: list[_Slot], replica: bool
     ) -> tuple[list[storage_pb2.FetchPartitionResult], list[bytes], int, bool]:

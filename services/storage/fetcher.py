@@ -8,7 +8,11 @@ batch), the leader answers once ``replica.fetch.min.bytes`` are there or
 connection is the leader's data link (docs/data-link.md: the record bytes travel
 beside a protobuf head, not inside it, and no gRPC call machinery runs per fetch),
 or its ``ReplicaFetch`` gRPC stream when the leader has no data link or internal TLS
-is on (the data link then serves gateways only, docs/security.md). With the
+is on (the data link then serves gateways only, docs/security.md). A leader on this
+host is reached over its Unix socket when it proves to be that start of that node
+(:mod:`odradek.datalink.same_host`, as a gateway does), over TCP otherwise: per
+replicated record each follower sends a fetch and receives an answer, and on one host
+the socket costs the kernel less per message than loopback TCP. With the
 default ``replica.fetch.min.bytes`` of 1 an answer goes out as soon as anything is
 new, as in Kafka: an acks=all produce waits for the followers' next fetches, so a
 fetch that waited for more bytes would delay every acknowledgement by that wait.
@@ -54,9 +58,11 @@ from odradek.datalink.client import (
     open_connection,
 )
 from odradek.datalink.frame import Buffer
+from odradek.datalink.same_host import SameHostLinks
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
-from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
+from odradek.rpc.server import MAX_MESSAGE_BYTES
+from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import wait_until
 from odradek.storage.partition import Partition, Role
@@ -99,9 +105,14 @@ class ReplicaFetcher:
         metrics: StorageMetrics,
         quotas: ReplicationQuotas | None = None,
         data_address: tuple[str, int] | None = None,
+        data_socket: common_pb2.DataSocket | None = None,
+        same_host: SameHostLinks | None = None,
     ) -> None:
         self.settings = settings
         self.data_address = data_address
+        # The leader's Unix socket (docs/data-link.md, "Same host"), tried before TCP.
+        self.data_socket = data_socket
+        self.same_host = same_host or SameHostLinks()
         self.node_id = settings.node_id
         self.quotas = quotas or ReplicationQuotas()
         self.leader_id = leader_id
@@ -130,11 +141,21 @@ class ReplicaFetcher:
         self.states.pop((part.topic, part.index), None)
         self._changed.set()
 
-    def set_address(self, address: str | None, data_address: tuple[str, int] | None = None) -> None:
-        if address != self.address or data_address != self.data_address:
+    def set_address(
+        self,
+        address: str | None,
+        data_address: tuple[str, int] | None = None,
+        data_socket: common_pb2.DataSocket | None = None,
+    ) -> None:
+        if (
+            address != self.address
+            or data_address != self.data_address
+            or data_socket != self.data_socket
+        ):
             log.info("leader %d now at %s (data link %s)", self.leader_id, address, data_address)
             self.address = address
             self.data_address = data_address
+            self.data_socket = data_socket  # a new start of the leader: a new token
             self._changed.set()
 
     async def stop(self) -> None:
@@ -146,7 +167,7 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         backoff = _MIN_BACKOFF_S
         while not self._stopped:
-            address, data_address = self.address, self.data_address
+            address, data_address, data_socket = self.address, self.data_address, self.data_socket
             if address is None:
                 await self._wait_changed(1.0)
                 continue
@@ -158,6 +179,7 @@ class ReplicaFetcher:
                 while (
                     self.address == address
                     and self.data_address == data_address
+                    and self.data_socket is data_socket  # set_address compares values
                     and not self._stopped
                 ):
                     await self._truncate(stub)
@@ -169,7 +191,7 @@ class ReplicaFetcher:
                     if data_address is not None and internal_tls.active() is None:
                         if link is None or link.closed:
                             link = await asyncio.wait_for(
-                                open_connection(data_address), SOCKET_TIMEOUT_S
+                                self._open_link(data_address, data_socket), SOCKET_TIMEOUT_S
                             )
                         kind, meta = fetch_request(request)
                         response, records = fetch_answer(await link.call(kind, meta, (), wait))
@@ -213,6 +235,17 @@ class ReplicaFetcher:
                     link.close()
                 with contextlib.suppress(Exception):
                     await channel.close(None)
+
+    async def _open_link(
+        self, address: tuple[str, int], data_socket: common_pb2.DataSocket | None
+    ) -> DataLinkConnection:
+        """The leader's data link: its Unix socket when it is on this host and proves to
+        be that start of the leader, TCP otherwise (only without internal TLS: the
+        caller's condition)."""
+        conn = await self.same_host.open(
+            self.leader_id, data_socket, lambda: DataLinkConnection(MAX_MESSAGE_BYTES)
+        )
+        return conn if conn is not None else await open_connection(address)
 
     async def _wait_changed(self, timeout: float) -> None:
         self._changed.clear()
@@ -443,11 +476,15 @@ class ReplicaFetcherManager:
         metrics: StorageMetrics,
         quotas: ReplicationQuotas | None = None,
         data_address_of: Callable[[int], tuple[str, int] | None] = lambda _node: None,
+        data_socket_of: Callable[[int], common_pb2.DataSocket | None] = lambda _node: None,
     ) -> None:
         self.settings = settings
         self.quotas = quotas or ReplicationQuotas()
         self.address_of = address_of
         self.data_address_of = data_address_of
+        self.data_socket_of = data_socket_of
+        # One memory of refused sockets for every fetcher of this node.
+        self.same_host = SameHostLinks()
         self.incarnation = incarnation
         self.metrics = metrics
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
@@ -474,6 +511,8 @@ class ReplicaFetcherManager:
                 self.metrics,
                 self.quotas,
                 self.data_address_of(part.leader_id),
+                self.data_socket_of(part.leader_id),
+                self.same_host,
             )
             self.fetchers[fkey] = fetcher
             fetcher.start()
@@ -496,7 +535,11 @@ class ReplicaFetcherManager:
 
     def refresh_addresses(self) -> None:
         for (leader_id, _), fetcher in self.fetchers.items():
-            fetcher.set_address(self.address_of(leader_id), self.data_address_of(leader_id))
+            fetcher.set_address(
+                self.address_of(leader_id),
+                self.data_address_of(leader_id),
+                self.data_socket_of(leader_id),
+            )
 
     def following(self) -> dict[tuple[str, int], int]:
         return {key: fkey[0] for key, fkey in self._assignment.items()}

@@ -78,6 +78,7 @@ class StorageNode:
             self.metrics,
             self.replicas.quotas,
             self._leader_data_address,
+            self._leader_data_socket,
         )
         self.mover = LogDirMover(log_manager, self.replicas.quotas.alter_log_dirs)
         self.isr = IsrManager(
@@ -122,6 +123,9 @@ class StorageNode:
 
     def _leader_data_address(self, node_id: int) -> tuple[str, int] | None:
         return self.snapshot.data_address(node_id) if self.snapshot is not None else None
+
+    def _leader_data_socket(self, node_id: int) -> common_pb2.DataSocket | None:
+        return self.snapshot.data_socket(node_id) if self.snapshot is not None else None
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()

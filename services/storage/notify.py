@@ -1,11 +1,11 @@
 """Edge-triggered wake-ups for long polls (Kafka's purgatory, reduced to what asyncio needs).
 
 A waiting request (a consumer fetch, a replica fetch, an acks=-1 produce) registers
-one :class:`asyncio.Event` with the :class:`Notifier` of every partition it waits on;
-whoever changes the partition calls :meth:`Notifier.notify`, which sets each
-registered event. The waiter then re-checks its condition. Everything runs on the
-event-loop thread, so there is no lock and no polling loop: between the check and the
-``await`` nothing else can run.
+one :class:`Wakeup` (or an :class:`asyncio.Event`) with the :class:`Notifier` of every
+partition it waits on; whoever changes the partition calls :meth:`Notifier.notify`,
+which sets each registered one. The waiter then re-checks its condition. Everything
+runs on the event-loop thread, so there is no lock and no polling loop: between the
+check and the ``await`` nothing else can run.
 """
 
 from __future__ import annotations
@@ -18,18 +18,24 @@ from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 
+class Wakeable(Protocol):
+    """What a registration sets: an :class:`asyncio.Event`, or anything as cheap."""
+
+    def set(self) -> None: ...
+
+
 class Notifier:
     """The set of events to set when one partition-level condition changes."""
 
     __slots__ = ("_events",)
 
     def __init__(self) -> None:
-        self._events: set[asyncio.Event] = set()
+        self._events: set[Wakeable] = set()
 
-    def add(self, event: asyncio.Event) -> None:
+    def add(self, event: Wakeable) -> None:
         self._events.add(event)
 
-    def discard(self, event: asyncio.Event) -> None:
+    def discard(self, event: Wakeable) -> None:
         self._events.discard(event)
 
     def notify(self) -> None:
@@ -40,10 +46,56 @@ class Notifier:
         return len(self._events)
 
 
-class Wakeable(Protocol):
-    """What a registration sets: an :class:`asyncio.Event`, or anything as cheap."""
+class Wakeup:
+    """One waiting request's wake-ups until its deadline: a future per wait and one loop
+    timer for the deadline, armed at the first wait.
 
-    def set(self) -> None: ...
+    An :class:`asyncio.Event` waited for under ``asyncio.timeout_at`` costs a Timeout
+    object, task lookups, a reschedule and a cancellation check per wait, three times
+    what this costs; a partition leader parks every follower's fetch and the consumers'
+    fetches once per replicated record, thousands a second with one-record acks=all
+    requests (issue 18). A :meth:`set` while nobody waits is dropped: the waiter
+    re-checks its condition after each wait, which covers it.
+    """
+
+    __slots__ = ("_deadline", "_future", "_loop", "_timer", "expired")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        self._loop = loop
+        self._deadline = deadline
+        self._future: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.expired = False
+
+    def set(self) -> None:
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def _expire(self) -> None:
+        self.expired = True
+        self.set()
+
+    async def wait(self) -> bool:
+        """Until :meth:`set` or the deadline; False once the deadline has passed."""
+        if self.expired:
+            return False
+        if self._timer is None:
+            if self._deadline <= self._loop.time():
+                self.expired = True
+                return False
+            self._timer = self._loop.call_at(self._deadline, self._expire)
+        self._future = future = self._loop.create_future()
+        try:
+            await future
+        finally:
+            self._future = None
+        return not self.expired
+
+    def close(self) -> None:
+        """Drop the deadline's timer (the request is answered)."""
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class OffsetWaiter:

@@ -19,39 +19,10 @@ import asyncio
 from collections.abc import Sequence
 
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.notify import OffsetWaiter
+from odradek.storage.notify import OffsetWaiter, Wakeup
 from odradek.storage.partition import Partition
 
 Waiter = tuple[Partition, int, int]
-
-
-class _Wake:
-    """What a registration sets: the future the waiting request awaits.
-
-    One future per wake-up and one loop timer for the deadline, instead of an
-    ``asyncio.Event`` and an ``asyncio.timeout_at`` scope (a Timeout object, a task
-    lookup, a reschedule and a cancellation check) per wait: every one-record acks=all
-    request waits once, thousands a second (issue 18).
-    """
-
-    __slots__ = ("expired", "future", "loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.future: asyncio.Future[None] = loop.create_future()
-        self.expired = False
-
-    def set(self) -> None:
-        if not self.future.done():
-            self.future.set_result(None)
-
-    def expire(self) -> None:
-        self.expired = True
-        self.set()
-
-    async def wait(self) -> None:
-        await self.future
-        self.future = self.loop.create_future()
 
 
 async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[ErrorCode]:
@@ -65,8 +36,7 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
     pending = list(range(len(waiting)))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, timeout_ms) / 1000.0
-    wake: _Wake | None = None
-    timer: asyncio.TimerHandle | None = None
+    wake: Wakeup | None = None
     registered: dict[int, OffsetWaiter] = {}  # by id() of the partition
     try:
         while pending:
@@ -87,22 +57,18 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
             if not pending:
                 break
             if wake is None:
-                if deadline <= loop.time():
-                    break
-                wake = _Wake(loop)
-                timer = loop.call_at(deadline, wake.expire)
-            elif wake.expired:
-                break
+                # One future per wake-up and one timer for the deadline (notify.Wakeup):
+                # every one-record acks=all request waits once, thousands a second.
+                wake = Wakeup(loop, deadline)
             for key, (part, required) in lowest.items():
                 waiter = registered.get(key)
                 if waiter is None or not waiter.active:
                     registered[key] = part.replication_waiters.add(required, wake)
-            await wake.wait()
-            if wake.expired:
+            if not await wake.wait():
                 break
     finally:
-        if timer is not None:
-            timer.cancel()
+        if wake is not None:
+            wake.close()
         for waiter in registered.values():
             waiter.active = False
     return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in outcome]

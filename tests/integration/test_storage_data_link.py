@@ -192,7 +192,9 @@ async def _replicate(cluster: Cluster, topic: str) -> None:
 async def test_followers_fetch_over_the_leaders_data_link(
     cluster_factory: Callable[..., LaunchedCluster],
 ) -> None:
-    cluster = storage_clusters(cluster_factory)([NODE, NODE + 1])
+    # Without the nodes' Unix sockets: a follower on its leader's host fetches over the
+    # socket otherwise (tests/integration/test_replica_fetch_same_host.py).
+    cluster = storage_clusters(cluster_factory)([NODE, NODE + 1], storage={"data.socket.path": ""})
     await _replicate(cluster, "link-replicated")
     client = Client(cluster)
     try:
