@@ -1,9 +1,11 @@
 """Well-behaved clients beside hostile ones (issue 14): the gateway's p99 and RSS.
 
 One cluster; 100 well-behaved clients each send one-record acks=1 Produce requests
-at a steady rate over their own connection and time every answer. Two phases of the
-same length: the 100 alone, then the 100 while 50 hostile clients hammer the same
-gateway port:
+at a steady rate over their own connection and time every answer. Two conditions of
+the same length, each in ``--rounds`` segments that alternate (alone, hostile, alone,
+...: the load of a shared machine drifts within a minute, and one phase after the other
+measured that drift as much as the attack): the 100 alone, and the 100 while 50
+hostile clients hammer the same gateway port:
 
 * never-read (20): pipeline Metadata requests and read nothing, until their writes
   stall for 5 s (the gateway stops reading them once
@@ -71,6 +73,9 @@ UNANSWERED_S = 30.0
 PUSH = b"\0" * 65536
 PUSH_EVERY_S = 0.01
 BUDGET = 256 * 1024 * 1024
+# Between a hostile segment and the next one alone: the gateway drops what the hostile
+# process left open when it exited.
+SETTLE_S = 1.0
 LAG = "odradek_event_loop_lag_seconds"
 LAG_CPU = "odradek_event_loop_lag_cpu_seconds"
 GC = "odradek_gc_pause_seconds"
@@ -133,6 +138,29 @@ def _lag_buckets(metrics_port: int) -> dict[tuple[str, str], float]:
             generation = labels.split('generation="')[-1].split('"')[0] if "gen" in labels else ""
             le = labels.split('le="')[-1].rstrip('"')
             out[(series.removesuffix("_bucket") + generation, le)] = float(value)
+    return out
+
+
+def _add_delta(
+    into: dict[tuple[str, str], float],
+    before: dict[tuple[str, str], float],
+    after: dict[tuple[str, str], float],
+) -> None:
+    """Add one segment's bucket counts (``after - before``) to ``into``."""
+    for key, value in after.items():
+        into[key] = into.get(key, 0.0) + value - before.get(key, 0.0)
+
+
+def _data_links(metrics_port: int) -> dict[str, int]:
+    """The gateway's data link connections opened so far, by transport (unix, tcp)."""
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("odradek_data_link_connections_total{"):
+            transport = line.split('transport="', 1)[1].split('"', 1)[0]
+            out[transport] = int(float(line.rsplit(" ", 1)[1]))
     return out
 
 
@@ -300,6 +328,28 @@ class Phase:
     clients_cpu: float  # ... of this process (the well-behaved clients)
 
 
+def _pooled(segments: list[Phase]) -> Phase:
+    """One condition's segments of equal length as one phase: latencies and counts
+    pooled, rates averaged, the highest RSS."""
+    n = len(segments)
+    cuts: dict[str, int] = {}
+    for seg in segments:
+        for kind, count in seg.cuts.items():
+            cuts[kind] = cuts.get(kind, 0) + count
+    return Phase(
+        [lat for seg in segments for lat in seg.latencies],
+        max(seg.peak_rss_mib for seg in segments),
+        cuts,
+        sum(seg.gateway_cpu for seg in segments) / n,
+        sum(seg.machine_idle for seg in segments) / n,
+        sum(seg.tcp_retransmits for seg in segments),
+        sum(seg.tcp_loss_probes for seg in segments),
+        sum(seg.gateway_runq for seg in segments) / n,
+        sum(seg.hostile_cpu for seg in segments) / n,
+        sum(seg.clients_cpu for seg in segments) / n,
+    )
+
+
 def _runq_s(pid: int) -> float:
     """Seconds the loop thread of ``pid`` has waited on a run queue (schedstat)."""
     return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
@@ -311,30 +361,14 @@ def _rusage_s(who: int) -> float:
 
 
 async def _phase(
-    host: str, port: int, topic: str, args: argparse.Namespace, pid: int, hostile: bool
+    host: str,
+    port: int,
+    topic: str,
+    args: argparse.Namespace,
+    pid: int,
+    hostile: bool,
+    seconds: float,
 ) -> Phase:
-    stop = time.monotonic() + args.seconds
-    cpu_start = _cpu_s(pid)
-    runq_start = _runq_s(pid)
-    children_start = _rusage_s(resource.RUSAGE_CHILDREN)
-    self_start = _rusage_s(resource.RUSAGE_SELF)
-    idle_start, total_start = _cpu_ticks()
-    retrans_start, probes_start = _tcp_probes()
-    latencies: list[float] = []
-    cuts: dict[str, int] = {}
-    peak = 0.0
-
-    async def sample() -> None:
-        nonlocal peak
-        while time.monotonic() < stop:
-            peak = max(peak, _rss_mib(pid))
-            await asyncio.sleep(0.1)
-
-    tasks = [
-        asyncio.ensure_future(_good_client(host, port, topic, i, args.rate, stop, latencies))
-        for i in range(args.good)
-    ]
-    tasks.append(asyncio.ensure_future(sample()))
     child = None
     if hostile:
         mix = ",".join(f"{kind}={count}" for kind, count in args.hostile.items())
@@ -345,19 +379,47 @@ async def _phase(
             "hostile_process(sys.argv[1:])",
             host,
             str(port),
-            str(args.seconds),
+            str(seconds),
             mix,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=str(Path(__file__).resolve().parent.parent),
             preexec_fn=(lambda: os.nice(args.hostile_nice)) if args.hostile_nice else None,
         )
+        assert child.stdout is not None and child.stdin is not None
+        await child.stdout.readline()  # "ready": imported, not started
+    stop = time.monotonic() + seconds
+    cpu_start = _cpu_s(pid)
+    runq_start = _runq_s(pid)
+    self_start = _rusage_s(resource.RUSAGE_SELF)
+    idle_start, total_start = _cpu_ticks()
+    retrans_start, probes_start = _tcp_probes()
+    latencies: list[float] = []
+    cuts: dict[str, int] = {}
+    hostile_cpu_s = 0.0
+    peak = 0.0
+
+    async def sample() -> None:
+        nonlocal peak
+        while time.monotonic() < stop:
+            peak = max(peak, _rss_mib(pid))
+            await asyncio.sleep(0.1)
+
+    if child is not None:
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+    tasks = [
+        asyncio.ensure_future(_good_client(host, port, topic, i, args.rate, stop, latencies))
+        for i in range(args.good)
+    ]
+    tasks.append(asyncio.ensure_future(sample()))
     await asyncio.gather(*tasks, return_exceptions=True)
     if child is not None:
         out, _ = await child.communicate()
-        cuts = json.loads(out or b"{}")
+        report = json.loads(out or b"{}")
+        cuts, hostile_cpu_s = report.get("cuts", {}), report.get("cpu_s", 0.0)
     idle_end, total_end = _cpu_ticks()
     retrans_end, probes_end = _tcp_probes()
-    seconds = args.seconds
     return Phase(
         latencies,
         peak,
@@ -367,14 +429,14 @@ async def _phase(
         retrans_end - retrans_start,
         probes_end - probes_start,
         (_runq_s(pid) - runq_start) / seconds,
-        # the hostile process is the only child reaped during a phase
-        (_rusage_s(resource.RUSAGE_CHILDREN) - children_start) / seconds,
+        hostile_cpu_s / seconds,  # from the go on, as the process measured it
         (_rusage_s(resource.RUSAGE_SELF) - self_start) / seconds,
     )
 
 
 def hostile_process(argv: list[str]) -> None:
-    """The hostile clients' process: ``host port seconds mix``; prints the cuts (JSON)."""
+    """The hostile clients' process: ``host port seconds mix``; prints ``ready``, starts
+    on a line read from stdin, then prints the cuts and its CPU seconds (JSON)."""
     host, port, seconds, mix = argv[0], int(argv[1]), float(argv[2]), _mix(argv[3])
 
     async def run() -> dict[str, int]:
@@ -395,10 +457,17 @@ def hostile_process(argv: list[str]) -> None:
         )
         return cuts
 
+    # Ready once imported; the attack starts on the parent's word, so this process's
+    # start (a second of CPU importing the protocol modules) is not part of a segment,
+    # and its CPU is counted from then on.
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu_start = time.process_time()
     # uvloop, as the gateway runs: on the default loop the same attack cost this process
     # about twice the CPU per connection (~2 ms per oversize attempt, half of it asyncio's
     # Python), CPU taken from the gateway on a 2-core machine.
-    print(json.dumps(uvloop.run(run())), flush=True)
+    cuts = uvloop.run(run())
+    print(json.dumps({"cuts": cuts, "cpu_s": time.process_time() - cpu_start}), flush=True)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -435,6 +504,13 @@ def main(argv: list[str]) -> None:
         help="run the hostile clients at this nice value: on a small machine they compete "
         "with the broker for CPU, which hostile clients on other hosts would not",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="alternate alone and hostile segments this many times (each --seconds/rounds "
+        "long), so both conditions see the machine's load at the same moments",
+    )
     args, _ = parser.parse_known_args(argv)
     settings = {
         "connection.request.read.timeout.ms": str(READ_TIMEOUT_MS),
@@ -456,18 +532,35 @@ def main(argv: list[str]) -> None:
         time.sleep(1.0)
         baseline = _rss_mib(pid)
         metrics_port = gateway.ports["metrics"]
-        lag_start = _lag_buckets(metrics_port)
-        alone = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=False))
-        metadata_before = _answered(metrics_port, "Metadata")
-        lag_between = _lag_buckets(metrics_port)
-        mixed = asyncio.run(_phase(host, int(port), topic, args, pid, hostile=True))
-        metadata_answered = _answered(metrics_port, "Metadata") - metadata_before
-        lag_end = _lag_buckets(metrics_port)
-    stalls = [_stalls(lag_start, lag_between), _stalls(lag_between, lag_end)]
+        # Segments alternate (alone, hostile, alone, ...): on a machine shared with other
+        # work, its load drifts over a minute, and two phases run one after the other
+        # compared the load of two moments as much as the attack (ratios of 0.7-12x
+        # for the same code). Each condition's segments are pooled.
+        seconds = args.seconds / args.rounds
+        segments: dict[bool, list[Phase]] = {False: [], True: []}
+        lag: dict[bool, dict[tuple[str, str], float]] = {False: {}, True: {}}
+        metadata_answered = 0.0
+        for _ in range(args.rounds):
+            for hostile in (False, True):
+                before = _lag_buckets(metrics_port)
+                metadata_before = _answered(metrics_port, "Metadata")
+                segments[hostile].append(
+                    asyncio.run(_phase(host, int(port), topic, args, pid, hostile, seconds))
+                )
+                if hostile:
+                    metadata_answered += _answered(metrics_port, "Metadata") - metadata_before
+                _add_delta(lag[hostile], before, _lag_buckets(metrics_port))
+                if hostile:
+                    # the connections the hostile process left are the gateway's to drop
+                    # before the next segment alone starts
+                    time.sleep(SETTLE_S)
+        links = _data_links(metrics_port)
+    alone, mixed = _pooled(segments[False]), _pooled(segments[True])
+    stalls = [_stalls({}, lag[False]), _stalls({}, lag[True])]
     rows = [("alone", alone), (f"with {sum(args.hostile.values())} hostile", mixed)]
     print(
         f"{args.good} clients x {args.rate:g} one-record acks=1 produces/s, {args.seconds:g} s "
-        f"per phase; gateway RSS at start {baseline:.0f} MiB, budget "
+        f"per phase in {args.rounds} alternating segment(s) each; gateway RSS at start {baseline:.0f} MiB, budget "
         f"(queued.max.request.bytes) {BUDGET // (1 << 20)} MiB"
     )
     print(f"hostile mix: {args.hostile}, nice {args.hostile_nice}")
@@ -499,6 +592,10 @@ def main(argv: list[str]) -> None:
     print(
         "runq wait: time the gateway's loop thread was ready to run but waited for a CPU "
         "(/proc schedstat), per second; clients CPU: the well-behaved clients' process"
+    )
+    print(
+        "the gateway's data link connections to the storage node by transport: "
+        f"{links or 'none'} (unix: the node's socket on this host, docs/data-link.md)"
     )
     p99_ratio = _pct(mixed.latencies, 0.99) / max(_pct(alone.latencies, 0.99), 1e-9)
     cuts = mixed.cuts
