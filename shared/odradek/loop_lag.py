@@ -82,7 +82,19 @@ class StallSampler:
     or ``D`` in ``/proc``: blocked in a system call, a log line's write held by the
     kernel's dirty-page throttling, say) is written down too, as
     ``unix-time<TAB>blocked-ms <state><TAB>stack``: neither the loop's work nor the
-    machine's load, and invisible to the probe's CPU histogram."""
+    machine's load, and invisible to the probe's CPU histogram.
+
+    What a sample can name depends on when the loop's thread lets go of the GIL.
+    uvloop runs libuv without it and takes it back for each I/O callback (a read, an
+    accept, a close), so this thread usually gets it between two of them, well before
+    the 5 ms switch interval would make a callback let go, and the loop's thread is
+    then in no callback: the sample says :data:`BETWEEN_CALLBACKS`
+    (it used to name ``run (runners.py:...)``, which read as time spent in uvloop's C
+    code). It means the stall was many callbacks, none holding the GIL for the 5 ms
+    switch interval, not where the time went; a callback or a batch of ready handles
+    holding it longer is named. For the split of many short callbacks, profile the
+    process from outside (``perf record -g -p PID``, ``py-spy record --native``;
+    docs/security.md, "Hostile clients")."""
 
     def __init__(self, path: str, threshold_s: float) -> None:
         self.path = path
@@ -141,8 +153,15 @@ class StallSampler:
             return ""
 
 
+# What a sample says when the loop's thread was between callbacks (StallSampler).
+BETWEEN_CALLBACKS = "(between callbacks)"
+
+
 def _collapse(frame: FrameType | None) -> str:
-    """``func (file:line);...`` from the loop's callback down to ``frame``."""
+    """``func (file:line);...`` from the loop's callback down to ``frame``;
+    :data:`BETWEEN_CALLBACKS` when ``frame`` is the loop's own (see StallSampler)."""
+    if frame is not None and frame.f_code.co_name in _LOOP:
+        return BETWEEN_CALLBACKS
     names: list[str] = []
     while frame is not None:
         code = frame.f_code

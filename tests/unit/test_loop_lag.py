@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -118,3 +119,20 @@ def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert loop_lag.interval_from_env() == 0.002
     monkeypatch.setenv(loop_lag.ENV, "soon")
     assert loop_lag.interval_from_env() == 0.0
+
+
+def run() -> str:
+    """Named as the loop's own frame is (asyncio.Runner.run): the innermost frame a
+    sample sees when the loop's thread let go of the GIL between uvloop's I/O callbacks."""
+    return loop_lag._collapse(sys._getframe())
+
+
+def _in_a_callback() -> str:
+    return loop_lag._collapse(sys._getframe())
+
+
+def test_a_sample_between_callbacks_says_so() -> None:
+    # bench hostile's stall samples were mostly "run (runners.py:118)", read as time in
+    # uvloop's C code; it is a moment between two callbacks (StallSampler docstring).
+    assert run() == loop_lag.BETWEEN_CALLBACKS
+    assert _in_a_callback().rsplit(";", 1)[-1].startswith("_in_a_callback (test_loop_lag.py:")
