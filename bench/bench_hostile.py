@@ -38,7 +38,9 @@ how often the loop was late by 5/20/50 ms, how often its thread was computing fo
 long meanwhile, the cyclic collector's runs, and the TCP retransmissions of the network
 namespace (tail loss probes: on loopback, ACKs later than the ~200 ms probe timeout;
 they rise ~50-fold with the hostile clients, on the gateway's connections to the
-storage node among others, issue 14). ``ODRADEK_LOOP_STALL_STACKS=FILE`` in
+storage node among others, issue 14), and the gateway's own Produce time
+(``odradek_gateway_request_seconds``: handler start to response ready, the storage
+round trip included) against the clients' timing. ``ODRADEK_LOOP_STALL_STACKS=FILE`` in
 the environment also writes the loop thread's stacks during its stalls to FILE.
 """
 
@@ -79,6 +81,10 @@ SETTLE_S = 1.0
 LAG = "odradek_event_loop_lag_seconds"
 LAG_CPU = "odradek_event_loop_lag_cpu_seconds"
 GC = "odradek_gc_pause_seconds"
+# The gateway's own time per request (handler start to response ready, the storage
+# node's round trip included), by API: split from the clients' timing, it tells the
+# gateway's share of a tail from the clients' process and the machine's.
+REQUEST = "odradek_gateway_request_seconds"
 
 
 def _cpu_s(pid: int) -> float:
@@ -125,14 +131,19 @@ def _answered(metrics_port: int, api: str) -> float:
 
 def _lag_buckets(metrics_port: int) -> dict[tuple[str, str], float]:
     """The loop lag probe's cumulative bucket counts (odradek.loop_lag) by (series, le)."""
-    names = "&".join(f"name[]={name}_bucket" for name in (LAG, LAG_CPU, GC))
+    names = "&".join(f"name[]={name}_bucket" for name in (LAG, LAG_CPU, GC, REQUEST))
     with urllib.request.urlopen(
         f"http://127.0.0.1:{metrics_port}/metrics?{names}", timeout=10
     ) as reply:
         text = reply.read().decode()
     out: dict[tuple[str, str], float] = {}
     for line in text.splitlines():
-        if line.startswith("odradek_"):
+        if line.startswith(REQUEST):
+            if 'request="Produce"' in line:  # summed over versions
+                le = line.split('le="')[-1].split('"')[0]
+                value = float(line.rsplit(" ", 1)[1])
+                out[(REQUEST, le)] = out.get((REQUEST, le), 0.0) + value
+        elif line.startswith("odradek_"):
             labels, _, value = line.partition("} ")
             series, _, labels = labels.partition("{")
             generation = labels.split('generation="')[-1].split('"')[0] if "gen" in labels else ""
@@ -180,6 +191,19 @@ def _stalls(before: dict[tuple[str, str], float], after: dict[tuple[str, str], f
     gcs = "/".join(str(count(f"{GC}{g}")) for g in "012")
     slow_gc = "/".join(str(over(f"{GC}{g}", "0.005")) for g in "012")
     return f"{late:>14} {busy:>14} {gcs:>16} {slow_gc:>10}"
+
+
+def _request_pct(counts: dict[tuple[str, str], float], q: float) -> str:
+    """The bucket bound under which fraction ``q`` of the gateway's Produce times fell."""
+    buckets = sorted(
+        (float(le), count) for (series, le), count in counts.items() if series == REQUEST
+    )
+    if not buckets or buckets[-1][1] <= 0:
+        return "-"
+    for bound, count in buckets:
+        if count >= q * buckets[-1][1]:
+            return f"<= {bound * 1000:g} ms" if bound != float("inf") else "> 30 s"
+    return "-"
 
 
 def _rss_mib(pid: int) -> float:
@@ -599,6 +623,12 @@ def main(argv: list[str]) -> None:
         "the gateway's data link connections to the storage node by transport: "
         f"{links or 'none'} (unix: the node's socket on this host, docs/data-link.md)"
     )
+    for name, condition in (("alone", False), ("with hostile", True)):
+        print(
+            f"gateway's own Produce time {name} (handler start to response ready, the "
+            f"storage round trip included; bucket bounds): p50 "
+            f"{_request_pct(lag[condition], 0.5)}, p99 {_request_pct(lag[condition], 0.99)}"
+        )
     p99_ratio = _pct(mixed.latencies, 0.99) / max(_pct(alone.latencies, 0.99), 1e-9)
     cuts = mixed.cuts
     print(f"hostile connections cut by the gateway: {cuts or 'none'}")
