@@ -350,6 +350,8 @@ class Phase:
     gateway_runq: float  # seconds per second the gateway's loop thread waited for a CPU
     hostile_cpu: float  # CPU seconds per second of the hostile clients' process
     clients_cpu: float  # ... of this process (the well-behaved clients)
+    # seconds per second this process's loop thread (the clients' timing) waited for a CPU
+    clients_runq: float
 
 
 def _pooled(segments: list[Phase]) -> Phase:
@@ -371,6 +373,7 @@ def _pooled(segments: list[Phase]) -> Phase:
         sum(seg.gateway_runq for seg in segments) / n,
         sum(seg.hostile_cpu for seg in segments) / n,
         sum(seg.clients_cpu for seg in segments) / n,
+        sum(seg.clients_runq for seg in segments) / n,
     )
 
 
@@ -415,6 +418,7 @@ async def _phase(
     stop = time.monotonic() + seconds
     cpu_start = _cpu_s(pid)
     runq_start = _runq_s(pid)
+    clients_runq_start = _runq_s(os.getpid())
     self_start = _rusage_s(resource.RUSAGE_SELF)
     idle_start, total_start = _cpu_ticks()
     retrans_start, probes_start = _tcp_probes()
@@ -455,6 +459,7 @@ async def _phase(
         (_runq_s(pid) - runq_start) / seconds,
         hostile_cpu_s / seconds,  # from the go on, as the process measured it
         (_rusage_s(resource.RUSAGE_SELF) - self_start) / seconds,
+        (_runq_s(os.getpid()) - clients_runq_start) / seconds,
     )
 
 
@@ -592,7 +597,8 @@ def main(argv: list[str]) -> None:
     print(f"hostile mix: {args.hostile}, nice {args.hostile_nice}")
     print(
         f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13} "
-        f"{'gateway CPU':>12} {'runq wait':>10} {'clients CPU':>12} {'hostile CPU':>12} "
+        f"{'gateway CPU':>12} {'runq wait':>10} {'clients CPU':>12} {'clients runq':>13} "
+        f"{'hostile CPU':>12} "
         f"{'machine idle':>13} {'loop late ms':>14} {'loop busy ms':>14} "
         f"{'gc runs by gen':>16} {'gc > 5 ms':>10} {'TCP retrans/TLP':>16}"
     )
@@ -601,7 +607,8 @@ def main(argv: list[str]) -> None:
         print(
             f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} "
             f"{ph.peak_rss_mib:>13.0f} {ph.gateway_cpu:>11.0%} {ph.gateway_runq:>9.0%} "
-            f"{ph.clients_cpu:>11.0%} {ph.hostile_cpu:>11.0%} {ph.machine_idle:>12.0%} {stall}"
+            f"{ph.clients_cpu:>11.0%} {ph.clients_runq:>12.0%} {ph.hostile_cpu:>11.0%} "
+            f"{ph.machine_idle:>12.0%} {stall}"
             f" {f'{ph.tcp_retransmits}/{ph.tcp_loss_probes}':>16}"
         )
     print(
@@ -617,7 +624,9 @@ def main(argv: list[str]) -> None:
     )
     print(
         "runq wait: time the gateway's loop thread was ready to run but waited for a CPU "
-        "(/proc schedstat), per second; clients CPU: the well-behaved clients' process"
+        "(/proc schedstat), per second; clients CPU: the well-behaved clients' process; "
+        "clients runq: its loop thread's wait for a CPU (the clients time every answer on "
+        "that loop: a wait there is in their latencies, whatever the gateway did)"
     )
     print(
         "the gateway's data link connections to the storage node by transport: "
