@@ -30,15 +30,16 @@ and how many hostile connections the gateway cut. ``python -m bench hostile``
 (``--seconds``, ``--good``, ``--rate``, ``--hostile never-read=20,trickle=15,oversize=15``
 for another mix); the gateway's CPU use per phase is shown too.
 
-Where the time goes, per phase: how long the gateway's loop thread waited for a CPU
-(``/proc/PID/task/PID/schedstat``: on a shared 2-core machine, most of the tail), the
-CPU of the well-behaved and the hostile clients' processes, and the gateway's loop lag
+Where the time goes, per phase: how long the gateway's loop thread and the clients'
+own loop thread waited for a CPU (``/proc/PID/task/PID/schedstat``: on a shared 2-core
+machine, most of the tail, the clients' share included), the CPU of the well-behaved and the hostile clients' processes, and the gateway's loop lag
 probe (:mod:`odradek.loop_lag`, turned on here by ``ODRADEK_LOOP_LAG_PROBE_MS=1``):
 how often the loop was late by 5/20/50 ms, how often its thread was computing for that
 long meanwhile, the cyclic collector's runs, and the TCP retransmissions of the network
 namespace (tail loss probes: on loopback, ACKs later than the ~200 ms probe timeout;
-they rise ~50-fold with the hostile clients, on the gateway's connections to the
-storage node among others, issue 14), and the gateway's own Produce time
+they rise ~50-fold with the hostile clients, on the hostile sockets: the gateway's data
+link to the storage node is its Unix socket here, and other processes of the namespace
+count too; docs/security.md, "Hostile clients"), and the gateway's own Produce time
 (``odradek_gateway_request_seconds``: handler start to response ready, the storage
 round trip included) against the clients' timing. ``ODRADEK_LOOP_STALL_STACKS=FILE`` in
 the environment also writes the loop thread's stacks during its stalls to FILE.
