@@ -134,6 +134,15 @@ class NodeCall:
 
 def merge_run(run: list[QueuedProduce]) -> dict[int, NodeCall]:
     """One call per leader node carrying the run's batches for it, in request order."""
+    if len(run) == 1 and len(run[0].sends) == 1:  # one request to one leader: most often
+        [(node, entries)] = run[0].sends.items()
+        return {
+            node: NodeCall(
+                [partition for partition, _ in entries],
+                [records for _, records in entries],
+                [0] * len(entries),
+            )
+        }
     calls: dict[int, NodeCall] = {}
     for owner, request in enumerate(run):
         for node, entries in request.sends.items():

@@ -108,6 +108,8 @@ PRODUCE_COALESCED = CounterTally(
 # Tallies of the children by topic (odradek.metric_tallies: no lock per request).
 _TOPIC_METRICS: dict[str, tuple[CounterTally, CounterTally]] = {}
 
+_NONE_DENIED: frozenset[str] = frozenset()  # no authorizer: no topic names to collect
+
 # Stands in an entry's place in the results while its leader's answer is awaited
 # (_prepare); :func:`_apply_answers` replaces every one of them.
 _AWAITING_ANSWER = partition_response(-1, ErrorCode.REQUEST_TIMED_OUT)
@@ -126,8 +128,12 @@ async def handle(
     denied_txn = txn is not None and bool(
         gw.authorizer.denied(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, [txn])
     )
-    denied = gw.authorizer.denied(
-        ctx, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data]
+    denied = (
+        gw.authorizer.denied(
+            ctx, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data]
+        )
+        if gw.authorizer.enabled
+        else _NONE_DENIED
     )
     # (Nothing denied, the common case: no list built per request, issue 18.)
     refused = (
@@ -332,14 +338,6 @@ async def _send_run(
         PRODUCE_COALESCED.inc(len(run) - 1)
     calls = merge_run(run)
     passed = _once(functools.partial(lane.passed, run))
-    unsent = len(calls)
-
-    def one_sent() -> None:
-        nonlocal unsent
-        unsent -= 1
-        if unsent == 0:
-            passed()
-
     first = run[0]
     try:
         if len(calls) == 1:
@@ -348,15 +346,35 @@ async def _send_run(
             [(node, call)] = calls.items()
             await _send(gw, node, call, run, first, lane_id, passed)
         else:
-            await asyncio.gather(
-                *(
-                    _send(gw, node, call, run, first, lane_id, _once(one_sent))
-                    for node, call in calls.items()
-                )
-            )
+            await _send_all(gw, calls, run, first, lane_id, passed)
     finally:
         passed()
         _answered(run)
+
+
+async def _send_all(
+    gw: GatewayApi,
+    calls: dict[int, NodeCall],
+    run: list[QueuedProduce],
+    first: QueuedProduce,
+    lane_id: int,
+    passed: Callable[[], None],
+) -> None:
+    """The run's calls to several leaders, in parallel; ``passed`` once all are sent."""
+    unsent = len(calls)
+
+    def one_sent() -> None:
+        nonlocal unsent
+        unsent -= 1
+        if unsent == 0:
+            passed()
+
+    await asyncio.gather(
+        *(
+            _send(gw, node, call, run, first, lane_id, _once(one_sent))
+            for node, call in calls.items()
+        )
+    )
 
 
 def _answered(run: list[QueuedProduce]) -> None:
