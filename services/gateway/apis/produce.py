@@ -378,7 +378,7 @@ async def _send_all(
 
 
 def _answered(run: list[QueuedProduce]) -> None:
-    """Wake every request of ``run``; those left without an answer keep
+    """Wake every request of ``run``; those left without an answer get
     REQUEST_TIMED_OUT (:func:`_apply_answers`)."""
     for queued in run:
         if queued.answered is not None and not queued.answered.done():
