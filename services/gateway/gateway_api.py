@@ -42,7 +42,7 @@ class StorageStubs(Protocol):
     async def produce(
         self,
         node_id: int,
-        request: storage_pb2.ProduceRequest,
+        request: bytes,  # a serialized ProduceRequest (odradek.storage_client)
         records: Sequence[Buffer],
         timeout: float,
         on_sent: Callable[[], None] | None = None,

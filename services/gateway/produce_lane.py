@@ -43,6 +43,18 @@ MAX_RUN_REQUESTS = 500
 MAX_RUN_BYTES = 4 * 1024 * 1024
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionEntry:
+    """A partition a storage Produce call names, and its entry in that call as bytes:
+    ``ProduceRequest.partitions`` without records, serialized once per partition, so
+    a call is its serialized fields joined (protobuf appends a repeated field's
+    entries met one after another) rather than a message built per request."""
+
+    topic: str
+    partition: int
+    wire: bytes
+
+
 @dataclass(eq=False, slots=True)
 class QueuedProduce:
     """One client Produce request on its connection's lane.
@@ -55,9 +67,7 @@ class QueuedProduce:
     timeout_ms: int
     api_version: int
     transactional_id: str | None
-    sends: dict[int, list[tuple[storage_pb2.ProducePartition, Buffer]]] = field(
-        default_factory=dict
-    )
+    sends: dict[int, list[tuple[PartitionEntry, Buffer]]] = field(default_factory=dict)
     size: int = 0
     ready: bool = False
     # Resolved when the request leaves the queue: to its run when this request sends it
@@ -72,7 +82,7 @@ class QueuedProduce:
     # piling up behind it are started and join the next run.
     handed_off: Callable[[], None] | None = None
 
-    def add(self, node: int, partition: storage_pb2.ProducePartition, records: Buffer) -> None:
+    def add(self, node: int, partition: PartitionEntry, records: Buffer) -> None:
         self.sends.setdefault(node, []).append((partition, records))
         self.size += len(records)
 
@@ -117,13 +127,22 @@ class NodeCall:
     node in request order, their batches, and which request (index in the run) each
     entry belongs to."""
 
-    partitions: list[storage_pb2.ProducePartition] = field(default_factory=list)
+    partitions: list[PartitionEntry] = field(default_factory=list)
     records: list[Buffer] = field(default_factory=list)
     owners: list[int] = field(default_factory=list)
 
 
 def merge_run(run: list[QueuedProduce]) -> dict[int, NodeCall]:
     """One call per leader node carrying the run's batches for it, in request order."""
+    if len(run) == 1 and len(run[0].sends) == 1:  # one request to one leader: most often
+        [(node, entries)] = run[0].sends.items()
+        return {
+            node: NodeCall(
+                [partition for partition, _ in entries],
+                [records for _, records in entries],
+                [0] * len(entries),
+            )
+        }
     calls: dict[int, NodeCall] = {}
     for owner, request in enumerate(run):
         for node, entries in request.sends.items():

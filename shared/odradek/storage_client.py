@@ -39,13 +39,15 @@ class StoragePool:
     async def produce(
         self,
         node_id: int,
-        request: storage_pb2.ProduceRequest,
+        request: bytes,
         records: Sequence[Buffer],
         timeout: float,
         on_sent: Callable[[], None] | None = None,
     ) -> storage_pb2.ProduceResponse:
-        """``request`` with empty ``records`` fields; ``records[i]`` are partition i's
-        batches. Raises what a failed gRPC call raises, DataLinkError or TimeoutError.
+        """``request`` is a serialized ProduceRequest with empty ``records`` fields (the
+        gateway joins it from parts serialized once, odradek.gateway.apis.produce);
+        ``records[i]`` are partition i's batches. Raises what a failed gRPC call raises,
+        DataLinkError or TimeoutError.
 
         ``on_sent`` runs when the next request of the same ``ordering_lane`` may be sent
         without overtaking this one: over the data link once this one is written to the
@@ -53,15 +55,14 @@ class StoragePool:
         when this call is over (the caller runs it then)."""
         link = self._link(node_id)
         if link is not None:
-            frame = await link.call(
-                node_id, PRODUCE, request.SerializeToString(), records, timeout, on_sent
-            )
+            frame = await link.call(node_id, PRODUCE, request, records, timeout, on_sent)
             return storage_pb2.ProduceResponse.FromString(bytes(frame.meta))
-        request.ordering_lane = 0
-        for part, data in zip(request.partitions, records, strict=True):
+        rpc = storage_pb2.ProduceRequest.FromString(request)
+        rpc.ordering_lane = 0
+        for part, data in zip(rpc.partitions, records, strict=True):
             part.records = bytes(data)
         response: storage_pb2.ProduceResponse = await self.stub(node_id).Produce(
-            request, timeout=timeout
+            rpc, timeout=timeout
         )
         return response
 

@@ -62,7 +62,7 @@ async def test_produce_and_fetch_over_the_link_match_grpc(client: Client) -> Non
         for i in range(3):
             answer = await pool.produce(
                 NODE,
-                produce_request("link-rt", acks=-1),
+                produce_request("link-rt", acks=-1).SerializeToString(),
                 [memoryview(make_batch([b"a%d" % i, b"b%d" % i]))],
                 timeout=10,
             )
@@ -103,7 +103,10 @@ async def test_long_poll_over_the_link_wakes_on_produce(client: Client) -> None:
         await asyncio.sleep(0.3)
         assert not poll.done()  # waiting for data, and not holding up the produce below
         answer = await pool.produce(
-            NODE, produce_request("link-poll", acks=1), [make_batch([b"x"])], timeout=10
+            NODE,
+            produce_request("link-poll", acks=1).SerializeToString(),
+            [make_batch([b"x"])],
+            timeout=10,
         )
         assert answer.partitions[0].error_code == 0
         response, records = await asyncio.wait_for(poll, 10)
@@ -130,7 +133,10 @@ async def test_malformed_frame_closes_only_that_connection(client: Client) -> No
     pool = await _pool(client)
     try:
         answer = await pool.produce(
-            NODE, produce_request("link-bad", acks=1), [make_batch([b"ok"])], timeout=10
+            NODE,
+            produce_request("link-bad", acks=1).SerializeToString(),
+            [make_batch([b"ok"])],
+            timeout=10,
         )
         assert answer.partitions[0].error_code == 0
     finally:
@@ -149,7 +155,10 @@ async def test_without_a_data_port_produce_and_fetch_use_grpc(
         pool = await _pool(client)
         try:
             answer = await pool.produce(
-                NODE, produce_request("grpc-only", acks=-1), [make_batch([b"g"])], timeout=10
+                NODE,
+                produce_request("grpc-only", acks=-1).SerializeToString(),
+                [make_batch([b"g"])],
+                timeout=10,
             )
             assert answer.partitions[0].error_code == 0
             response, records = await pool.fetch(NODE, fetch_request("grpc-only", 0), timeout=10)

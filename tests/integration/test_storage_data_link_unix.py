@@ -82,7 +82,7 @@ def _counts() -> tuple[float, float]:
 
 async def _round_trip(pool: StoragePool, topic: str, value: bytes) -> list[bytes]:
     answer = await pool.produce(
-        NODE, produce_request(topic, acks=-1), [make_batch([value])], timeout=10
+        NODE, produce_request(topic, acks=-1).SerializeToString(), [make_batch([value])], timeout=10
     )
     assert answer.partitions[0].error_code == 0
     response, records = await pool.fetch(NODE, fetch_request(topic, 0), timeout=10)
@@ -116,7 +116,10 @@ async def test_produce_and_fetch_over_the_unix_socket(client: Client) -> None:
         await asyncio.sleep(0.3)
         assert not poll.done()
         answer = await pool.produce(
-            NODE, produce_request("unix-rt", acks=1), [make_batch([b"two"])], timeout=10
+            NODE,
+            produce_request("unix-rt", acks=1).SerializeToString(),
+            [make_batch([b"two"])],
+            timeout=10,
         )
         assert answer.partitions[0].error_code == 0
         response, records = await asyncio.wait_for(poll, 10)

@@ -66,6 +66,7 @@ from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.gateway.produce_lane import (
     NodeCall,
+    PartitionEntry,
     ProduceLane,
     QueuedProduce,
     merge_run,
@@ -107,8 +108,16 @@ PRODUCE_COALESCED = CounterTally(
 # Tallies of the children by topic (odradek.metric_tallies: no lock per request).
 _TOPIC_METRICS: dict[str, tuple[CounterTally, CounterTally]] = {}
 
-_PARTITION_ENTRIES: dict[tuple[str, int], storage_pb2.ProducePartition] = {}
+_NONE_DENIED: frozenset[str] = frozenset()  # no authorizer: no topic names to collect
+
+# Stands in an entry's place in the results while its leader's answer is awaited
+# (_prepare); :func:`_apply_answers` replaces every one of them.
+_AWAITING_ANSWER = partition_response(-1, ErrorCode.REQUEST_TIMED_OUT)
+
+_PARTITION_ENTRIES: dict[tuple[str, int], PartitionEntry] = {}
 _MAX_PARTITION_ENTRIES = 100_000  # bounded: cleared when full
+_REQUEST_HEADS: dict[tuple[int, int, str | None, int, int], bytes] = {}
+_MAX_REQUEST_HEADS = 10_000  # bounded: cleared when full
 
 
 async def handle(
@@ -119,10 +128,19 @@ async def handle(
     denied_txn = txn is not None and bool(
         gw.authorizer.denied(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, [txn])
     )
-    denied = gw.authorizer.denied(
-        ctx, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data]
+    denied = (
+        gw.authorizer.denied(
+            ctx, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data]
+        )
+        if gw.authorizer.enabled
+        else _NONE_DENIED
     )
-    refused = [t for t in request.topic_data if denied_txn or t.name in denied]
+    # (Nothing denied, the common case: no list built per request, issue 18.)
+    refused = (
+        [t for t in request.topic_data if denied_txn or t.name in denied]
+        if denied or denied_txn
+        else []
+    )
     if refused:
         request.topic_data = [t for t in request.topic_data if t not in refused]
     version = header.api_version
@@ -235,25 +253,45 @@ async def _prepare(
             bytes_in, partitions_in = _topic_metrics(name)
             bytes_in.inc(len(data))
             partitions_in.inc()
-            # until answered
-            topic_results[index] = partition_response(index, ErrorCode.REQUEST_TIMED_OUT)
+            # Its place in the response's order, until answered (_apply_answers): one
+            # shared placeholder, not a response built per entry and thrown away.
+            topic_results[index] = _AWAITING_ANSWER
             # On broker N's port the request goes to storage node N (module docstring).
             node = leader if broker_id is None else broker_id
             queued.add(node, _partition_entry(name, index), data)
     return results
 
 
-def _partition_entry(topic: str, partition: int) -> storage_pb2.ProducePartition:
-    """The storage call's entry naming the partition, built once per partition: the
-    call's constructor copies it (protobuf), so one shared message is never changed."""
+def _partition_entry(topic: str, partition: int) -> PartitionEntry:
+    """The storage call's entry naming the partition, serialized once per partition."""
     key = (topic, partition)
     found = _PARTITION_ENTRIES.get(key)
     if found is None:
         if len(_PARTITION_ENTRIES) >= _MAX_PARTITION_ENTRIES:
             _PARTITION_ENTRIES.clear()
-        found = _PARTITION_ENTRIES[key] = storage_pb2.ProducePartition(
-            topic=topic, partition=partition
-        )
+        wire = storage_pb2.ProduceRequest(
+            partitions=[storage_pb2.ProducePartition(topic=topic, partition=partition)]
+        ).SerializeToString()
+        found = _PARTITION_ENTRIES[key] = PartitionEntry(topic, partition, wire)
+    return found
+
+
+def _request_head(first: QueuedProduce, lane: int) -> bytes:
+    """A storage ProduceRequest's fields but its partitions, serialized once per
+    connection and kind of request (a message built and serialized per call was the
+    largest share of :func:`_send`, issue 18)."""
+    key = (first.acks, first.timeout_ms, first.transactional_id, first.api_version, lane)
+    found = _REQUEST_HEADS.get(key)
+    if found is None:
+        if len(_REQUEST_HEADS) >= _MAX_REQUEST_HEADS:
+            _REQUEST_HEADS.clear()
+        found = _REQUEST_HEADS[key] = storage_pb2.ProduceRequest(
+            acks=first.acks,
+            timeout_ms=first.timeout_ms,
+            transactional_id=first.transactional_id or "",
+            api_version=first.api_version,
+            ordering_lane=lane,
+        ).SerializeToString()
     return found
 
 
@@ -300,6 +338,29 @@ async def _send_run(
         PRODUCE_COALESCED.inc(len(run) - 1)
     calls = merge_run(run)
     passed = _once(functools.partial(lane.passed, run))
+    first = run[0]
+    try:
+        if len(calls) == 1:
+            # One leader (the common case): no task to create, and its being sent is
+            # the run's being sent.
+            [(node, call)] = calls.items()
+            await _send(gw, node, call, run, first, lane_id, passed)
+        else:
+            await _send_all(gw, calls, run, first, lane_id, passed)
+    finally:
+        passed()
+        _answered(run)
+
+
+async def _send_all(
+    gw: GatewayApi,
+    calls: dict[int, NodeCall],
+    run: list[QueuedProduce],
+    first: QueuedProduce,
+    lane_id: int,
+    passed: Callable[[], None],
+) -> None:
+    """The run's calls to several leaders, in parallel; ``passed`` once all are sent."""
     unsent = len(calls)
 
     def one_sent() -> None:
@@ -308,23 +369,16 @@ async def _send_run(
         if unsent == 0:
             passed()
 
-    first = run[0]
-    try:
-        sends = [
+    await asyncio.gather(
+        *(
             _send(gw, node, call, run, first, lane_id, _once(one_sent))
             for node, call in calls.items()
-        ]
-        if len(sends) == 1:
-            await sends[0]  # one leader (the common case): no task to create
-        else:
-            await asyncio.gather(*sends)
-    finally:
-        passed()
-        _answered(run)
+        )
+    )
 
 
 def _answered(run: list[QueuedProduce]) -> None:
-    """Wake every request of ``run``; those left without an answer keep
+    """Wake every request of ``run``; those left without an answer get
     REQUEST_TIMED_OUT (:func:`_apply_answers`)."""
     for queued in run:
         if queued.answered is not None and not queued.answered.done():
@@ -369,13 +423,10 @@ async def _send(
     lane: int,
     sent: Callable[[], None],
 ) -> None:
-    rpc = storage_pb2.ProduceRequest(
-        acks=first.acks,
-        timeout_ms=first.timeout_ms,
-        partitions=call.partitions,
-        transactional_id=first.transactional_id or "",
-        api_version=first.api_version,
-        ordering_lane=lane,
+    entries = call.partitions
+    head = _request_head(first, lane)
+    rpc = (
+        head + entries[0].wire if len(entries) == 1 else head + b"".join([p.wire for p in entries])
     )
     answers: list[storage_pb2.ProducePartitionResult]
     try:
@@ -419,11 +470,19 @@ def _failed(
 
 def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, PartResp]]) -> None:
     """Each partition entry sent gets its leader's answer; one without (its run's
-    sender was cancelled mid-way) keeps REQUEST_TIMED_OUT: its fate is unknown."""
+    sender was cancelled mid-way) gets REQUEST_TIMED_OUT: its fate is unknown."""
     for node, entries in queued.sends.items():
         answers = queued.answers.get(node, ())
-        for (p, _), pr in zip(entries, answers, strict=False):
-            code = leader_answer_code(pr.error_code)
+        for i, (p, _) in enumerate(entries):
+            if i >= len(answers):
+                results[p.topic][p.partition] = partition_response(
+                    p.partition, ErrorCode.REQUEST_TIMED_OUT
+                )
+                continue
+            pr = answers[i]
+            code = pr.error_code
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                code = leader_answer_code(code)
             errors = pr.record_errors
             results[p.topic][p.partition] = partition_response(
                 p.partition,

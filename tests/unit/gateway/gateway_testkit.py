@@ -104,7 +104,7 @@ async def call(
 class AppendingNode:
     """Stands in for the gateway's storage client (``gw.storage``): every partition's
     batch is appended at the next offset, and its records are written into the call's
-    entry as StoragePool.produce does over gRPC. ``seen`` holds each entry's records
+    entry (parsed from the serialized request) as StoragePool.produce does over gRPC. ``seen`` holds each entry's records
     before and after that write."""
 
     def __init__(self) -> None:
@@ -117,7 +117,7 @@ class AppendingNode:
     async def produce(
         self,
         node_id: int,
-        request: storage_pb2.ProduceRequest,
+        request: bytes,
         records: Sequence[Buffer],
         timeout: float,
         on_sent: Callable[[], None] | None = None,
@@ -125,7 +125,8 @@ class AppendingNode:
         if on_sent is not None:
             on_sent()
         results = []
-        for part, data in zip(request.partitions, records, strict=True):
+        rpc = storage_pb2.ProduceRequest.FromString(request)
+        for part, data in zip(rpc.partitions, records, strict=True):
             before = part.records
             part.records = bytes(data)
             self.seen.append((before, part.records))
