@@ -480,9 +480,7 @@ def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, PartResp]
                 )
                 continue
             pr = answers[i]
-            code = pr.error_code
-            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                code = leader_answer_code(code)
+            code = leader_answer_code(pr.error_code)
             errors = pr.record_errors
             results[p.topic][p.partition] = partition_response(
                 p.partition,
