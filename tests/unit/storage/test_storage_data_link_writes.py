@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 import pytest
+from helpers.data_links import served_data_link
 
 from odradek.datalink.client import DataLinkPool
 from odradek.datalink.frame import PRODUCE, Buffer
-from odradek.metadata_cache import MetadataCache
-from odradek.rpc.v1 import common_pb2, storage_pb2
+from odradek.rpc.v1 import storage_pb2
 from odradek.storage.data_link import DataLinkServer
 
 NODE = 100
@@ -59,23 +59,8 @@ class _CountingTransport:
 @pytest.fixture
 async def link() -> AsyncIterator[tuple[DataLinkServer, DataLinkPool, _Produce]]:
     handlers = _Handlers()
-    server = DataLinkServer("127.0.0.1", 0, lambda: cast(Any, handlers))
-    port = await server.start()
-    cache = MetadataCache()
-    await cache.update(
-        common_pb2.ClusterMetadata(
-            version=1,
-            nodes=[
-                common_pb2.Node(
-                    node_id=NODE, kind=common_pb2.STORAGE, host="127.0.0.1", data_port=port
-                )
-            ],
-        )
-    )
-    pool = DataLinkPool(cache)
-    yield server, pool, handlers.produce
-    await pool.close()
-    await server.stop()
+    async with served_data_link(handlers, NODE) as (server, pool):
+        yield server, pool, handlers.produce
 
 
 def _call(pool: DataLinkPool, name: str) -> asyncio.Future[Any]:
