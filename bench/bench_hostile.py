@@ -22,13 +22,26 @@ hostile clients hammer the same gateway port:
 The hostile clients run in a process of their own, as they would on other machines:
 sharing the good clients' event loop, their own work (the oversize clients push
 64 KiB writes in a loop) delayed the good clients' timing, not only the gateway.
+Attackers on other hosts take no CPU from the gateway's host either, but on a small
+shared machine the hostile process did (11-34% of a core), from the gateway, the
+storage node and the process that times the well-behaved clients' answers (whose loop
+thread waited for a CPU twice as long beside it: docs/security.md, "Hostile clients").
+``--attacker-cpu`` says where it runs: ``idle`` (the default) under SCHED_IDLE, on CPU
+time nothing else of the machine wants; ``nice`` at nice 19; ``shared`` as any other
+process (the method before). Several, comma-separated (``--attacker-cpu=idle,shared``),
+each get a segment per round, so they are compared at the same moments. Each run
+prints, per placement, what the attack achieved per second (connections opened, bytes
+handed to the transport, oversize attempts, trickle bytes, never-read Metadata
+requests written; most of a never-read client's bytes fill the two kernels' socket
+buffers before its writes stall) beside the gateway's Metadata answers and the
+connections it cut: a placement that starved the attack shows there.
 
 Reported: p50/p99 produce latency per phase and their ratio (goal p99 within 1.5x;
 a request unanswered for 30 s ends its client and counts as infinitely late),
 the gateway's peak RSS per phase against its budget (``queued.max.request.bytes``),
 and how many hostile connections the gateway cut. ``python -m bench hostile``
 (``--seconds``, ``--good``, ``--rate``, ``--hostile never-read=20,trickle=15,oversize=15``
-for another mix); the gateway's CPU use per phase is shown too.
+for another mix, ``--attacker-cpu``); the gateway's CPU use per phase is shown too.
 
 Where the time goes, per phase: how long the gateway's loop thread and the clients'
 own loop thread waited for a CPU (``/proc/PID/task/PID/schedstat``: on a shared 2-core
@@ -60,7 +73,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import uvloop
@@ -71,6 +84,18 @@ from odradek.records.record import BatchBuilder
 
 READ_TIMEOUT_MS = 2000
 KINDS = ("never-read", "trickle", "oversize", "slow-read")
+# Where the hostile process may run (--attacker-cpu; hostile_process's _place).
+ATTACKER_CPU = ("idle", "nice", "shared")
+# What the hostile process counts (printed per second): so a run shows the attack was
+# not starved of CPU by its placement.
+VOLUME = (
+    "connections",
+    "bytes",
+    "oversize attempts",
+    "trickle bytes",
+    "never-read requests",
+    "slow-read requests",
+)
 UNANSWERED_S = 30.0
 # What an oversize client pushes after its size prefix, and how often (until cut off).
 PUSH = b"\0" * 65536
@@ -265,8 +290,21 @@ async def _good_client(
             await writer.wait_closed()
 
 
-async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int]) -> None:
-    """One hostile client: misbehave until the gateway cuts us off, then start again."""
+def _count(volume: dict[str, int], key: str, n: int = 1) -> None:
+    volume[key] = volume.get(key, 0) + n
+
+
+async def _cut(
+    kind: str,
+    host: str,
+    port: int,
+    stop: float,
+    cuts: dict[str, int],
+    volume: dict[str, int],
+) -> None:
+    """One hostile client: misbehave until the gateway cuts us off, then start again.
+    What it achieved goes into ``volume`` (see :data:`VOLUME`): bytes are those handed
+    to the transport (a never-read client's last write may still sit in its buffer)."""
     metadata = encode_request(
         3,
         12,
@@ -285,6 +323,7 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
         except OSError:
             await asyncio.sleep(0.1)
             continue
+        _count(volume, "connections")
         sock = writer.get_extra_info("socket")
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -293,20 +332,25 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
             slow_reader = asyncio.ensure_future(_read_slowly(reader))
         try:
             while time.monotonic() < stop:
-                if kind == "slow-read":
-                    writer.write(metadata * 2000)
-                    await asyncio.wait_for(writer.drain(), 5)
-                elif kind == "never-read":
-                    writer.write(metadata * 50)
+                if kind in ("slow-read", "never-read"):
+                    n = 2000 if kind == "slow-read" else 50
+                    writer.write(metadata * n)
+                    _count(volume, "bytes", n * len(metadata))
+                    _count(volume, f"{kind} requests", n)
                     await asyncio.wait_for(writer.drain(), 5)
                 elif kind == "trickle":
                     writer.write(struct.pack(">i", 1_000_000))
+                    _count(volume, "bytes", 4)
                     while time.monotonic() < stop:
                         writer.write(b"\0")
+                        _count(volume, "bytes")
+                        _count(volume, "trickle bytes")
                         await writer.drain()
                         await asyncio.sleep(0.5)
                 else:  # oversize
                     writer.write(struct.pack(">i", 200 * 1024 * 1024) + PUSH)
+                    _count(volume, "oversize attempts")
+                    _count(volume, "bytes", 4 + len(PUSH))
                     while time.monotonic() < stop:
                         await asyncio.wait_for(writer.drain(), 5)
                         # The next 64 KiB once the gateway has had PUSH_EVERY_S to cut
@@ -319,6 +363,7 @@ async def _cut(kind: str, host: str, port: int, stop: float, cuts: dict[str, int
                                 cuts[kind] = cuts.get(kind, 0) + 1  # closed (EOF)
                                 break
                         writer.write(PUSH)
+                        _count(volume, "bytes", len(PUSH))
                 if reader.at_eof():
                     break
         except (OSError, TimeoutError, RuntimeError, asyncio.IncompleteReadError):
@@ -353,6 +398,10 @@ class Phase:
     clients_cpu: float  # ... of this process (the well-behaved clients)
     # seconds per second this process's loop thread (the clients' timing) waited for a CPU
     clients_runq: float
+    seconds: float = 0.0  # the phase's length (summed over pooled segments)
+    # what the hostile clients achieved (:data:`VOLUME`), totals over the phase
+    volume: dict[str, int] = field(default_factory=dict)
+    hostile_runq: float = 0.0  # seconds per second the hostile process waited for a CPU
 
 
 def _pooled(segments: list[Phase]) -> Phase:
@@ -360,9 +409,12 @@ def _pooled(segments: list[Phase]) -> Phase:
     pooled, rates averaged, the highest RSS."""
     n = len(segments)
     cuts: dict[str, int] = {}
+    volume: dict[str, int] = {}
     for seg in segments:
         for kind, count in seg.cuts.items():
             cuts[kind] = cuts.get(kind, 0) + count
+        for key, count in seg.volume.items():
+            volume[key] = volume.get(key, 0) + count
     return Phase(
         [lat for seg in segments for lat in seg.latencies],
         max(seg.peak_rss_mib for seg in segments),
@@ -375,6 +427,9 @@ def _pooled(segments: list[Phase]) -> Phase:
         sum(seg.hostile_cpu for seg in segments) / n,
         sum(seg.clients_cpu for seg in segments) / n,
         sum(seg.clients_runq for seg in segments) / n,
+        sum(seg.seconds for seg in segments),
+        volume,
+        sum(seg.hostile_runq for seg in segments) / n,
     )
 
 
@@ -394,11 +449,13 @@ async def _phase(
     topic: str,
     args: argparse.Namespace,
     pid: int,
-    hostile: bool,
+    attacker_cpu: str | None,
     seconds: float,
 ) -> Phase:
+    """One segment: the well-behaved clients alone (``attacker_cpu`` None), or beside
+    the hostile process run with that CPU placement (:data:`ATTACKER_CPU`)."""
     child = None
-    if hostile:
+    if attacker_cpu is not None:
         mix = ",".join(f"{kind}={count}" for kind, count in args.hostile.items())
         child = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -409,13 +466,13 @@ async def _phase(
             str(port),
             str(seconds),
             mix,
+            attacker_cpu,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=str(Path(__file__).resolve().parent.parent),
-            preexec_fn=(lambda: os.nice(args.hostile_nice)) if args.hostile_nice else None,
         )
         assert child.stdout is not None and child.stdin is not None
-        await child.stdout.readline()  # "ready": imported, not started
+        await child.stdout.readline()  # "ready": imported, placed, not started
     stop = time.monotonic() + seconds
     cpu_start = _cpu_s(pid)
     runq_start = _runq_s(pid)
@@ -424,8 +481,7 @@ async def _phase(
     idle_start, total_start = _cpu_ticks()
     retrans_start, probes_start = _tcp_probes()
     latencies: list[float] = []
-    cuts: dict[str, int] = {}
-    hostile_cpu_s = 0.0
+    report: dict[str, object] = {}
     peak = 0.0
 
     async def sample() -> None:
@@ -446,28 +502,47 @@ async def _phase(
     if child is not None:
         out, _ = await child.communicate()
         report = json.loads(out or b"{}")
-        cuts, hostile_cpu_s = report.get("cuts", {}), report.get("cpu_s", 0.0)
     idle_end, total_end = _cpu_ticks()
     retrans_end, probes_end = _tcp_probes()
     return Phase(
         latencies,
         peak,
-        cuts,
+        dict(report.get("cuts", {})),  # type: ignore[call-overload]
         (_cpu_s(pid) - cpu_start) / seconds,
         (idle_end - idle_start) / max(1, total_end - total_start),
         retrans_end - retrans_start,
         probes_end - probes_start,
         (_runq_s(pid) - runq_start) / seconds,
-        hostile_cpu_s / seconds,  # from the go on, as the process measured it
+        float(report.get("cpu_s", 0.0)) / seconds,  # type: ignore[arg-type]
         (_rusage_s(resource.RUSAGE_SELF) - self_start) / seconds,
         (_runq_s(os.getpid()) - clients_runq_start) / seconds,
+        seconds,
+        dict(report.get("volume", {})),  # type: ignore[call-overload]
+        float(report.get("runq_s", 0.0)) / seconds,  # type: ignore[arg-type]
     )
 
 
+def _place(attacker_cpu: str) -> None:
+    """Put this (the hostile) process where ``attacker_cpu`` says (:data:`ATTACKER_CPU`)."""
+    if attacker_cpu == "idle":
+        # SCHED_IDLE: runs only on a CPU nothing else of the machine wants (Linux's
+        # sched(7)); its loopback sends' kernel work (delivery into the gateway's
+        # socket) runs in its context too, so it is deferred with it.
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    elif attacker_cpu == "nice":
+        os.nice(19)  # weight 15 against 1024 (nice 0): ~1.5% of a contended CPU
+    elif attacker_cpu != "shared":
+        raise ValueError(f"unknown attacker CPU placement {attacker_cpu!r}")
+
+
 def hostile_process(argv: list[str]) -> None:
-    """The hostile clients' process: ``host port seconds mix``; prints ``ready``, starts
-    on a line read from stdin, then prints the cuts and its CPU seconds (JSON)."""
+    """The hostile clients' process: ``host port seconds mix attacker_cpu``; places
+    itself (:func:`_place`), prints ``ready``, starts on a line read from stdin, then
+    prints the cuts, what it achieved (:data:`VOLUME`), its CPU seconds and how long it
+    waited for a CPU (JSON)."""
     host, port, seconds, mix = argv[0], int(argv[1]), float(argv[2]), _mix(argv[3])
+    _place(argv[4] if len(argv) > 4 else "shared")
+    volume: dict[str, int] = {}
 
     async def run() -> dict[str, int]:
         loop = asyncio.get_running_loop()
@@ -483,7 +558,7 @@ def hostile_process(argv: list[str]) -> None:
         cuts: dict[str, int] = {}
         kinds = [kind for kind, count in mix.items() for _ in range(count)]
         await asyncio.gather(
-            *(_cut(k, host, port, stop, cuts) for k in kinds), return_exceptions=True
+            *(_cut(k, host, port, stop, cuts, volume) for k in kinds), return_exceptions=True
         )
         return cuts
 
@@ -493,11 +568,22 @@ def hostile_process(argv: list[str]) -> None:
     print("ready", flush=True)
     sys.stdin.readline()
     cpu_start = time.process_time()
+    runq_start = _runq_s(os.getpid())
     # uvloop, as the gateway runs: on the default loop the same attack cost this process
     # about twice the CPU per connection (~2 ms per oversize attempt, half of it asyncio's
     # Python), CPU taken from the gateway on a 2-core machine.
     cuts = uvloop.run(run())
-    print(json.dumps({"cuts": cuts, "cpu_s": time.process_time() - cpu_start}), flush=True)
+    print(
+        json.dumps(
+            {
+                "cuts": cuts,
+                "cpu_s": time.process_time() - cpu_start,
+                "runq_s": _runq_s(os.getpid()) - runq_start,
+                "volume": volume,
+            }
+        ),
+        flush=True,
+    )
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -516,6 +602,17 @@ def _mix(text: str) -> dict[str, int]:
     return mix
 
 
+def _placements(text: str) -> list[str]:
+    """``--attacker-cpu``: one or more of :data:`ATTACKER_CPU`, comma-separated."""
+    modes = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [mode for mode in modes if mode not in ATTACKER_CPU]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(
+            f"--attacker-cpu takes {', '.join(ATTACKER_CPU)} (comma-separated), not {text!r}"
+        )
+    return list(dict.fromkeys(modes))
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench hostile")
     parser.add_argument("--seconds", type=float, default=20.0)
@@ -528,11 +625,14 @@ def main(argv: list[str]) -> None:
         help="hostile clients by kind (default never-read=20,trickle=15,oversize=15)",
     )
     parser.add_argument(
-        "--hostile-nice",
-        type=int,
-        default=0,
-        help="run the hostile clients at this nice value: on a small machine they compete "
-        "with the broker for CPU, which hostile clients on other hosts would not",
+        "--attacker-cpu",
+        type=_placements,
+        default=["idle"],
+        help="where the hostile process runs (default idle): idle = SCHED_IDLE, the CPU "
+        "nothing else wants, as attackers on other hosts would take none of the "
+        "gateway's or the clients'; nice = nice 19; shared = as any process (the "
+        "method before). Several, comma-separated, each get their segments in every "
+        "round, e.g. --attacker-cpu=idle,shared",
     )
     parser.add_argument(
         "--rounds",
@@ -547,6 +647,7 @@ def main(argv: list[str]) -> None:
         "queued.max.request.bytes": str(BUDGET),
         "max.connections.per.ip": "1000",
     }
+    modes: list[str] = args.attacker_cpu
     # The gateway's loop lag probe (odradek.loop_lag), read per phase.
     os.environ["ODRADEK_LOOP_LAG_PROBE_MS"] = "1"
     with temporary_cluster("odradek-bench-hostile-", settings=settings) as cluster:
@@ -565,51 +666,66 @@ def main(argv: list[str]) -> None:
         # Segments alternate (alone, hostile, alone, ...): on a machine shared with other
         # work, its load drifts over a minute, and two phases run one after the other
         # compared the load of two moments as much as the attack (ratios of 0.7-12x
-        # for the same code). Each condition's segments are pooled.
+        # for the same code). Each condition's segments are pooled. With several
+        # placements of the hostile process, each round runs them in turn after its
+        # segment alone, starting with another one each round.
         seconds = args.seconds / args.rounds
-        segments: dict[bool, list[Phase]] = {False: [], True: []}
-        lag: dict[bool, dict[tuple[str, str], float]] = {False: {}, True: {}}
-        metadata_answered = 0.0
-        for _ in range(args.rounds):
-            for hostile in (False, True):
+        conditions: list[str | None] = [None, *modes]
+        segments: dict[str | None, list[Phase]] = {c: [] for c in conditions}
+        lag: dict[str | None, dict[tuple[str, str], float]] = {c: {} for c in conditions}
+        metadata_answered: dict[str, float] = dict.fromkeys(modes, 0.0)
+        for round_ in range(args.rounds):
+            shift = round_ % len(modes)
+            for condition in [None, *modes[shift:], *modes[:shift]]:
                 # The whole /metrics page held the gateway's loop ~6 ms per scrape (a stall
                 # sample named it): scraped outside the lag probe's counts.
                 metadata_before = _answered(metrics_port, "Metadata")
                 before = _lag_buckets(metrics_port)
-                segments[hostile].append(
-                    asyncio.run(_phase(host, int(port), topic, args, pid, hostile, seconds))
+                segments[condition].append(
+                    asyncio.run(_phase(host, int(port), topic, args, pid, condition, seconds))
                 )
-                _add_delta(lag[hostile], before, _lag_buckets(metrics_port))
-                if hostile:
-                    metadata_answered += _answered(metrics_port, "Metadata") - metadata_before
-                if hostile:
+                _add_delta(lag[condition], before, _lag_buckets(metrics_port))
+                if condition is not None:
+                    metadata_answered[condition] += (
+                        _answered(metrics_port, "Metadata") - metadata_before
+                    )
                     # the connections the hostile process left are the gateway's to drop
-                    # before the next segment alone starts
+                    # before the next segment starts
                     time.sleep(SETTLE_S)
         links = _data_links(metrics_port)
-    alone, mixed = _pooled(segments[False]), _pooled(segments[True])
-    stalls = [_stalls({}, lag[False]), _stalls({}, lag[True])]
-    rows = [("alone", alone), (f"with {sum(args.hostile.values())} hostile", mixed)]
+    pooled = {c: _pooled(segments[c]) for c in conditions}
+    alone = pooled[None]
+    n_hostile = sum(args.hostile.values())
+
+    def label(condition: str | None) -> str:
+        return "alone" if condition is None else f"{n_hostile} hostile, {condition}"
+
     print(
         f"{args.good} clients x {args.rate:g} one-record acks=1 produces/s, {args.seconds:g} s "
         f"per phase in {args.rounds} alternating segment(s) each; gateway RSS at start {baseline:.0f} MiB, budget "
         f"(queued.max.request.bytes) {BUDGET // (1 << 20)} MiB"
     )
-    print(f"hostile mix: {args.hostile}, nice {args.hostile_nice}")
     print(
-        f"{'phase':<18} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13} "
+        f"hostile mix: {args.hostile}; attacker CPU placement(s) run: {', '.join(modes)} "
+        "(idle = SCHED_IDLE, nice = nice 19, shared = as any process, the method before)"
+    )
+    print(
+        f"{'phase':<22} {'answers':>8} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>13} "
         f"{'gateway CPU':>12} {'runq wait':>10} {'clients CPU':>12} {'clients runq':>13} "
-        f"{'hostile CPU':>12} "
+        f"{'hostile CPU':>12} {'hostile runq':>13} "
         f"{'machine idle':>13} {'loop late ms':>14} {'loop busy ms':>14} "
         f"{'gc runs by gen':>16} {'gc > 5 ms':>10} {'TCP retrans/TLP':>16}"
     )
-    for (name, ph), stall in zip(rows, stalls, strict=True):
+    for condition in conditions:
+        ph = pooled[condition]
         lat = ph.latencies
         print(
-            f"{name:<18} {len(lat):>8} {_pct(lat, 0.5):>8.1f} {_pct(lat, 0.99):>8.1f} "
+            f"{label(condition):<22} {len(lat):>8} {_pct(lat, 0.5):>8.1f} "
+            f"{_pct(lat, 0.99):>8.1f} "
             f"{ph.peak_rss_mib:>13.0f} {ph.gateway_cpu:>11.0%} {ph.gateway_runq:>9.0%} "
             f"{ph.clients_cpu:>11.0%} {ph.clients_runq:>12.0%} {ph.hostile_cpu:>11.0%} "
-            f"{ph.machine_idle:>12.0%} {stall}"
+            f"{ph.hostile_runq:>12.0%} "
+            f"{ph.machine_idle:>12.0%} {_stalls({}, lag[condition])}"
             f" {f'{ph.tcp_retransmits}/{ph.tcp_loss_probes}':>16}"
         )
     print(
@@ -627,26 +743,38 @@ def main(argv: list[str]) -> None:
         "runq wait: time the gateway's loop thread was ready to run but waited for a CPU "
         "(/proc schedstat), per second; clients CPU: the well-behaved clients' process; "
         "clients runq: its loop thread's wait for a CPU (the clients time every answer on "
-        "that loop: a wait there is in their latencies, whatever the gateway did)"
+        "that loop: a wait there is in their latencies, whatever the gateway did); "
+        "hostile runq: the hostile process's wait for a CPU (under SCHED_IDLE, the time "
+        "it yielded the CPU to everything else)"
     )
     print(
         "the gateway's data link connections to the storage node by transport: "
         f"{links or 'none'} (unix: the node's socket on this host, docs/data-link.md)"
     )
-    for name, condition in (("alone", False), ("with hostile", True)):
+    for condition in conditions:
         print(
-            f"gateway's own Produce time {name} (handler start to response ready, the "
-            f"storage round trip included; bucket bounds): p50 "
+            f"gateway's own Produce time, {label(condition)} (handler start to response "
+            f"ready, the storage round trip included; bucket bounds): p50 "
             f"{_request_pct(lag[condition], 0.5)}, p99 {_request_pct(lag[condition], 0.99)}"
         )
-    p99_ratio = _pct(mixed.latencies, 0.99) / max(_pct(alone.latencies, 0.99), 1e-9)
-    cuts = mixed.cuts
-    print(f"hostile connections cut by the gateway: {cuts or 'none'}")
     print(
-        f"Metadata requests the gateway handled beside the hostile clients (the "
-        f"never-read clients' work): {metadata_answered:.0f}"
+        "attack volume achieved, per second (connections opened, bytes handed to the "
+        "transport, oversize attempts, trickle bytes, never-read Metadata requests "
+        "written; the gateway's Metadata answers; connections the gateway cut by kind):"
     )
-    print(
-        f"p99 with hostile / alone: {p99_ratio:.2f}x (goal <= 1.5x); peak RSS "
-        f"{mixed.peak_rss_mib:.0f} MiB vs start + budget {baseline + BUDGET / (1 << 20):.0f} MiB"
-    )
+    for mode in modes:
+        ph = pooled[mode]
+        per_s = max(ph.seconds, 1e-9)
+        volume = "  ".join(f"{key} {ph.volume.get(key, 0) / per_s:,.1f}" for key in VOLUME)
+        cut = ", ".join(f"{kind} {count / per_s:.1f}" for kind, count in sorted(ph.cuts.items()))
+        print(
+            f"  {mode:<7} {volume}  Metadata answers {metadata_answered[mode] / per_s:,.0f}"
+            f"  cut: {cut or 'none'}"
+        )
+    for mode in modes:
+        ph = pooled[mode]
+        ratio = _pct(ph.latencies, 0.99) / max(_pct(alone.latencies, 0.99), 1e-9)
+        print(
+            f"p99 with hostile ({mode}) / alone: {ratio:.2f}x (goal <= 1.5x); peak RSS "
+            f"{ph.peak_rss_mib:.0f} MiB vs start + budget {baseline + BUDGET / (1 << 20):.0f} MiB"
+        )
