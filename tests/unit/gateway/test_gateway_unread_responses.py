@@ -124,3 +124,43 @@ async def test_client_that_reads_late_gets_every_answer_in_order() -> None:
     assert handler.started == count
     writer.close()
     await lst.stop(grace=0.1)
+
+
+async def test_held_connection_waits_for_the_client_to_take_half() -> None:
+    # Held back at the limit, the connection starts requests again only once the
+    # client has taken half of its unread answers. Resumed as soon as they were under
+    # the limit, a never-reading client whose TCP stack still took a segment now and
+    # then had one more answer computed each time, and the recheck's back-off started
+    # over at 1 ms (bench hostile's never-read clients).
+    handler = _Handler()
+    limit = 64 * 1024
+    lst = await _listener(handler, unread_limit=limit)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(s, ("127.0.0.1", lst.port))
+    requests = b"".join(stand_in_request(cid) for cid in range(PIPELINED))
+    sender = asyncio.ensure_future(loop.sock_sendall(s, requests))
+    started = await _settled(handler)
+    (conn,) = lst.connections
+    assert isinstance(conn, KafkaConnection)
+    assert conn.unread_backlog
+    # Take 16 KiB: with what refills our small receive buffer, the gateway's unread
+    # bytes drop below the limit, not below half of it.
+    taken = 0
+    while taken < 16 * 1024:
+        try:
+            chunk = s.recv(16 * 1024 - taken)
+        except BlockingIOError:
+            await asyncio.sleep(0.01)
+            continue
+        assert chunk
+        taken += len(chunk)
+    await asyncio.sleep(1.5)  # the recheck's back-off is 0.5 s at most
+    assert handler.started == started, (handler.started, started, conn.unsent_bytes())
+    assert conn.unread_backlog
+    assert limit // 2 < conn.unsent_bytes() <= limit, conn.unsent_bytes()
+    sender.cancel()
+    s.close()
+    await lst.stop(grace=0.1)
