@@ -168,7 +168,7 @@ GATEWAY_CONFIGS = Catalog(
             "Bytes of responses sent to one connection that its client has not taken yet "
             "(in the socket's write buffer and the kernel's send queue, not acknowledged by "
             "the client's TCP stack); past it the gateway starts none of the connection's "
-            "requests and reads none until the client catches up, so a client that never "
+            "requests and reads none until the client has taken half of it, so a client that never "
             "reads gets this much answered, not socket buffers full of small responses. A "
             "larger response is sent whole; only the requests behind it wait.",
             at_least=1024,
