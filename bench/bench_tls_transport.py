@@ -15,11 +15,18 @@ subprocess, not counted. Ways, measured alternately, median of ``--rounds``:
   ``SSLObject.read`` into the protocol's buffer;
 - ``memory-bio`` (receive only): our own protocol over a plain transport, the same
   BIOs fed 256 KB reads, ``SSLObject.read(n, buffer)`` straight into the sink's buffer;
+- ``memory-bio-c`` (receive only): the same, one Python loop per socket read calling
+  the ``_ssl`` object's own ``read`` per record (no ``SSLObject`` frame, no
+  ``pending()`` per record: what uvloop's transport makes three Python calls for);
 - ``ssl-socket``: a non-blocking ``SSLSocket`` driven by ``add_reader`` /
   ``add_writer`` (OpenSSL reads and writes the socket itself: no BIO copies, but
   a system call per TLS record, two when reading).
 
-    python -m bench tls_transport [--mb=128] [--rounds=3]
+The client's records: ``--records=librdkafka`` (default) as librdkafka writes a
+produce stream, ~36,000 per 100 MB; ``--records=16k`` full 16 KB records.
+
+    python -m bench tls_transport [--mb=128] [--rounds=3] [--records=librdkafka|16k]
+        [--modes=receive,send]
 """
 
 from __future__ import annotations
