@@ -30,7 +30,9 @@ configuration:
 Reported per round as MB/s and as the ratio to PLAINTEXT's MB/s in the same round
 (issue 15's goal for SASL_SSL: >= 0.7), then the medians: MB/s, the per-round
 ratios' median and range, and the CPU seconds per GB the gateway, the storage node and the
-client spent in each phase (and the client's busiest thread's share of it).
+client spent in each phase (and the client's busiest thread's share of it), and the
+CPU ratio: PLAINTEXT's total CPU per GB over the setup's, what the MB/s ratio comes to
+when these processes saturate the cores, less moved by the machine's other load.
 
     python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=5]
         [--setups=PLAINTEXT,SASL_SSL]   (a subset: PLAINTEXT always runs)
@@ -302,6 +304,19 @@ def _ratios(per_round: list[Figures], plain: list[Figures], what: str) -> list[f
     return [r[what] / p[what] if p[what] else 0.0 for r, p in zip(per_round, plain, strict=True)]
 
 
+def _cpu_ratios(per_round: list[Figures], plain: list[Figures], what: str) -> list[float]:
+    """Each round's CPU ratio: PLAINTEXT's CPU seconds per GB (gateway + storage +
+    client) over the setup's, in the same round. When these processes keep the cores
+    busy, MB/s goes as 1 / (CPU per GB), so this estimates the MB/s ratio without the
+    other tenants of a shared machine, which move MB/s far more than CPU per GB
+    (docs/security.md, "The ratio's noise")."""
+
+    def total(r: Figures) -> float:
+        return sum(r[f"{what} {kind} cpu"] for kind in ("gateway", "storage", "client"))
+
+    return [total(p) / total(r) if total(r) else 0.0 for r, p in zip(per_round, plain, strict=True)]
+
+
 def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Namespace) -> None:
     """Per round: each setup's MB/s and its ratio to PLAINTEXT's MB/s in the same
     round (measured seconds apart); then the medians over the rounds: MB/s,
@@ -331,6 +346,12 @@ def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Nam
                 f"CPU-s/GB gateway {med('gateway cpu'):5.2f}  "
                 f"storage {med('storage cpu'):5.2f}  client {med('client cpu'):5.2f}"
                 f"  (busiest client thread {med('client thread'):.0%})"
+            )
+        for setup, per_round in zip(setups[1:], rounds[1:], strict=True):
+            cpu = _cpu_ratios(per_round, plain, what)
+            print(
+                f"  {setup.label:<19} CPU ratio (PLAINTEXT's CPU-s/GB over this one's, "
+                f"all three processes) {_median(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f})"
             )
 
 

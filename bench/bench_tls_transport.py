@@ -15,11 +15,18 @@ subprocess, not counted. Ways, measured alternately, median of ``--rounds``:
   ``SSLObject.read`` into the protocol's buffer;
 - ``memory-bio`` (receive only): our own protocol over a plain transport, the same
   BIOs fed 256 KB reads, ``SSLObject.read(n, buffer)`` straight into the sink's buffer;
+- ``memory-bio-c`` (receive only): the same, one Python loop per socket read calling
+  the ``_ssl`` object's own ``read`` per record (no ``SSLObject`` frame, no
+  ``pending()`` per record: what uvloop's transport makes three Python calls for);
 - ``ssl-socket``: a non-blocking ``SSLSocket`` driven by ``add_reader`` /
   ``add_writer`` (OpenSSL reads and writes the socket itself: no BIO copies, but
   a system call per TLS record, two when reading).
 
-    python -m bench tls_transport [--mb=128] [--rounds=3]
+The client's records: ``--records=librdkafka`` (default) as librdkafka writes a
+produce stream, ~36,000 per 100 MB; ``--records=16k`` full 16 KB records.
+
+    python -m bench tls_transport [--mb=128] [--rounds=3] [--records=librdkafka|16k]
+        [--modes=receive,send]
 """
 
 from __future__ import annotations
@@ -42,10 +49,37 @@ from odradek.certs import ensure_ca, issue
 
 CHUNK = 1 << 20
 # The peer: connects with TLS (or not), then sends or reads ``mb`` MiB and closes.
+# ``records``: "16k" sends 1 MiB buffers (OpenSSL cuts 16 KB records); "librdkafka"
+# encrypts the segments librdkafka writes one ``SSL_write`` each (docs/security.md,
+# "librdkafka's TLS records": ~36,000 records per 100 MB, 15% of the messages a 10 B
+# record before a 1,000 B one) over memory BIOs and sends the ciphertext 256 KB at a
+# time, as a busy client's socket delivers it.
 _PEER = r"""
 import socket, ssl, sys
-port, tls, mode, mb, ca = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3], int(sys.argv[4]), sys.argv[5]
-sock = socket.create_connection(("127.0.0.1", port))
+port, tls, mode, mb, ca, records = sys.argv[1], sys.argv[2] == "1", sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+sock = socket.create_connection(("127.0.0.1", int(port)))
+if tls and mode == "send" and records == "librdkafka":
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ssl.create_default_context(cafile=ca).wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if outgoing.pending:
+                sock.sendall(outgoing.read())
+            incoming.write(sock.recv(65536))
+    cycle = [b"x" * n for n in (14000, 10, 1000, 10, 1000, 14000, 10, 1000, 10, 1000, 10, 1000)]
+    left = mb << 20
+    while left > 0:
+        for segment in cycle:
+            obj.write(segment)
+            left -= len(segment)
+        if outgoing.pending >= 256 << 10:
+            sock.sendall(outgoing.read())
+    sock.sendall(outgoing.read())
+    sock.close()
+    sys.exit()
 if tls:
     sock = ssl.create_default_context(cafile=ca).wrap_socket(sock, server_hostname="127.0.0.1")
 if mode == "send":
@@ -89,8 +123,11 @@ class _MemoryBioReader(asyncio.BufferedProtocol):
     """TLS over a plain transport with our own memory BIOs: large ciphertext reads
     in, plaintext decrypted straight into the sink's buffer."""
 
-    def __init__(self, done: asyncio.Future[int], ctx: ssl.SSLContext) -> None:
+    def __init__(
+        self, done: asyncio.Future[int], ctx: ssl.SSLContext, c_read: bool = False
+    ) -> None:
         self.sink = _Sink(done)
+        self.c_read = c_read
         self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_side=True)
         self.ciphertext = memoryview(bytearray(256 << 10))
@@ -112,6 +149,8 @@ class _MemoryBioReader(asyncio.BufferedProtocol):
                 self.handshaken = True
             except ssl.SSLWantReadError:
                 pass
+        if self.handshaken and self.c_read:
+            self._read_all()
         while self.handshaken and (self.incoming.pending or self.tls.pending()):
             buffer = self.sink.get_buffer(-1)
             try:
@@ -124,6 +163,28 @@ class _MemoryBioReader(asyncio.BufferedProtocol):
             self.sink.buffer_updated(got)
         if self.outgoing.pending:
             self.transport.write(self.outgoing.read())
+
+    def _read_all(self) -> None:
+        """One Python loop per socket read, one C call per TLS record: the ``_ssl``
+        object's own ``read`` (``SSLObject.read`` is a Python frame around it) into
+        the rest of the buffer, until OpenSSL wants more bytes."""
+        read = self.tls._sslobj.read  # type: ignore[attr-defined]
+        buffer = self.sink.get_buffer(-1)
+        size, got = len(buffer), 0
+        try:
+            while True:
+                n = read(size - got, buffer[got:])
+                if not n:
+                    break
+                got += n
+                if got == size:
+                    self.sink.buffer_updated(got)
+                    buffer, got = self.sink.get_buffer(-1), 0
+                    size = len(buffer)
+        except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+            pass
+        if got:
+            self.sink.buffer_updated(got)
 
     def eof_received(self) -> bool:
         return False
@@ -214,7 +275,9 @@ async def _ssl_socket(listening: socket.socket, ctx: ssl.SSLContext, mode: str, 
     return total
 
 
-async def _run_once(way: str, mode: str, mb: int, ctx: ssl.SSLContext, ca: Path) -> float:
+async def _run_once(
+    way: str, mode: str, mb: int, ctx: ssl.SSLContext, ca: Path, records: str
+) -> float:
     """This process's CPU seconds per GB for one transfer."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[int] = loop.create_future()
@@ -232,8 +295,9 @@ async def _run_once(way: str, mode: str, mb: int, ctx: ssl.SSLContext, ca: Path)
         factory: Callable[[], asyncio.BaseProtocol]
         if mode == "send":
             factory = lambda: _Sender(done, mb)  # noqa: E731
-        elif way == "memory-bio":
-            factory = lambda: _MemoryBioReader(done, ctx)  # noqa: E731
+        elif way in ("memory-bio", "memory-bio-c"):
+            c_read = way == "memory-bio-c"
+            factory = lambda: _MemoryBioReader(done, ctx, c_read)  # noqa: E731
         else:
             factory = lambda: _Sink(done)  # noqa: E731
         server = await loop.create_server(
@@ -244,7 +308,7 @@ async def _run_once(way: str, mode: str, mb: int, ctx: ssl.SSLContext, ca: Path)
     peer_mode = "send" if mode == "receive" else "receive"
     start = time.process_time()
     peer = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _PEER, str(port), tls, peer_mode, str(mb), str(ca)
+        sys.executable, "-c", _PEER, str(port), tls, peer_mode, str(mb), str(ca), records
     )
     moved = await (task if task is not None else done)
     cpu = time.process_time() - start
@@ -257,7 +321,7 @@ async def _run_once(way: str, mode: str, mb: int, ctx: ssl.SSLContext, ca: Path)
 
 
 WAYS = {
-    "receive": ("plaintext", "uvloop", "memory-bio", "ssl-socket"),
+    "receive": ("plaintext", "uvloop", "memory-bio", "memory-bio-c", "ssl-socket"),
     "send": ("plaintext", "uvloop", "ssl-socket"),
 }
 
@@ -266,7 +330,10 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench tls_transport")
     parser.add_argument("--mb", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--records", choices=("16k", "librdkafka"), default="librdkafka")
+    parser.add_argument("--modes", default="receive,send")
     args = parser.parse_args(argv)
+    modes = {m.strip() for m in args.modes.split(",")}
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
         ca, _ = ensure_ca(Path(tmp))
         cert = issue(Path(tmp), "server", hosts=("127.0.0.1",))
@@ -275,10 +342,15 @@ def main(argv: list[str]) -> None:
         results: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
             for mode, ways in WAYS.items():
+                if mode not in modes:
+                    continue
                 for way in ways:
-                    figure = uvloop.run(_run_once(way, mode, args.mb, ctx, ca))
+                    figure = uvloop.run(_run_once(way, mode, args.mb, ctx, ca, args.records))
                     results.setdefault((mode, way), []).append(figure)
-    print(f"{args.mb} MiB in 1 MiB buffers over loopback, server CPU-s/GB, median of {args.rounds}")
+    print(
+        f"{args.mb} MiB over loopback, client records {args.records} (receive), server "
+        f"CPU-s/GB, median of {args.rounds}"
+    )
     for (mode, way), figures in results.items():
         listed = " ".join(f"{f:.2f}" for f in figures)
         print(f"  {mode:<8} {way:<11} {statistics.median(figures):5.2f}   ({listed})")
