@@ -975,6 +975,16 @@ class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
     again (uvloop's copying path allocates 256 KB per 16 KB TLS record): 0.2-1.3 gateway
     CPU-s less per GB produced over SASL_SSL (docs/security.md, "Throughput")."""
 
+    # The listener's registration (KafkaListener._make): the protocol of a TLS connection
+    # hears nothing until its handshake is done, and nothing at all when it fails (the
+    # transport then only closes the socket), so it joins the listener's set here.
+    on_open: Callable[[KafkaConnection], None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.on_open is not None:
+            self.on_open(self)
+        super().connection_made(transport)
+
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.closed:  # (a failed stream: what is still read goes nowhere)
             return memoryview(bytearray(4096))
@@ -1050,10 +1060,14 @@ class KafkaListener:
         return self.port
 
     def _make(self) -> KafkaConnection:
-        tls = self.tls is not None or self.security.ssl_context is not None
-        conn = (TlsKafkaConnection if tls else KafkaConnection)(
-            self.dispatch, self.limits, self._closed, self.broker_id, self.security, self.quota
-        )
+        args = (self.dispatch, self.limits, self._closed, self.broker_id, self.security)
+        if self.tls is not None or self.security.ssl_context is not None:
+            # Counted once its handshake is done: a failed one never reaches the protocol,
+            # and stayed in the set (and the connections gauge) for good.
+            tls_conn = TlsKafkaConnection(*args, self.quota)
+            tls_conn.on_open = self.connections.add
+            return tls_conn
+        conn = KafkaConnection(*args, self.quota)
         self.connections.add(conn)
         return conn
 

@@ -83,6 +83,8 @@ def test_large_and_pipelined_requests_read_in_place(tmp_path: Path, loop: str) -
             reader, writer = await asyncio.open_connection(
                 "127.0.0.1", lst.port, ssl=client_ctx, server_hostname="127.0.0.1"
             )
+            # (the server's side of the handshake may end after the client's)
+            await wait_until_async(lambda: lst.connections, "the server's handshake", timeout=10)
             (conn,) = lst.connections
             assert isinstance(conn, TlsKafkaConnection)
             stream = stand_in_request(1, 18, big) + b"".join(
