@@ -39,8 +39,11 @@ instead of scanning; truncation and recovery forget them. The bytes of the lates
 appends (up to ``RECENT_BYTES``, contiguous up to the end of the file) are kept too:
 with one-record acks=all requests each append is read right away by every follower
 and by the consumers, a header and then the batch each, and those reads are served
-from memory instead of two ``pread`` calls per reader (issue 18). They are the bytes
-just written, dropped with the positions, at roll and at close.
+from memory instead of two ``pread`` calls per reader (issue 18). Those readers all
+ask for the same bytes (from the new batch to the log end or the high watermark), so
+the latest small read that ran to its limit is kept and handed to the next reader
+asking the same while nothing was appended. Both are dropped with the positions
+(truncation, recovery), at roll and at close.
 
 Concurrency: readers use ``pread`` only (no shared file position), so a worker
 thread may read, recover or flush a segment that the loop thread does not append to.
@@ -97,7 +100,9 @@ _SCAN_CHUNK = 64 * 1024
 _FIRST_CHUNK = 4 * 1024
 _RECOVER_CHUNK = 4 * 1024 * 1024
 _TAIL_BATCHES = 256  # latest batch positions kept for tail reads (see the module docstring)
-RECENT_BYTES = 64 * 1024  # bytes of the latest appends kept for tail reads (ditto)
+# Bytes of the latest appends kept for tail reads, and the largest read answer kept to
+# be shared (see the module docstring): small, since every active partition holds them.
+RECENT_BYTES = 16 * 1024
 
 
 def log_file_name(base_offset: int) -> str:
@@ -193,6 +198,11 @@ class LogSegment:
         # appends. One tuple, replaced or extended, so that a reader in another thread
         # sees a position and bytes that belong together.
         self._recent: tuple[int, bytearray] | None = None
+        # The latest read that ran to its limit: (start offset, limit position, segment
+        # size, first batch size, answer). Each new batch is read by every follower and
+        # by the consumers at the log end, all asking the same; they share one answer
+        # (issue 18).
+        self._last_read: tuple[int, int, int, int, FetchSlice] | None = None
         if active:
             self.offset_index  # noqa: B018 - open (and preallocate) now
             self.time_index  # noqa: B018
@@ -388,6 +398,7 @@ class LogSegment:
 
     def _forget_tail(self) -> None:
         self._next_fetch = None
+        self._last_read = None
         self._tail_offsets = []
         self._tail_positions = []
         self._recent = None
@@ -527,6 +538,20 @@ class LogSegment:
         None when no batch in this segment reaches ``start_offset``.
         """
         limit_pos = self._size if max_position is None else min(max_position, self._size)
+        shared = self._last_read
+        if (
+            shared is not None
+            and shared[0] == start_offset
+            and shared[1] == limit_pos
+            and shared[2] == self._size
+        ):
+            # The previous read began here and ran to the same limit with nothing
+            # appended since: the same answer whenever this one may take as much.
+            found = shared[4]
+            first_size = shared[3]
+            allowed = max(max_size, first_size) if min_one_message else max_size
+            if first_size <= allowed and found.position + allowed >= limit_pos:
+                return found
         first = self.translate_offset(start_offset)
         if first is None:
             return None
@@ -541,7 +566,10 @@ class LogSegment:
         end, next_offset = self._batch_end_at_or_before(first, limit)
         data = self._pread(end - first.position, first.position)
         self._next_fetch = (next_offset, end)
-        return FetchSlice(data, base, first.position, len(data), next_offset)
+        found = FetchSlice(data, base, first.position, len(data), next_offset)
+        if end == limit_pos and len(data) <= RECENT_BYTES:
+            self._last_read = (start_offset, limit_pos, self._size, size, found)
+        return found
 
     def read_bytes(self, position: int, size: int) -> bytes:
         return self._pread(size, position)
@@ -790,6 +818,7 @@ class LogSegment:
             os.ftruncate(self._fd, self._size)
         self._active = False
         self._recent = None  # no more appends here: the tail reads move on
+        self._last_read = None
 
     def flush(self) -> None:
         """fsync the log and, once the segment is no longer active, its indexes.
@@ -840,6 +869,7 @@ class LogSegment:
             os.close(self._fd)
             self._fd = -1
             self._recent = None  # a closed segment reads nothing, from memory neither
+            self._last_read = None
 
     def close_handles_of_indexes(self) -> None:
         """Release a closed segment's index descriptors; they reopen lazily on use."""
@@ -864,6 +894,7 @@ class LogSegment:
             os.close(self._fd)
             self._fd = -1
         self._recent = None
+        self._last_read = None
 
     @property
     def closed(self) -> bool:

@@ -143,3 +143,40 @@ def test_nothing_is_read_from_memory_once_closed(tmp_path: Path) -> None:
     log.close()
     with pytest.raises(OSError):
         seg.read_bytes(0, 10)
+
+
+def test_readers_of_a_new_batch_share_one_answer(tmp_path: Path, preads: list[int]) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 20)  # offsets 0..39, batches of 2
+    seg = log.active_segment
+    log.append_as_leader(batch(1, value=b"new"), 0)  # offset 40
+    preads[0] = 0
+    first = seg.read(40, 1 << 20)
+    # A second follower and a consumer whose bound is the log end: the same answer.
+    assert seg.read(40, 1 << 20) is first
+    assert seg.read(40, 500, max_position=seg.size) is first
+    assert first is not None and [r[0] for r in decode_all(first.records)] == [40]
+    # Asking for less than the batch without min_one_message: nothing, as before.
+    nothing = seg.read(40, 10, min_one_message=False)
+    assert nothing is not None and (nothing.records, nothing.size) == (b"", 0)
+    # A bound below the new batch: the reader does not get it.
+    bounded = seg.read(38, 1 << 20, max_position=first.position)
+    assert bounded is not None and [r[0] for r in decode_all(bounded.records)] == [38, 39]
+    # Appended since: the next reader sees the new batch too.
+    log.append_as_leader(batch(1, value=b"next"), 0)  # offset 41
+    again = seg.read(40, 1 << 20)
+    assert again is not None and [r[0] for r in decode_all(again.records)] == [40, 41]
+    assert preads[0] == 0
+
+
+def test_a_shared_answer_does_not_outlive_truncation(tmp_path: Path) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 20)
+    seg = log.active_segment
+    log.append_as_leader(batch(1, value=b"aaa"), 0)  # offset 40
+    before = seg.read(40, 1 << 20)
+    assert before is not None
+    log.truncate_to(40)
+    log.append_as_leader(batch(1, value=b"bbb"), 1)  # offset 40 again, same size
+    assert seg.size == before.position + before.size
+    after = seg.read(40, 1 << 20)
+    assert after is not None and after.records != before.records
+    assert after.records == seg.log_path.read_bytes()[after.position :]
