@@ -149,14 +149,12 @@ class FetchHandler:
             wake.close()
         self._count_out(results, records, replica)
         if replica:
-            self.replicas.quotas.leader.record(
-                sum(
-                    len(data)
-                    for data, slot in zip(records, slots, strict=True)
-                    if slot.partition is not None
-                    and self._throttled(slot.partition, request.replica_id)
-                )
-            )
+            throttled = 0
+            for data, slot in zip(records, slots, strict=True):
+                part = slot.partition
+                if data and part is not None and self._throttled(part, request.replica_id):
+                    throttled += len(data)
+            self.replicas.quotas.leader.record(throttled)
         return fetch_response(results), records
 
     @staticmethod
