@@ -36,29 +36,12 @@ def varint(value: int) -> bytes:
 _SMALL = [bytes((i,)) for i in range(0x80)]
 
 
-def _fields(out: bytearray, fields: tuple[tuple[int, int], ...]) -> None:
-    """Append varint fields ``(tag byte, value)`` in order, leaving out proto3's default
-    0 (one call per message, not per field: these run several times per record)."""
-    for tag, value in fields:
-        if value:
-            out.append(tag)
-            if 0 < value < 0x80:
-                out.append(value)
-                continue
-            if value < 0:
-                value += 1 << 64
-            while value >= 0x80:
-                out.append((value & 0x7F) | 0x80)
-                value >>= 7
-            out.append(value)
-
-
 def _int(tag: bytes, value: int) -> bytes:
     """A varint field, or nothing for proto3's default 0."""
     return tag + varint(value) if value else b""
 
 
-def _message(tag: bytes, body: bytes | bytearray) -> bytes:
+def _message(tag: bytes, body: bytes) -> bytes:
     return tag + varint(len(body)) + body
 
 
@@ -84,37 +67,32 @@ class FetchResult:
     diverging: tuple[int, int] | None = None  # (epoch, end offset)
     aborted: Sequence[tuple[int, int]] = field(default_factory=tuple)  # (producer, first)
 
-    def encode(self) -> bytearray:
-        out = bytearray(_topic(self.topic))
-        _fields(
-            out,
-            (
-                (0x10, self.partition),
-                (0x18, self.error_code),
-                (0x20, self.high_watermark),
-                (0x28, self.last_stable_offset),
-                (0x30, self.log_start_offset),
-            ),
-        )
+    def encode(self) -> bytes:
+        parts = [
+            _topic(self.topic),
+            _int(b"\x10", self.partition),
+            _int(b"\x18", self.error_code),
+            _int(b"\x20", self.high_watermark),
+            _int(b"\x28", self.last_stable_offset),
+            _int(b"\x30", self.log_start_offset),
+        ]
         if self.diverging is not None:
             epoch, end = self.diverging
-            out += _message(b"\x42", _int(b"\x08", epoch) + _int(b"\x10", end))
-        _fields(out, ((0x48, self.current_leader_epoch), (0x50, self.log_end_offset)))
+            parts.append(_message(b"\x42", _int(b"\x08", epoch) + _int(b"\x10", end)))
+        parts.append(_int(b"\x48", self.current_leader_epoch))
+        parts.append(_int(b"\x50", self.log_end_offset))
         for producer_id, first_offset in self.aborted:
-            out += _message(b"\x5a", _int(b"\x08", producer_id) + _int(b"\x10", first_offset))
-        return out
+            parts.append(
+                _message(b"\x5a", _int(b"\x08", producer_id) + _int(b"\x10", first_offset))
+            )
+        return b"".join(parts)
 
 
 def fetch_response(results: Iterable[FetchResult], error_code: int = 0) -> bytes:
     """A serialized ``storage_pb2.FetchResponse`` holding ``results``."""
-    out = bytearray()
-    _fields(out, ((0x08, error_code),))
-    for r in results:
-        body = r.encode()
-        out.append(0x12)
-        out += varint(len(body))
-        out += body
-    return bytes(out)
+    parts = [_int(b"\x08", error_code)]
+    parts.extend(_message(b"\x12", r.encode()) for r in results)
+    return b"".join(parts)
 
 
 @dataclass(slots=True)
@@ -129,20 +107,18 @@ class FetchAsk:
     log_start_offset: int
     last_fetched_epoch: int
 
-    def encode(self) -> bytearray:
-        out = bytearray(_topic(self.topic))
-        _fields(
-            out,
+    def encode(self) -> bytes:
+        return b"".join(
             (
-                (0x10, self.partition),
-                (0x18, self.fetch_offset),
-                (0x20, self.partition_max_bytes),
-                (0x28, self.current_leader_epoch),
-                (0x30, self.log_start_offset),
-                (0x38, self.last_fetched_epoch),
-            ),
+                _topic(self.topic),
+                _int(b"\x10", self.partition),
+                _int(b"\x18", self.fetch_offset),
+                _int(b"\x20", self.partition_max_bytes),
+                _int(b"\x28", self.current_leader_epoch),
+                _int(b"\x30", self.log_start_offset),
+                _int(b"\x38", self.last_fetched_epoch),
+            )
         )
-        return out
 
 
 def fetch_request(
@@ -156,21 +132,13 @@ def fetch_request(
     isolation_level: int = 0,
 ) -> bytes:
     """A serialized ``storage_pb2.FetchRequest``."""
-    out = bytearray()
-    _fields(
-        out,
-        (
-            (0x08, replica_id),
-            (0x10, replica_incarnation),
-            (0x18, max_wait_ms),
-            (0x20, min_bytes),
-            (0x28, max_bytes),
-            (0x30, isolation_level),
-        ),
-    )
-    for p in partitions:
-        body = p.encode()
-        out.append(0x3A)
-        out += varint(len(body))
-        out += body
-    return bytes(out)
+    parts = [
+        _int(b"\x08", replica_id),
+        _int(b"\x10", replica_incarnation),
+        _int(b"\x18", max_wait_ms),
+        _int(b"\x20", min_bytes),
+        _int(b"\x28", max_bytes),
+        _int(b"\x30", isolation_level),
+    ]
+    parts.extend(_message(b"\x3a", p.encode()) for p in partitions)
+    return b"".join(parts)
