@@ -161,8 +161,8 @@ class _Connection(FrameProtocol):
             fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
             if fetch.replica_id >= 0 and self.server.tls is not None:
                 return ERROR, b"followers fetch over gRPC under internal TLS", []
-            head, records = await handlers.fetch.fetch_encoded(fetch, self.loop)
-            return OK, head, records
+            response, records = await handlers.fetch.fetch_split(fetch, self.loop)
+            return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
             if produce is None:  # the head did not parse: fail the call with the reason
                 produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))

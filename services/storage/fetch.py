@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.rpc.v1 import storage_pb2
-from odradek.storage.fetch_wire import FetchResult, fetch_response
 from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import Wakeup
@@ -89,18 +88,9 @@ class FetchHandler:
         self, request: storage_pb2.FetchRequest, loop: asyncio.AbstractEventLoop | None = None
     ) -> tuple[storage_pb2.FetchResponse, list[bytes]]:
         """The answer with empty ``records`` fields, and each partition's records beside
-        it in the same order."""
-        head, records = await self.fetch_encoded(request, loop)
-        return storage_pb2.FetchResponse.FromString(head), records
-
-    async def fetch_encoded(
-        self, request: storage_pb2.FetchRequest, loop: asyncio.AbstractEventLoop | None = None
-    ) -> tuple[bytes, list[bytes]]:
-        """The answer as a serialized ``FetchResponse`` with empty ``records`` fields,
-        and each partition's records beside it in the same order: what the data link
-        sends, the records without copying and the head encoded by hand
-        (:mod:`odradek.storage.fetch_wire`). ``loop``: the running loop when the caller
-        holds it (``asyncio.get_running_loop`` costs a ``getpid`` per call, issue 18)."""
+        it in the same order (the data link sends them without copying). ``loop``: the
+        running loop when the caller holds it (``asyncio.get_running_loop`` costs a
+        ``getpid`` per call, issue 18)."""
         replica = request.replica_id >= 0
         self.metrics.fetch_request(replica)
         slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
@@ -155,7 +145,9 @@ class FetchHandler:
                 if data and part is not None and self._throttled(part, request.replica_id):
                     throttled += len(data)
             self.replicas.quotas.leader.record(throttled)
-        return fetch_response(results), records
+        response = storage_pb2.FetchResponse(error_code=ErrorCode.NONE)
+        response.partitions.extend(results)  # no records inside: a cheap copy
+        return response, records
 
     @staticmethod
     def _throttled(part: Partition, replica_id: int) -> bool:
@@ -232,7 +224,7 @@ class FetchHandler:
 
     def _read(
         self, request: storage_pb2.FetchRequest, slots: list[_Slot], replica: bool
-    ) -> tuple[list[FetchResult], list[bytes], int, bool]:
+    ) -> tuple[list[storage_pb2.FetchPartitionResult], list[bytes], int, bool]:
         remaining = max(0, request.max_bytes)
         min_one = True
         total = 0
@@ -242,7 +234,15 @@ class FetchHandler:
         for slot in slots:
             fp = slot.request
             part = slot.partition
-            result = FetchResult(fp.topic, fp.partition)
+            result = storage_pb2.FetchPartitionResult(
+                topic=fp.topic,
+                partition=fp.partition,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                log_end_offset=-1,
+                current_leader_epoch=-1,
+            )
             results.append(result)
             data = b""
             error = slot.error
@@ -267,8 +267,12 @@ class FetchHandler:
                     if error == ErrorCode.UNKNOWN_SERVER_ERROR:
                         log.exception("%s: read at %d failed", part.name, fp.fetch_offset)
                 else:
-                    if aborted:
-                        result.aborted = [(t.producer_id, t.first_offset) for t in aborted]
+                    for txn in aborted:
+                        result.aborted_transactions.append(
+                            storage_pb2.AbortedTransaction(
+                                producer_id=txn.producer_id, first_offset=txn.first_offset
+                            )
+                        )
                     if records:
                         data = records
                         total += len(records)
@@ -281,7 +285,7 @@ class FetchHandler:
                 result.log_end_offset = part.log_end_offset
                 result.current_leader_epoch = part.leader_epoch
             if slot.diverging is not None:
-                result.diverging = slot.diverging
+                result.diverging_epoch.epoch, result.diverging_epoch.end_offset = slot.diverging
                 errors = True  # answer at once so the follower truncates
             if error != ErrorCode.NONE:
                 result.error_code = error
@@ -309,7 +313,9 @@ class FetchHandler:
         )
         return data, ()
 
-    def _count_out(self, results: list[FetchResult], records: list[bytes], replica: bool) -> None:
+    def _count_out(
+        self, results: list[storage_pb2.FetchPartitionResult], records: list[bytes], replica: bool
+    ) -> None:
         for result, data in zip(results, records, strict=True):
             n = len(data)
             if n:

@@ -54,16 +54,15 @@ from odradek.datalink.client import (
     DataLinkConnection,
     DataLinkError,
     fetch_answer,
+    fetch_request,
     open_connection,
 )
-from odradek.datalink.frame import FETCH, Buffer
+from odradek.datalink.frame import Buffer
 from odradek.datalink.same_host import SameHostLinks
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
-from odradek.storage.fetch_wire import FetchAsk
-from odradek.storage.fetch_wire import fetch_request as encode_fetch_request
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import wait_until
 from odradek.storage.partition import Partition, Role
@@ -193,8 +192,8 @@ class ReplicaFetcher:
                     and not self._stopped
                 ):
                     await self._truncate(stub)
-                    asks, sent = self._build_asks()
-                    if not asks:
+                    request, sent = self._build_request()
+                    if request is None:
                         await self._wait_changed(self._until_next_ready())
                         continue
                     wait = self.settings.replica_fetch_wait_max_ms / 1000.0 + SOCKET_TIMEOUT_S
@@ -203,12 +202,12 @@ class ReplicaFetcher:
                             link = await asyncio.wait_for(
                                 self._open_link(data_address, data_socket), SOCKET_TIMEOUT_S
                             )
-                        meta = self._request_bytes(asks)
-                        response, records = fetch_answer(await link.call(FETCH, meta, (), wait))
+                        kind, meta = fetch_request(request)
+                        response, records = fetch_answer(await link.call(kind, meta, (), wait))
                     else:
                         if call is None:
                             call = stub.ReplicaFetch()
-                        await call.write(self._request_message(asks))
+                        await call.write(request)
                         response = await asyncio.wait_for(call.read(), wait)
                         if response is grpc.aio.EOF:
                             raise ConnectionError("the leader closed the replica fetch stream")
@@ -350,11 +349,12 @@ class ReplicaFetcher:
             state.failures = 0
 
     # -- fetching -----------------------------------------------------------------------
-    def _build_asks(self) -> tuple[list[FetchAsk], dict[tuple[str, int], tuple[FetchState, int]]]:
-        """The partitions to fetch now, and what each was asked at."""
+    def _build_request(
+        self,
+    ) -> tuple[storage_pb2.FetchRequest | None, dict[tuple[str, int], tuple[FetchState, int]]]:
         now = self._now()
         sent: dict[tuple[str, int], tuple[FetchState, int]] = {}
-        partitions: list[FetchAsk] = []
+        partitions = []
         quota = self.quotas.follower
         for state in self.states.values():
             if state.truncating or not self._ready(state, now):
@@ -366,35 +366,28 @@ class ReplicaFetcher:
                 continue
             leo = part.log_end_offset
             partitions.append(
-                FetchAsk(
-                    part.topic,
-                    part.index,
-                    leo,
-                    self.settings.replica_fetch_max_bytes,
-                    state.leader_epoch,
-                    part.log_start_offset,
-                    part.latest_epoch,
+                storage_pb2.FetchPartition(
+                    topic=part.topic,
+                    partition=part.index,
+                    fetch_offset=leo,
+                    partition_max_bytes=self.settings.replica_fetch_max_bytes,
+                    current_leader_epoch=state.leader_epoch,
+                    log_start_offset=part.log_start_offset,
+                    last_fetched_epoch=part.latest_epoch,
                 )
             )
             sent[state.key] = (state, leo)
-        return partitions, sent
-
-    def _request_bytes(self, asks: list[FetchAsk]) -> bytes:
-        """The fetch as the data link's serialized FetchRequest, encoded by hand
-        (:mod:`odradek.storage.fetch_wire`: a follower asks once per replicated record)."""
-        settings = self.settings
-        return encode_fetch_request(
+        if not partitions:
+            return None, sent
+        request = storage_pb2.FetchRequest(
             replica_id=self.node_id,
             replica_incarnation=self.incarnation(),
-            max_wait_ms=settings.replica_fetch_wait_max_ms,
-            min_bytes=settings.replica_fetch_min_bytes,
-            max_bytes=settings.replica_fetch_response_max_bytes,
-            partitions=asks,
+            max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+            min_bytes=self.settings.replica_fetch_min_bytes,
+            max_bytes=self.settings.replica_fetch_response_max_bytes,
+            partitions=partitions,
         )
-
-    def _request_message(self, asks: list[FetchAsk]) -> storage_pb2.FetchRequest:
-        """The same fetch as a protobuf message (the ``ReplicaFetch`` gRPC stream)."""
-        return storage_pb2.FetchRequest.FromString(self._request_bytes(asks))
+        return request, sent
 
     def _process(
         self,
