@@ -161,7 +161,7 @@ class _Connection(FrameProtocol):
             fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
             if fetch.replica_id >= 0 and self.server.tls is not None:
                 return ERROR, b"followers fetch over gRPC under internal TLS", []
-            response, records = await handlers.fetch.fetch_split(fetch)
+            response, records = await handlers.fetch.fetch_split(fetch, self.loop)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
             if produce is None:  # the head did not parse: fail the call with the reason
@@ -169,7 +169,7 @@ class _Connection(FrameProtocol):
             staged = await handlers.produce.append(produce, frame.blobs)
             if turn is not None:
                 turn.ours.set_result(None)  # appended: the lane's next request may go
-            answer = await handlers.produce.complete(staged)
+            answer = await handlers.produce.complete(staged, self.loop)
             return OK, answer.SerializeToString(), []
         return ERROR, f"unknown call kind {frame.kind}".encode(), []
 

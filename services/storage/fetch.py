@@ -85,10 +85,12 @@ class FetchHandler:
         return response
 
     async def fetch_split(
-        self, request: storage_pb2.FetchRequest
+        self, request: storage_pb2.FetchRequest, loop: asyncio.AbstractEventLoop | None = None
     ) -> tuple[storage_pb2.FetchResponse, list[bytes]]:
         """The answer with empty ``records`` fields, and each partition's records beside
-        it in the same order (the data link sends them without copying)."""
+        it in the same order (the data link sends them without copying). ``loop``: the
+        running loop when the caller holds it (``asyncio.get_running_loop`` costs a
+        ``getpid`` per call, issue 18)."""
         replica = request.replica_id >= 0
         self.metrics.fetch_request(replica)
         slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
@@ -96,7 +98,8 @@ class FetchHandler:
             self._prepare_follower(request, slots)
         else:
             self._prepare_consumer(slots)
-        loop = asyncio.get_running_loop()
+        if loop is None:
+            loop = asyncio.get_running_loop()
         # A Wakeup, not an Event under asyncio.timeout_at: a leader parks each follower's
         # fetch and each consumer's once per replicated record (notify.Wakeup).
         wake = Wakeup(loop, loop.time() + max(0, request.max_wait_ms) / 1000.0)
@@ -136,14 +139,12 @@ class FetchHandler:
             wake.close()
         self._count_out(results, records, replica)
         if replica:
-            self.replicas.quotas.leader.record(
-                sum(
-                    len(data)
-                    for data, slot in zip(records, slots, strict=True)
-                    if slot.partition is not None
-                    and self._throttled(slot.partition, request.replica_id)
-                )
-            )
+            throttled = 0
+            for data, slot in zip(records, slots, strict=True):
+                part = slot.partition
+                if data and part is not None and self._throttled(part, request.replica_id):
+                    throttled += len(data)
+            self.replicas.quotas.leader.record(throttled)
         response = storage_pb2.FetchResponse(error_code=ErrorCode.NONE)
         response.partitions.extend(results)  # no records inside: a cheap copy
         return response, records

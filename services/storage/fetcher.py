@@ -123,15 +123,24 @@ class ReplicaFetcher:
         self.states: dict[tuple[str, int], FetchState] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
         self._failing = False
         self._max_backoff = max(_MIN_BACKOFF_S, settings.replica_fetch_backoff_ms / 1000.0)
 
     # -- membership (called by the manager on the loop) ---------------------------------
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(
             self._run(), name=f"replica-fetcher-{self.leader_id}-{self.fetcher_id}"
         )
+
+    def _now(self) -> float:
+        """The loop's clock. The loop is kept from :meth:`start`: every fetch round reads
+        the clock twice, and ``asyncio.get_running_loop`` costs a ``getpid`` per call
+        (issue 18: one round per replicated one-record produce)."""
+        loop = self._loop
+        return (loop if loop is not None else asyncio.get_running_loop()).time()
 
     def add(self, part: Partition) -> None:
         self.states[(part.topic, part.index)] = FetchState(part, part.leader_epoch)
@@ -250,11 +259,11 @@ class ReplicaFetcher:
     async def _wait_changed(self, timeout: float) -> None:
         self._changed.clear()
         if not self._stopped:
-            deadline = asyncio.get_running_loop().time() + max(0.0, timeout)
+            deadline = self._now() + max(0.0, timeout)
             await wait_until(self._changed, deadline)
 
     def _until_next_ready(self) -> float:
-        now = asyncio.get_running_loop().time()
+        now = self._now()
         pending = [s.delayed_until - now for s in self.states.values() if self._current(s)]
         return min((max(0.0, d) for d in pending), default=1.0)
 
@@ -273,16 +282,16 @@ class ReplicaFetcher:
     def _delay(self, state: FetchState) -> None:
         state.failures += 1
         delay = min(self._max_backoff, _MIN_BACKOFF_S * (2 ** min(state.failures - 1, 10)))
-        state.delayed_until = asyncio.get_running_loop().time() + delay
+        state.delayed_until = self._now() + delay
 
     def _delay_all(self, delay: float) -> None:
-        until = asyncio.get_running_loop().time() + delay
+        until = self._now() + delay
         for state in self.states.values():
             state.delayed_until = max(state.delayed_until, until)
 
     # -- truncation ---------------------------------------------------------------------
     async def _truncate(self, stub: storage_pb2_grpc.StorageStub) -> None:
-        now = asyncio.get_running_loop().time()
+        now = self._now()
         asking: list[FetchState] = []
         for state in list(self.states.values()):
             if not state.truncating or not self._ready(state, now):
@@ -343,7 +352,7 @@ class ReplicaFetcher:
     def _build_request(
         self,
     ) -> tuple[storage_pb2.FetchRequest | None, dict[tuple[str, int], tuple[FetchState, int]]]:
-        now = asyncio.get_running_loop().time()
+        now = self._now()
         sent: dict[tuple[str, int], tuple[FetchState, int]] = {}
         partitions = []
         quota = self.quotas.follower

@@ -32,6 +32,7 @@ Per partition (Kafka's ReplicaManager.handleProduceAppend + appendRecords + Dela
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Sequence
@@ -209,10 +210,13 @@ class ProduceHandler:
                 staged.waiting_slots.append(slot)
         return staged
 
-    async def complete(self, staged: Appended) -> storage_pb2.ProduceResponse:
-        """Wait until the high watermark passes every acks=-1 append, then answer."""
+    async def complete(
+        self, staged: Appended, loop: asyncio.AbstractEventLoop | None = None
+    ) -> storage_pb2.ProduceResponse:
+        """Wait until the high watermark passes every acks=-1 append, then answer
+        (``loop``: the running loop, when the caller holds it)."""
         if staged.waiting:
-            codes = await await_replication(staged.waiting, staged.timeout_ms)
+            codes = await await_replication(staged.waiting, staged.timeout_ms, loop)
             for slot, code in zip(staged.waiting_slots, codes, strict=True):
                 if code != ErrorCode.NONE:
                     _fail_after_append(slot, code)

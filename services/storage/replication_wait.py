@@ -25,8 +25,11 @@ from odradek.storage.partition import Partition
 Waiter = tuple[Partition, int, int]
 
 
-async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[ErrorCode]:
-    """The outcome of each waiter, in order.
+async def await_replication(
+    waiting: Sequence[Waiter], timeout_ms: int, loop: asyncio.AbstractEventLoop | None = None
+) -> list[ErrorCode]:
+    """The outcome of each waiter, in order (``loop``: the running loop, when the caller
+    holds it; looking it up costs a ``getpid``).
 
     Waiters on one partition share one registration, at the lowest offset still
     pending: a storage call carrying many batches of one partition (a run of coalesced
@@ -34,7 +37,8 @@ async def await_replication(waiting: Sequence[Waiter], timeout_ms: int) -> list[
     """
     outcome: list[ErrorCode | None] = [None] * len(waiting)
     pending = list(range(len(waiting)))
-    loop = asyncio.get_running_loop()
+    if loop is None:
+        loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, timeout_ms) / 1000.0
     wake: Wakeup | None = None
     registered: dict[int, OffsetWaiter] = {}  # by id() of the partition

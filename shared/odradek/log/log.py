@@ -36,7 +36,6 @@ Crash behaviour: see :mod:`odradek.log.recovery`; deleted segments are renamed t
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import random
 import shutil
 import threading
@@ -156,6 +155,20 @@ class ReadResult:
     file_position: int
     size: int
     aborted: tuple[AbortedTxn, ...] | None = None
+
+
+def _with_aborted(result: ReadResult, aborted: tuple[AbortedTxn, ...]) -> ReadResult:
+    """``result`` with its aborted transactions: built directly, since
+    ``dataclasses.replace`` costs several times as much, once per read_committed read
+    (issue 18)."""
+    return ReadResult(
+        result.records,
+        result.first_offset,
+        result.segment_path,
+        result.file_position,
+        result.size,
+        aborted,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -695,7 +708,7 @@ class PartitionLog:
         if not include_aborted:
             return result
         if not result.size:
-            return dataclasses.replace(result, aborted=())
+            return _with_aborted(result, ())
         # Kafka bounds the search by the offset index entry past the read; the exact
         # offset after the returned batches is tighter and as correct.
         found: list[AbortedTxn] = []
@@ -704,7 +717,7 @@ class PartitionLog:
             found.extend(search.aborted)
             if search.complete:
                 break
-        return dataclasses.replace(result, aborted=tuple(found))
+        return _with_aborted(result, tuple(found))
 
     def _read(
         self,

@@ -35,7 +35,15 @@ Tail reads: followers, consumers and the high watermark bound of a consumer read
 for offsets near the end of the active segment, up to ``index.interval.bytes`` past
 the last index entry (about fifty headers with one-record batches). The positions of
 the latest appended batches are kept in memory, so such a lookup reads one header
-instead of scanning; truncation and recovery forget them.
+instead of scanning; truncation and recovery forget them. The bytes of the latest
+appends (up to ``RECENT_BYTES``, contiguous up to the end of the file) are kept too:
+with one-record acks=all requests each append is read right away by every follower
+and by the consumers, a header and then the batch each, and those reads are served
+from memory instead of two ``pread`` calls per reader (issue 18). Those readers all
+ask for the same bytes (from the new batch to the log end or the high watermark), so
+the latest small read that ran to its limit is kept and handed to the next reader
+asking the same while nothing was appended. Both are dropped with the positions
+(truncation, recovery), at roll and at close.
 
 Concurrency: readers use ``pread`` only (no shared file position), so a worker
 thread may read, recover or flush a segment that the loop thread does not append to.
@@ -92,6 +100,9 @@ _SCAN_CHUNK = 64 * 1024
 _FIRST_CHUNK = 4 * 1024
 _RECOVER_CHUNK = 4 * 1024 * 1024
 _TAIL_BATCHES = 256  # latest batch positions kept for tail reads (see the module docstring)
+# Bytes of the latest appends kept for tail reads, and the largest read answer kept to
+# be shared (see the module docstring): small, since every active partition holds them.
+RECENT_BYTES = 16 * 1024
 
 
 def log_file_name(base_offset: int) -> str:
@@ -183,6 +194,15 @@ class LogSegment:
         # base offset and position of the latest appended batches (ascending)
         self._tail_offsets: list[int] = []
         self._tail_positions: list[int] = []
+        # (file position, the bytes from there to the end of the file): the latest
+        # appends. One tuple, replaced or extended, so that a reader in another thread
+        # sees a position and bytes that belong together.
+        self._recent: tuple[int, bytearray] | None = None
+        # The latest read that ran to its limit: (start offset, limit position, segment
+        # size, first batch size, answer). Each new batch is read by every follower and
+        # by the consumers at the log end, all asking the same; they share one answer
+        # (issue 18).
+        self._last_read: tuple[int, int, int, int, FetchSlice] | None = None
         if active:
             self.offset_index  # noqa: B018 - open (and preallocate) now
             self.time_index  # noqa: B018
@@ -331,6 +351,7 @@ class LogSegment:
             written += os.pwrite(self._fd, view[written:], position + written)
         self._size = position + total
         self._unflushed = True
+        self._keep_recent(position, view)
         if not self._rolling_ts_loaded and position == 0 and headers:
             self._rolling_ts = headers[0].max_timestamp
             self._rolling_ts_loaded = True
@@ -360,15 +381,41 @@ class LogSegment:
             del tail_positions[:-_TAIL_BATCHES]
         return position
 
+    def _keep_recent(self, position: int, written: memoryview) -> None:
+        """Keep the bytes just written at ``position`` for tail reads (module docstring)."""
+        size = len(written)
+        recent = self._recent
+        if size > RECENT_BYTES:
+            self._recent = None
+        elif (
+            recent is not None
+            and recent[0] + len(recent[1]) == position
+            and len(recent[1]) + size <= RECENT_BYTES
+        ):
+            recent[1].extend(written)
+        else:
+            self._recent = (position, bytearray(written))
+
     def _forget_tail(self) -> None:
         self._next_fetch = None
+        self._last_read = None
         self._tail_offsets = []
         self._tail_positions = []
+        self._recent = None
+
+    def _pread(self, size: int, position: int) -> bytes:
+        """``os.pread`` of the log file, from the latest appends' bytes when they hold
+        ``position`` (they run to the end of the file, so a read past it is short in
+        the same way)."""
+        recent = self._recent
+        if recent is not None and position >= recent[0]:
+            start = position - recent[0]
+            return bytes(recent[1][start : start + size])
+        return os.pread(self._fd, size, position)
 
     # -- reading ------------------------------------------------------------------------
     def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[LocatedBatch]:
         """Batch headers from ``start`` (a batch boundary); stops at a partial/invalid entry."""
-        fd = self._fd
         limit = self._size if end is None else min(end, self._size)
         pos = start
         buf = b""
@@ -377,7 +424,7 @@ class LogSegment:
         while pos + HEADER_SIZE <= limit:
             off = pos - buf_start
             if off < 0 or off + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, max(HEADER_SIZE, min(chunk, limit - pos)), pos)
+                buf = self._pread(max(HEADER_SIZE, min(chunk, limit - pos)), pos)
                 buf_start = pos
                 off = 0
                 if len(buf) < HEADER_SIZE:
@@ -396,7 +443,7 @@ class LogSegment:
         """The batch header at ``position``; None unless a whole batch can start there."""
         if position + HEADER_SIZE > self._size:
             return None
-        buf = os.pread(self._fd, HEADER_SIZE, position)
+        buf = self._pread(HEADER_SIZE, position)
         if len(buf) < HEADER_SIZE:
             return None
         b = read_located_batch(buf, 0, position)
@@ -491,6 +538,20 @@ class LogSegment:
         None when no batch in this segment reaches ``start_offset``.
         """
         limit_pos = self._size if max_position is None else min(max_position, self._size)
+        shared = self._last_read
+        if (
+            shared is not None
+            and shared[0] == start_offset
+            and shared[1] == limit_pos
+            and shared[2] == self._size
+        ):
+            # The previous read began here and ran to the same limit with nothing
+            # appended since: the same answer whenever this one may take as much.
+            found = shared[4]
+            first_size = shared[3]
+            allowed = max(max_size, first_size) if min_one_message else max_size
+            if first_size <= allowed and found.position + allowed >= limit_pos:
+                return found
         first = self.translate_offset(start_offset)
         if first is None:
             return None
@@ -503,12 +564,15 @@ class LogSegment:
             return FetchSlice(b"", base, first.position, 0)
         limit = min(limit_pos, first.position + adjusted)
         end, next_offset = self._batch_end_at_or_before(first, limit)
-        data = os.pread(self._fd, end - first.position, first.position)
+        data = self._pread(end - first.position, first.position)
         self._next_fetch = (next_offset, end)
-        return FetchSlice(data, base, first.position, len(data), next_offset)
+        found = FetchSlice(data, base, first.position, len(data), next_offset)
+        if end == limit_pos and len(data) <= RECENT_BYTES:
+            self._last_read = (start_offset, limit_pos, self._size, size, found)
+        return found
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return self._pread(size, position)
 
     def iter_batches(
         self, start: int = 0, end: int | None = None
@@ -753,6 +817,8 @@ class LogSegment:
         if self.settings.preallocate:
             os.ftruncate(self._fd, self._size)
         self._active = False
+        self._recent = None  # no more appends here: the tail reads move on
+        self._last_read = None
 
     def flush(self) -> None:
         """fsync the log and, once the segment is no longer active, its indexes.
@@ -802,6 +868,8 @@ class LogSegment:
             self.txn_index.close_handle()
             os.close(self._fd)
             self._fd = -1
+            self._recent = None  # a closed segment reads nothing, from memory neither
+            self._last_read = None
 
     def close_handles_of_indexes(self) -> None:
         """Release a closed segment's index descriptors; they reopen lazily on use."""
@@ -825,6 +893,8 @@ class LogSegment:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        self._recent = None
+        self._last_read = None
 
     @property
     def closed(self) -> bool:

@@ -81,3 +81,102 @@ def test_tail_is_forgotten_on_truncation_and_recovery(tmp_path: Path) -> None:
     reopened = open_log(tmp_path / "t-0", LogConfig(segment_bytes=1 << 20))
     assert reopened.log_end_offset == 165
     assert [r[0] for r in decode_all(reopened.read(160, 1 << 20).records)] == list(range(159, 165))
+
+
+@pytest.fixture
+def preads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the segment reads its file (a counting wrapper, same results)."""
+    calls = [0]
+    real = segment_module.os.pread
+
+    def counting(fd: int, size: int, position: int) -> bytes:
+        calls[0] += 1
+        return real(fd, size, position)
+
+    monkeypatch.setattr(segment_module.os, "pread", counting)
+    return calls
+
+
+def test_newest_appends_are_read_from_memory(tmp_path: Path, preads: list[int]) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 50)
+    on_disk = (tmp_path / "t-0" / log.active_segment.log_path.name).read_bytes()
+    # A follower at its log end and a consumer at the high watermark, one append later.
+    log.append_as_leader(batch(1, value=b"new"), 0)
+    preads[0] = 0
+    follower = log.read(100, 1 << 20)
+    consumer = log.read(98, 1 << 20, max_offset=101)
+    assert preads[0] == 0
+    assert [r[0] for r in decode_all(follower.records)] == [100]
+    assert [r[0] for r in decode_all(consumer.records)] == [98, 99, 100]
+    # The same bytes as the file holds.
+    file_now = log.active_segment.log_path.read_bytes()
+    assert file_now.startswith(on_disk)
+    assert bytes(consumer.records) == file_now[-len(consumer.records) :]
+
+
+def test_memory_and_file_agree_across_refills(tmp_path: Path) -> None:
+    """The kept bytes stay the file's own: extended, restarted when an append does not
+    fit, dropped for an append larger than they may hold, and after truncation."""
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=1 << 24, index_interval_bytes=4096))
+    big = b"x" * (segment_module.RECENT_BYTES // 3)
+    for i in range(40):
+        value = (
+            big if i % 7 == 3 else (b"y" * (segment_module.RECENT_BYTES + 10) if i == 20 else b"v")
+        )
+        log.append_as_leader(batch(1 + i % 3, value=value), 0)
+        if i == 30:
+            log.truncate_to(log.log_end_offset - 2)
+        file_bytes = log.active_segment.log_path.read_bytes()
+        for offset in range(max(0, log.log_end_offset - 12), log.log_end_offset):
+            got = log.read(offset, 1 << 22)
+            assert (
+                bytes(got.records) == file_bytes[got.file_position : got.file_position + got.size]
+            ), (
+                i,
+                offset,
+            )
+
+
+def test_nothing_is_read_from_memory_once_closed(tmp_path: Path) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 5)
+    seg = log.active_segment
+    log.close()
+    with pytest.raises(OSError):
+        seg.read_bytes(0, 10)
+
+
+def test_readers_of_a_new_batch_share_one_answer(tmp_path: Path, preads: list[int]) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 20)  # offsets 0..39, batches of 2
+    seg = log.active_segment
+    log.append_as_leader(batch(1, value=b"new"), 0)  # offset 40
+    preads[0] = 0
+    first = seg.read(40, 1 << 20)
+    # A second follower and a consumer whose bound is the log end: the same answer.
+    assert seg.read(40, 1 << 20) is first
+    assert seg.read(40, 500, max_position=seg.size) is first
+    assert first is not None and [r[0] for r in decode_all(first.records)] == [40]
+    # Asking for less than the batch without min_one_message: nothing, as before.
+    nothing = seg.read(40, 10, min_one_message=False)
+    assert nothing is not None and (nothing.records, nothing.size) == (b"", 0)
+    # A bound below the new batch: the reader does not get it.
+    bounded = seg.read(38, 1 << 20, max_position=first.position)
+    assert bounded is not None and [r[0] for r in decode_all(bounded.records)] == [38, 39]
+    # Appended since: the next reader sees the new batch too.
+    log.append_as_leader(batch(1, value=b"next"), 0)  # offset 41
+    again = seg.read(40, 1 << 20)
+    assert again is not None and [r[0] for r in decode_all(again.records)] == [40, 41]
+    assert preads[0] == 0
+
+
+def test_a_shared_answer_does_not_outlive_truncation(tmp_path: Path) -> None:
+    log = _log_of_small_batches(tmp_path / "t-0", 20)
+    seg = log.active_segment
+    log.append_as_leader(batch(1, value=b"aaa"), 0)  # offset 40
+    before = seg.read(40, 1 << 20)
+    assert before is not None
+    log.truncate_to(40)
+    log.append_as_leader(batch(1, value=b"bbb"), 1)  # offset 40 again, same size
+    assert seg.size == before.position + before.size
+    after = seg.read(40, 1 << 20)
+    assert after is not None and after.records != before.records
+    assert after.records == seg.log_path.read_bytes()[after.position :]

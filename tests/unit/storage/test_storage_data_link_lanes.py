@@ -39,7 +39,9 @@ class _Produce:
         self.log.append(f"end {name}")
         return name
 
-    async def complete(self, staged: str) -> storage_pb2.ProduceResponse:
+    async def complete(
+        self, staged: str, loop: asyncio.AbstractEventLoop | None = None
+    ) -> storage_pb2.ProduceResponse:
         return storage_pb2.ProduceResponse(
             partitions=[storage_pb2.ProducePartitionResult(topic=staged)]
         )

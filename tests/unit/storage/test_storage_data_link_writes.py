@@ -30,7 +30,9 @@ class _Produce:
         await self.gate.wait()
         return bytes(records[0]).decode()
 
-    async def complete(self, staged: str) -> storage_pb2.ProduceResponse:
+    async def complete(
+        self, staged: str, loop: asyncio.AbstractEventLoop | None = None
+    ) -> storage_pb2.ProduceResponse:
         return storage_pb2.ProduceResponse(
             partitions=[storage_pb2.ProducePartitionResult(topic=staged)]
         )
