@@ -122,21 +122,27 @@ async def handle(
             key = name = t.topic
             topic = snap.topics.get(name)
             unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # Each partition's leader by index, cached per snapshot (Snapshot.leaders; -1:
+        # no leader or no such partition entry, told apart below).
+        leaders = snap.leaders(name) if name is not None else None
         for p in t.partitions:
             index = p.partition
             order.append((key, name, index))
             rkey = (name if name is not None else str(key), index)
-            part = snap.partition(name, index) if name is not None else None
+            leader = leaders[index] if leaders is not None and 0 <= index < len(leaders) else -1
             if topic is None:
                 results[rkey] = _empty(unknown)
             elif not gw.authorizer.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name):
                 results[rkey] = _empty(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif part is None:
-                results[rkey] = _empty(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif part.leader < 0:
-                results[rkey] = _empty(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            elif leader < 0:
+                part = snap.partition(name, index) if name is not None else None
+                results[rkey] = _empty(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if part is None
+                    else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                )
             else:
-                by_node[part.leader].append(
+                by_node[leader].append(
                     storage_pb2.FetchPartition(
                         topic=name,
                         partition=index,
@@ -276,10 +282,11 @@ def _take_answer(
     size = 0
     err = False
     for r, data in zip(response.partitions, records, strict=True):
-        r.error_code = leader_answer_code(r.error_code)
+        if r.error_code:  # (a protobuf field set only when there is one to map)
+            r.error_code = leader_answer_code(r.error_code)
+            err = err or r.error_code != 0
         results[(r.topic, r.partition)] = (r, data)
         size += len(data)
-        err = err or r.error_code != 0
     return size, err
 
 

@@ -40,6 +40,11 @@ class DataLinkConnection(FrameProtocol):
         # Built by its loop's create_connection: the loop every call runs on.
         self.loop = asyncio.get_running_loop()
         self.pending: dict[int, asyncio.Future[Frame]] = {}
+        # Each call's deadline (loop time), beside ``pending``; one timer for the whole
+        # connection, armed for the earliest (see :meth:`call`).
+        self.deadlines: dict[int, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self.next_id = 0
         self.closed = False
 
@@ -64,6 +69,10 @@ class DataLinkConnection(FrameProtocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.deadlines = {}
         pending, self.pending = self.pending, {}
         for fut in pending.values():
             if not fut.done():
@@ -84,26 +93,51 @@ class DataLinkConnection(FrameProtocol):
         loop = self.loop
         fut: asyncio.Future[Frame] = loop.create_future()
         self.pending[cid] = fut
+        # The deadline fails the answer's future itself: asyncio.timeout() costs a
+        # cancellation scope and two running-loop lookups (a getpid() each) per call,
+        # thousands a second for one-record Produce requests (issue 18). And one timer
+        # serves the connection, armed for the earliest deadline: calls mostly share
+        # one timeout, so a later call's deadline is later and arms nothing (a timer
+        # started and cancelled per call was two libuv calls and a handle each).
+        deadline = loop.time() + timeout
+        self.deadlines[cid] = deadline
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(deadline)
         self.transport.writelines(encode(cid, kind, meta, blobs))
         if on_sent is not None:
             on_sent()
-        # The deadline fails the answer's future itself: asyncio.timeout() costs a
-        # cancellation scope and two running-loop lookups (a getpid() each) per call,
-        # thousands a second for one-record Produce requests (issue 18).
-        deadline = loop.call_later(timeout, _expire, fut)
         try:
             frame = await fut
         finally:
-            deadline.cancel()
             self.pending.pop(cid, None)
+            self.deadlines.pop(cid, None)
         if frame.kind == ERROR:
             raise DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
         return frame
 
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self.loop.call_at(at, self._expire_due)
 
-def _expire(fut: asyncio.Future[Frame]) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError())
+    def _expire_due(self) -> None:
+        """Fail the calls whose deadline has passed (TimeoutError); arm the timer for
+        the earliest deadline left, if any."""
+        self._timer = None
+        # (A timer may fire a little before its time: libuv counts milliseconds.)
+        now = self.loop.time() + 0.001
+        earliest: float | None = None
+        for cid, at in list(self.deadlines.items()):
+            if at <= now:
+                del self.deadlines[cid]
+                fut = self.pending.get(cid)
+                if fut is not None and not fut.done():
+                    fut.set_exception(TimeoutError())
+            elif earliest is None or at < earliest:
+                earliest = at
+        if earliest is not None and not self.closed:
+            self._arm(earliest)
 
 
 def fetch_request(request: storage_pb2.FetchRequest) -> tuple[int, bytes]:

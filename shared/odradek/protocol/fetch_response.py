@@ -52,13 +52,43 @@ _PART_V5 = struct.Struct(">ihqqq")  # + log_start_offset
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 
 
-def _uvarint(value: int) -> bytes:
+def _slow_uvarint(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+# The lengths a small answer carries (arrays, names, tiny records), encoded once: a
+# buffer built per varint was a measurable share of a tiny Fetch answer (issue 18).
+_SMALL_UVARINTS = [_slow_uvarint(v) for v in range(0x4000)]
+
+
+def _uvarint(value: int) -> bytes:
+    return _SMALL_UVARINTS[value] if 0 <= value < 0x4000 else _slow_uvarint(value)
+
+
+# Topic names as the frame carries them, by (name, flexible). Bounded: cleared when full.
+_NAMES: dict[tuple[str, bool], bytes] = {}
+_MAX_NAMES = 4096
+
+
+def _topic_name(name: str, flexible: bool) -> bytes:
+    key = (name, flexible)
+    found = _NAMES.get(key)
+    if found is None:
+        raw = name.encode()
+        found = (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+        if len(_NAMES) >= _MAX_NAMES:
+            _NAMES.clear()
+        _NAMES[key] = found
+    return found
+
+
+def _array_len(n: int, flexible: bool) -> bytes:
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _has_tagged(response: Any) -> bool:
@@ -86,24 +116,19 @@ def encode_fetch_response(
     out: list[Buffer] = []
     cur = bytearray(encode_response_header(correlation_id, 1 if flexible else 0))
 
-    def array_len(n: int) -> bytes:
-        return _uvarint(n + 1) if flexible else _I32.pack(n)
-
     if version >= 1:
         cur += _I32.pack(response.throttle_time_ms)
     if version >= 7:
         cur += _I16.pack(response.error_code)
         cur += _I32.pack(response.session_id)
-    cur += array_len(len(response.responses))
+    cur += _array_len(len(response.responses), flexible)
     for topic in response.responses:
         if version >= 13:
             topic_id = topic.topic_id
             cur += (topic_id or uuid.UUID(int=0)).bytes
         else:
-            name = topic.topic.encode()
-            cur += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
-            cur += name
-        cur += array_len(len(topic.partitions))
+            cur += _topic_name(topic.topic, flexible)
+        cur += _array_len(len(topic.partitions), flexible)
         for p in topic.partitions:
             if version >= 5:
                 cur += _PART_V5.pack(
@@ -124,7 +149,7 @@ def encode_fetch_response(
                 if aborted is None:
                     cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
                 else:
-                    cur += array_len(len(aborted))
+                    cur += _array_len(len(aborted), flexible)
                     for a in aborted:
                         cur += _ABORTED.pack(a.producer_id, a.first_offset)
                         if flexible:
@@ -150,7 +175,7 @@ def encode_fetch_response(
     if flexible:
         cur += b"\x00"  # the response's tagged fields
     out.append(cur)
-    total = sum(len(b) for b in out)
+    total = sum(map(len, out))
     out.insert(0, _I32.pack(total))
     return out
 

@@ -20,22 +20,24 @@ Response header layout::
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from odradek.protocol.decoder import PARSE_ERRORS, as_byte_view, read_uvarint
 from odradek.protocol.exceptions import InvalidRequestError, UnknownApiKeyError
 from odradek.protocol.versions import request_header_version
 
 _FIXED = struct.Struct(">hhi")
+_FIXED_AND_LENGTH = struct.Struct(">hhih")  # + the client id's INT16 length
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     """A parsed request header. ``api_key`` is the raw INT16 (compare it with
     :class:`~odradek.protocol.api_keys.ApiKey`, which is an IntEnum); unknown keys
-    are kept so the connection can log them."""
+    are kept so the connection can log them. Immutable; a named tuple because one is
+    built per request and a frozen dataclass's ``__init__`` cost several times more
+    (issue 18)."""
 
     api_key: int
     api_version: int
@@ -45,46 +47,96 @@ class RequestHeader:
     tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
+# Per-request work kept small (issue 18: the gateway parses one header per request,
+# thousands a second): the header version by (api_key, api_version) and the client id
+# by its bytes are looked up, not recomputed. Both bounded: cleared when full (a client
+# sending made-up keys or ids costs a recomputation, never memory).
+_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+_CLIENT_IDS: dict[bytes, str] = {}
+_MAX_CACHED = 4096
+
+
+def _header_version(api_key: int, api_version: int) -> int:
+    key = (api_key, api_version)
+    found = _HEADER_VERSIONS.get(key)
+    if found is None:
+        try:
+            found = request_header_version(api_key, api_version)
+        except UnknownApiKeyError:
+            found = 1
+        if len(_HEADER_VERSIONS) >= _MAX_CACHED:
+            _HEADER_VERSIONS.clear()
+        _HEADER_VERSIONS[key] = found
+    return found
+
+
 def parse_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """Parse the header at the start of a frame payload; returns it and the offset
     of the body. The header version comes from the API's flexible versions; for an
     API key without a schema it is v1, so the correlation id can still be read."""
     view = as_byte_view(buf)
-    if len(view) < _FIXED.size:
-        raise InvalidRequestError(f"request header needs 8 bytes, frame has {len(view)}")
-    api_key, api_version, correlation_id = _FIXED.unpack_from(view, 0)
-    try:
-        header_version = request_header_version(api_key, api_version)
-    except UnknownApiKeyError:
-        header_version = 1
-    context = {"api_key": api_key, "api_version": api_version, "correlation_id": correlation_id}
-    try:
-        pos = _FIXED.size
-        (length,) = _INT16.unpack_from(view, pos)
-        pos += 2
-        client_id: str | None = None
-        if length >= 0:
-            if length > len(view) - pos:
-                raise InvalidRequestError("client_id overruns the frame", **context)
-            client_id = str(view[pos : pos + length], "utf-8", "replace")
-            pos += length
-        tags: tuple[tuple[int, bytes], ...] = ()
-        if header_version >= 2:
-            tags, pos = _parse_tags(view, pos, context)
-    except InvalidRequestError as exc:
-        exc.api_key, exc.api_version, exc.correlation_id = api_key, api_version, correlation_id
-        raise
-    except PARSE_ERRORS as exc:
-        raise InvalidRequestError(f"malformed request header: {exc}", **context) from exc
-    header = RequestHeader(
-        api_key=api_key,
-        api_version=api_version,
-        correlation_id=correlation_id,
-        client_id=client_id,
-        header_version=header_version,
-        tagged_fields=tags,
-    )
-    return header, pos
+    size = len(view)
+    if size < 10:  # the fixed fields and the client id's length
+        if size < _FIXED.size:
+            raise InvalidRequestError(f"request header needs 8 bytes, frame has {size}")
+        api_key, api_version, correlation_id = _FIXED.unpack_from(view, 0)
+        raise _header_error(
+            InvalidRequestError("malformed request header: client_id length cut short"),
+            api_key,
+            api_version,
+            correlation_id,
+        )
+    api_key, api_version, correlation_id, length = _FIXED_AND_LENGTH.unpack_from(view, 0)
+    header_version = _header_version(api_key, api_version)
+    pos = 10
+    client_id: str | None = None
+    if length >= 0:
+        end = pos + length
+        if end > size:
+            raise _header_error(
+                InvalidRequestError("client_id overruns the frame"),
+                api_key,
+                api_version,
+                correlation_id,
+            )
+        raw = bytes(view[pos:end])
+        client_id = _CLIENT_IDS.get(raw)
+        if client_id is None:
+            client_id = str(raw, "utf-8", "replace")
+            if len(_CLIENT_IDS) >= _MAX_CACHED:
+                _CLIENT_IDS.clear()
+            _CLIENT_IDS[raw] = client_id
+        pos = end
+    tags: tuple[tuple[int, bytes], ...] = ()
+    if header_version >= 2:
+        if pos < size and view[pos] == 0:
+            pos += 1  # no tagged fields: what every client sends
+        else:
+            context = {
+                "api_key": api_key,
+                "api_version": api_version,
+                "correlation_id": correlation_id,
+            }
+            try:
+                tags, pos = _parse_tags(view, pos, context)
+            except InvalidRequestError as exc:
+                _header_error(exc, api_key, api_version, correlation_id)
+                raise
+            except PARSE_ERRORS as exc:
+                raise _header_error(
+                    InvalidRequestError(f"malformed request header: {exc}", **context),
+                    api_key,
+                    api_version,
+                    correlation_id,
+                ) from exc
+    return RequestHeader(api_key, api_version, correlation_id, client_id, header_version, tags), pos
+
+
+def _header_error(
+    exc: InvalidRequestError, api_key: int, api_version: int, correlation_id: int
+) -> InvalidRequestError:
+    exc.api_key, exc.api_version, exc.correlation_id = api_key, api_version, correlation_id
+    return exc
 
 
 def _parse_tags(

@@ -74,3 +74,27 @@ async def test_answers_in_time_late_answers_dropped_cancelled_calls_cleaned() ->
     finally:
         conn.close()
         await node.stop()
+
+
+async def test_every_call_keeps_its_own_deadline_under_one_timer() -> None:
+    # One timer per connection, armed for the earliest deadline: a short deadline
+    # after a long one still fires on time, and several late calls each time out.
+    node = _Node()
+    port = await node.start()
+    conn = await open_connection(("127.0.0.1", port))
+    loop = asyncio.get_running_loop()
+    try:
+        long = asyncio.ensure_future(conn.call(PRODUCE, b"700", [], timeout=5))
+        await asyncio.sleep(0.01)
+        start = loop.time()
+        with pytest.raises(TimeoutError):
+            await conn.call(PRODUCE, b"600", [], timeout=0.1)
+        assert loop.time() - start < 0.5
+        late = [conn.call(PRODUCE, b"600", [], timeout=t) for t in (0.15, 0.3)]
+        results = await asyncio.gather(*late, return_exceptions=True)
+        assert all(isinstance(r, TimeoutError) for r in results)
+        assert bytes((await long).meta) == b"700"
+        assert conn.pending == {} and conn.deadlines == {}
+    finally:
+        conn.close()
+        await node.stop()

@@ -155,3 +155,23 @@ def test_built_responses_are_constructed_ones(
     parts = encode_fetch_response(correlation_id, version, built)
     assert parts is not None
     assert b"".join(bytes(p) for p in parts) == generic
+
+
+def test_lengths_around_the_looked_up_varints_and_a_remembered_name() -> None:
+    # Small varints and topic names are looked up (issue 18); lengths past the table
+    # (0x4000) are encoded as they come, and a name is the same the second time.
+    for version in (11, 12):
+        for size in (0x3FFF, 0x4000, 0x4001, 300_000):
+            records = memoryview(bytes(range(251)) * (size // 251 + 1))[:size]
+            parts = [PartResp(partition_index=0, records=records, preferred_read_replica=-1)]
+            response = FetchResponse(
+                responses=[TopicResp(topic="t" * 200, partitions=parts)],
+                throttle_time_ms=0,
+                error_code=0,
+                session_id=0,
+            )
+            header = RequestHeader(ApiKey.FETCH, version, 5)
+            for _ in range(2):
+                encoded = encode_fetch_response(5, version, response)
+                assert encoded is not None
+                assert b"".join(bytes(p) for p in encoded) == encode_response(header, response)

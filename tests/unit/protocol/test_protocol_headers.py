@@ -145,6 +145,29 @@ def test_malformed_headers(raw: bytes) -> None:
         assert info.value.correlation_id == 42
 
 
+def test_client_ids_and_header_versions_are_remembered_within_a_bound() -> None:
+    # One header per request (issue 18): looked up, never recomputed, and a client
+    # inventing ids or keys costs no memory past the bound.
+    from odradek.protocol import headers
+
+    for n in range(headers._MAX_CACHED + 10):
+        cid = f"client-{n}".encode()
+        raw = struct.pack(">hhih", ApiKey.PRODUCE, 9, n, len(cid)) + cid + b"\x00"
+        header, offset = parse_request_header(raw)
+        assert (header.client_id, header.correlation_id, offset) == (cid.decode(), n, len(raw))
+        raw = struct.pack(">hhih", 1000 + n, 0, n, -1)  # an unknown key: header v1
+        header, offset = parse_request_header(raw)
+        assert (header.api_key, header.header_version, offset) == (1000 + n, 1, len(raw))
+    assert len(headers._CLIENT_IDS) <= headers._MAX_CACHED
+    assert len(headers._HEADER_VERSIONS) <= headers._MAX_CACHED
+    bad = b"\xffid"  # not UTF-8: replaced, the first time and when remembered
+    raw = struct.pack(">hhih", 0, 9, 1, len(bad)) + bad + b"\x00"
+    for _ in range(2):
+        header, _ = parse_request_header(raw)
+        assert header.client_id == "\ufffdid"
+        assert header.header_version == 2
+
+
 def test_response_headers() -> None:
     assert encode_response_header(7, 0) == b"\x00\x00\x00\x07"
     assert encode_response_header(7, 1) == b"\x00\x00\x00\x07\x00"
