@@ -30,9 +30,15 @@ configuration:
 Reported per round as MB/s and as the ratio to PLAINTEXT's MB/s in the same round
 (issue 15's goal for SASL_SSL: >= 0.7), then the medians: MB/s, the per-round
 ratios' median and range, and the CPU seconds per GB the gateway, the storage node and the
-client spent in each phase (and the client's busiest thread's share of it), and the
-CPU ratio: PLAINTEXT's total CPU per GB over the setup's, what the MB/s ratio comes to
-when these processes saturate the cores, less moved by the machine's other load.
+client spent in each phase (and the client's busiest thread's share of it), each
+process's busiest thread's CPU seconds per GB and how long it waited runnable for a
+core, and two ratios less moved by the machine's other load than MB/s: the CPU ratio
+(PLAINTEXT's total CPU per GB over the setup's: the MB/s ratio if these processes
+saturated the cores) and the busiest-thread ratio (PLAINTEXT's busiest thread's CPU
+per GB over the setup's: the MB/s ratio when more threads are runnable than there are
+cores and each gets its share of one, as on the shared machine). The client's threads
+are measured before the client is closed: librdkafka's threads, which encrypt, end
+with it and take their CPU time with them.
 
     python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=5]
         [--setups=PLAINTEXT,SASL_SSL]   (a subset: PLAINTEXT always runs)
@@ -50,6 +56,7 @@ import struct
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +94,16 @@ def _create(conf: dict[str, Any]) -> str:
             time.sleep(0.5)
 
 
-def _produce_mb_s(conf: dict[str, Any], topic: str, records: int, size: int) -> float:
+def _nothing() -> None:
+    pass
+
+
+def _produce_mb_s(
+    conf: dict[str, Any], topic: str, records: int, size: int, at_end: Callable[[], None] = _nothing
+) -> float:
+    """MB/s produced; ``at_end`` runs once the last record is acknowledged, while
+    librdkafka's threads are still alive (they end with the client, and a thread that
+    ended takes its CPU time with it)."""
     producer = Producer(
         {
             **conf,
@@ -103,10 +119,15 @@ def _produce_mb_s(conf: dict[str, Any], topic: str, records: int, size: int) -> 
         produce_waiting(producer, topic, value, 0)
     if producer.flush(120):
         raise RuntimeError("produce did not finish")
-    return records * size / (time.perf_counter() - start) / 1e6
+    mb_s = records * size / (time.perf_counter() - start) / 1e6
+    at_end()
+    return mb_s
 
 
-def _consume_mb_s(conf: dict[str, Any], topic: str, records: int, size: int) -> float:
+def _consume_mb_s(
+    conf: dict[str, Any], topic: str, records: int, size: int, at_end: Callable[[], None] = _nothing
+) -> float:
+    """MB/s consumed; ``at_end`` as for :func:`_produce_mb_s`."""
     consumer = Consumer(
         {**conf, "group.id": f"bench-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
     )
@@ -119,6 +140,7 @@ def _consume_mb_s(conf: dict[str, Any], topic: str, records: int, size: int) -> 
             if not m.error():
                 got += 1
     elapsed = time.perf_counter() - start
+    at_end()
     consumer.close()
     return got * size / elapsed / 1e6
 
@@ -221,18 +243,35 @@ def _pids(cluster: Cluster, kind: str) -> list[int]:
     return [svc.process.pid for svc in cluster.services if svc.spec.kind == kind]
 
 
-def _thread_cpu() -> dict[str, float]:
-    """CPU seconds (user + system) of each thread of this process (the client's Python
-    loop and librdkafka's threads), by thread id."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
+def _thread_schedstats(pid: int | str) -> dict[str, tuple[int, int]]:
+    """Nanoseconds each thread of process ``pid`` ("self": the client's Python loop and
+    librdkafka's threads) has run and has waited runnable for a core (the first two
+    fields of ``/proc/<pid>/task/<tid>/schedstat``), by thread id."""
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ran, waited = f.read().split()[:2]
+        except (OSError, ValueError):
             continue
-        out[tid] = (int(fields[11]) + int(fields[12])) / tick
+        out[tid] = (int(ran), int(waited))
+    return out
+
+
+def _threads(cluster: Cluster) -> dict[str, dict[str, tuple[int, int]]]:
+    """:func:`_thread_schedstats` of the gateway's, the storage node's and the client's
+    threads, by kind."""
+    out: dict[str, dict[str, tuple[int, int]]] = {"client": _thread_schedstats("self")}
+    for kind in ("gateway", "storage"):
+        out[kind] = {
+            f"{pid}/{tid}": v
+            for pid in _pids(cluster, kind)
+            for tid, v in _thread_schedstats(pid).items()
+        }
     return out
 
 
@@ -240,21 +279,40 @@ def _phase(
     cluster: Cluster, conf: dict[str, Any], topic: str, phase: str, args: argparse.Namespace
 ) -> Figures:
     """MB/s of one phase, the CPU seconds per GB the gateway, the storage node and the
-    client spent in it, and how busy the client's busiest thread was: librdkafka
-    encrypts a connection's requests on that broker's one thread, so a client thread
-    near 100% bounds the MB/s whatever the broker does."""
+    client spent in it, how busy the client's busiest thread was, and each process's
+    busiest thread's CPU seconds per GB and the seconds per GB it waited runnable for
+    a core. One thread of the pipeline does each stage of a connection's bytes
+    (librdkafka's broker thread encrypts them, the gateway's event loop decrypts and
+    handles them), so on a shared machine, where each runnable thread gets its share
+    of a core, MB/s follows the busiest one (docs/security.md, "Produce over SASL_SSL:
+    what the pipeline waits on")."""
     run = _produce_mb_s if phase == "produce" else _consume_mb_s
     gb = args.records * args.size / 1e9
     out: Figures = {}
     before = {k: _cpu_seconds(_pids(cluster, k)) for k in ("gateway", "storage")}
-    threads, start = _thread_cpu(), time.perf_counter()
-    out[phase] = run(conf, topic, args.records, args.size)
-    elapsed, after = time.perf_counter() - start, _thread_cpu()
+    threads, start = _threads(cluster), time.perf_counter()
+    end: list[tuple[float, dict[str, dict[str, tuple[int, int]]]]] = []
+    out[phase] = run(
+        conf,
+        topic,
+        args.records,
+        args.size,
+        lambda: end.append((time.perf_counter() - start, _threads(cluster))),
+    )
+    elapsed, after = end[0]
     for kind, was in before.items():
         out[f"{phase} {kind} cpu"] = (_cpu_seconds(_pids(cluster, kind)) - was) / gb
-    used = [after[t] - threads.get(t, 0.0) for t in after]
-    out[f"{phase} client cpu"] = sum(used) / gb
-    out[f"{phase} client thread"] = max(used, default=0.0) / elapsed
+    for kind, now in after.items():
+        used = {
+            t: (ran - threads[kind].get(t, (0, 0))[0], waited - threads[kind].get(t, (0, 0))[1])
+            for t, (ran, waited) in now.items()
+        }
+        ran, waited = max(used.values(), default=(0, 0))
+        out[f"{phase} {kind} thread cpu"] = ran / 1e9 / gb
+        out[f"{phase} {kind} thread wait"] = waited / 1e9 / gb
+        if kind == "client":
+            out[f"{phase} client cpu"] = sum(r for r, _ in used.values()) / 1e9 / gb
+            out[f"{phase} client thread"] = ran / 1e9 / elapsed
     return out
 
 
@@ -317,6 +375,23 @@ def _cpu_ratios(per_round: list[Figures], plain: list[Figures], what: str) -> li
     return [total(p) / total(r) if total(r) else 0.0 for r, p in zip(per_round, plain, strict=True)]
 
 
+def _busiest(r: Figures, what: str) -> float:
+    """CPU seconds per GB of the phase's busiest thread, of the three processes."""
+    return max(r[f"{what} {kind} thread cpu"] for kind in ("gateway", "storage", "client"))
+
+
+def _thread_ratios(per_round: list[Figures], plain: list[Figures], what: str) -> list[float]:
+    """Each round's busiest-thread ratio: PLAINTEXT's busiest thread's CPU seconds per
+    GB over the setup's. With the cores shared by more runnable threads than cores, each
+    thread gets about a fair share of one, so MB/s goes as 1 / (the busiest thread's
+    CPU per GB), not 1 / (the pipeline's total): this is what the MB/s ratio comes to
+    there (docs/security.md)."""
+    return [
+        _busiest(p, what) / _busiest(r, what) if _busiest(r, what) else 0.0
+        for r, p in zip(per_round, plain, strict=True)
+    ]
+
+
 def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Namespace) -> None:
     """Per round: each setup's MB/s and its ratio to PLAINTEXT's MB/s in the same
     round (measured seconds apart); then the medians over the rounds: MB/s,
@@ -347,7 +422,25 @@ def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Nam
                 f"storage {med('storage cpu'):5.2f}  client {med('client cpu'):5.2f}"
                 f"  (busiest client thread {med('client thread'):.0%})"
             )
+        for setup, per_round in zip(setups, rounds, strict=True):
+
+            def med2(key: str, per_round: list[Figures] = per_round, what: str = what) -> float:
+                return _median([r[f"{what} {key}"] for r in per_round])
+
+            print(
+                f"  {setup.label:<19} busiest thread CPU-s/GB (run-queue wait s/GB): "
+                + "  ".join(
+                    f"{kind} {med2(kind + ' thread cpu'):.2f} ({med2(kind + ' thread wait'):.2f})"
+                    for kind in ("gateway", "storage", "client")
+                )
+            )
         for setup, per_round in zip(setups[1:], rounds[1:], strict=True):
+            busiest = _thread_ratios(per_round, plain, what)
+            print(
+                f"  {setup.label:<19} busiest-thread ratio (PLAINTEXT's busiest thread's "
+                f"CPU-s/GB over this one's) {_median(busiest):.2f} "
+                f"({min(busiest):.2f}-{max(busiest):.2f})"
+            )
             cpu = _cpu_ratios(per_round, plain, what)
             print(
                 f"  {setup.label:<19} CPU ratio (PLAINTEXT's CPU-s/GB over this one's, "
