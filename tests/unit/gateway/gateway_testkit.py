@@ -21,8 +21,13 @@ from odradek.rpc.v1 import common_pb2, storage_pb2
 CORRELATION_ID = 41
 
 
-def one_partition_metadata() -> common_pb2.ClusterMetadata:
-    """Gateway 0 and storage node 100, leading the one partition of topic ``orders``."""
+def one_partition_metadata(
+    partitions: list[common_pb2.Partition] | None = None,
+) -> common_pb2.ClusterMetadata:
+    """Gateway 0 and storage node 100, leading the one partition of topic ``orders``
+    (or ``orders`` with ``partitions`` as given)."""
+    if partitions is None:
+        partitions = [common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)]
     online = common_pb2.ONLINE
     return common_pb2.ClusterMetadata(
         version=3,
@@ -33,14 +38,7 @@ def one_partition_metadata() -> common_pb2.ClusterMetadata:
             ),
             common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
         ],
-        topics=[
-            common_pb2.Topic(
-                name="orders",
-                partitions=[
-                    common_pb2.Partition(partition=0, replicas=[100], isr=[100], leader=100)
-                ],
-            )
-        ],
+        topics=[common_pb2.Topic(name="orders", partitions=partitions)],
     )
 
 

@@ -7,7 +7,7 @@ still tell the first two apart."""
 
 from __future__ import annotations
 
-from gateway_testkit import call, offline_gateway
+from gateway_testkit import call, offline_gateway, one_partition_metadata
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -16,25 +16,8 @@ from odradek.rpc.v1 import common_pb2
 
 
 def _metadata() -> common_pb2.ClusterMetadata:
-    online = common_pb2.ONLINE
-    return common_pb2.ClusterMetadata(
-        version=3,
-        cluster_id="Zq3sS1o8RkGx7YH0c2bVYA",
-        nodes=[
-            common_pb2.Node(
-                node_id=0, kind=common_pb2.GATEWAY, host="127.0.0.1", kafka_port=9092, state=online
-            ),
-            common_pb2.Node(node_id=100, kind=common_pb2.STORAGE, host="127.0.0.1", state=online),
-        ],
-        topics=[
-            common_pb2.Topic(
-                name="orders",
-                partitions=[
-                    common_pb2.Partition(partition=0, replicas=[100], isr=[], leader=-1),
-                    common_pb2.Partition(partition=1, replicas=[100], isr=[], leader=-1),
-                ],
-            )
-        ],
+    return one_partition_metadata(
+        [common_pb2.Partition(partition=i, replicas=[100], isr=[], leader=-1) for i in (0, 1)]
     )
 
 
