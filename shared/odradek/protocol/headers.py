@@ -54,6 +54,9 @@ class RequestHeader(NamedTuple):
 _HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 _CLIENT_IDS: dict[bytes, str] = {}
 _MAX_CACHED = 4096
+# Longer client ids are decoded each time: 4,096 ids of up to 32 KiB each would be a
+# quarter GiB a client could make the gateway hold (issue 14's bounded memory).
+_MAX_CACHED_CLIENT_ID = 255
 
 
 def _header_version(api_key: int, api_version: int) -> int:
@@ -103,9 +106,10 @@ def parse_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestHe
         client_id = _CLIENT_IDS.get(raw)
         if client_id is None:
             client_id = str(raw, "utf-8", "replace")
-            if len(_CLIENT_IDS) >= _MAX_CACHED:
-                _CLIENT_IDS.clear()
-            _CLIENT_IDS[raw] = client_id
+            if length <= _MAX_CACHED_CLIENT_ID:
+                if len(_CLIENT_IDS) >= _MAX_CACHED:
+                    _CLIENT_IDS.clear()
+                _CLIENT_IDS[raw] = client_id
         pos = end
     tags: tuple[tuple[int, bytes], ...] = ()
     if header_version >= 2:

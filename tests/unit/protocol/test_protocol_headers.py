@@ -160,6 +160,10 @@ def test_client_ids_and_header_versions_are_remembered_within_a_bound() -> None:
         assert (header.api_key, header.header_version, offset) == (1000 + n, 1, len(raw))
     assert len(headers._CLIENT_IDS) <= headers._MAX_CACHED
     assert len(headers._HEADER_VERSIONS) <= headers._MAX_CACHED
+    long_id = b"x" * 32_767  # the longest a client may send: decoded, not remembered
+    raw = struct.pack(">hhih", ApiKey.PRODUCE, 9, 7, len(long_id)) + long_id + b"\x00"
+    assert parse_request_header(raw)[0].client_id == long_id.decode()
+    assert long_id not in headers._CLIENT_IDS
     bad = b"\xffid"  # not UTF-8: replaced, the first time and when remembered
     raw = struct.pack(">hhih", 0, 9, 1, len(bad)) + bad + b"\x00"
     for _ in range(2):
