@@ -9,8 +9,7 @@ until the response is sent, Kafka's ``SocketServer``/``Selector``). A gateway
 pipelines, but at most ``connection.max.handled.requests`` requests of a connection
 are being handled at once: later ones wait in the connection's start queue (a plain
 deque) and are started by the connection itself, strictly in arrival order, each time
-an earlier request's response has been handed to the transport (in a backlog turn:
-a few such starts per loop turn over all connections, backlog_turns.py). So a client that
+an earlier request's response has been handed to the transport. So a client that
 pipelines hundreds of cheap requests and never reads holds a few handlers, not
 hundreds, and the event loop's turns are shared between connections, not between
 requests. Starting in arrival order is what keeps a connection's Produce requests in
