@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,8 +181,17 @@ def test_hanging_transaction_after_a_late_produce(bootstrap: str, topic: str) ->
                 what="the marker",
             )
             end = list_offset(bootstrap, topic, 0, isolation=0)
-            # The late batch: same producer, same epoch, next sequence.
-            assert s.produce(topic, 0, [b"late"])[0] == E.INVALID_TXN_STATE
+            # The late batch: same producer, same epoch, next sequence. Until the
+            # coordinator has completed the transaction (its markers acknowledged) it
+            # answers the leader's check CONCURRENT_TRANSACTIONS, which the producer
+            # gets as NOT_ENOUGH_REPLICAS and retries, as a client would (nothing is
+            # appended meanwhile).
+            deadline = time.monotonic() + 30
+            while (code := s.produce(topic, 0, [b"late"])[0]) == E.NOT_ENOUGH_REPLICAS:
+                assert list_offset(bootstrap, topic, 0, isolation=0) == end
+                assert time.monotonic() < deadline, "the transaction never completed"
+                time.sleep(0.1)
+            assert code == E.INVALID_TXN_STATE
             assert list_offset(bootstrap, topic, 0, isolation=0) == end
             assert list_offset(bootstrap, topic, 0, isolation=READ_COMMITTED) == end
         T = DescribeProducersRequest.TopicRequest
