@@ -237,7 +237,10 @@ async def test_idempotent_producer_sequences(client: Client) -> None:
 
 
 async def test_list_offsets(client: Client) -> None:
-    await client.create_topic("lo")
+    # Timestamps from 1970 are older than any time-based retention: without
+    # retention.ms=-1 the retention check (every second in tests, tests/helpers/
+    # clusters.py) could delete them mid-test (the log start then jumped to 6).
+    await client.create_topic("lo", configs={"retention.ms": "-1"})
     # Timestamps: batch k holds records at 1000*k and 1000*k + 1.
     for k in (1, 2, 3):
         await client.produce(NODE, "lo", make_batch([b"a", b"b"], timestamp=1000 * k), acks=1)
