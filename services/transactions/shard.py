@@ -441,6 +441,14 @@ class TransactionShard:
                 self._start_completion(md)
 
             self._append(md, transit, prepared)
+        elif not commit and from_client and state in (S.EMPTY, S.COMPLETE_COMMIT):
+            # Deviation (Kafka answers INVALID_TXN_STATE): no transaction is open, so
+            # aborting it aborts nothing. librdkafka counts an AddPartitionsToTxn that
+            # got CONCURRENT_TRANSACTIONS (the previous transaction's markers were still
+            # being written) as registered and sends EndTxn(abort) when the application
+            # aborts before the retry; INVALID_TXN_STATE there is fatal to the producer
+            # (librdkafka issue #4849, its rdkafka_txnmgr.c txn_req_cnt).
+            respond(E.NONE)
         elif state is S.COMPLETE_COMMIT:
             respond(E.NONE if commit else E.INVALID_TXN_STATE)
         elif state is S.COMPLETE_ABORT:
@@ -449,7 +457,7 @@ class TransactionShard:
             respond(E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE)
         elif state is S.PREPARE_ABORT:
             respond(E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS)
-        else:  # Empty (nothing to end); Dead/PrepareEpochFence never at rest
+        else:  # Empty (nothing to commit); Dead/PrepareEpochFence never at rest
             respond(E.INVALID_TXN_STATE)
 
     # -- markers and completion -------------------------------------------------------------------

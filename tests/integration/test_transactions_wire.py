@@ -232,7 +232,7 @@ def test_bad_input_gets_kafkas_error_codes(bootstrap: str, topic: str) -> None:
         assert s.init().error_code == E.NONE
         # EndTxn outside a transaction.
         assert s.end(commit=True) == E.INVALID_TXN_STATE
-        assert s.end(commit=False) == E.INVALID_TXN_STATE
+        assert s.end(commit=False) == E.NONE  # aborts nothing (end_txn.py deviation)
         # An unknown producer id for this transactional id.
         assert s.end(commit=True, producer_id=s.pid + 100_000) == E.INVALID_PRODUCER_ID_MAPPING
         assert s.add_partitions(topic, [0]) == {(topic, 0): E.NONE}

@@ -4,12 +4,15 @@ Forwarded to the transaction coordinator owning the transactional id's shard
 (:mod:`odradek.gateway.txn_routing`). It answers once PrepareCommit/PrepareAbort is
 durable in ``__transaction_state`` and writes the markers afterwards, as Kafka does;
 until they are all written the id's next request gets CONCURRENT_TRANSACTIONS.
-Bad input gets Kafka's codes from the coordinator: EndTxn with no transaction open
+Bad input gets Kafka's codes from the coordinator: a commit with no transaction open
 INVALID_TXN_STATE, a stale epoch PRODUCER_FENCED, an unknown producer id
 INVALID_PRODUCER_ID_MAPPING. An empty transactional id is INVALID_REQUEST;
 NOT_COORDINATOR when the owner is unknown or unreachable. Versions below 2 get
 INVALID_PRODUCER_EPOCH for PRODUCER_FENCED, versions below 4 INVALID_TXN_STATE for
-TRANSACTION_ABORTABLE. Deviation: v5 (KIP-890 part 2, an epoch bump per
+TRANSACTION_ABORTABLE. Deviations: an abort with no transaction open (Empty or
+CompleteCommit) succeeds, where Kafka answers INVALID_TXN_STATE, fatal to a librdkafka
+producer that aborts while its AddPartitionsToTxn awaits a retry (librdkafka #4849);
+v5 (KIP-890 part 2, an epoch bump per
 transaction) is not served.
 """
 

@@ -218,9 +218,9 @@ def test_commit_persists_prepare_then_markers_then_complete() -> None:
         S.PREPARE_COMMIT,
         S.COMPLETE_COMMIT,
     ]
-    # A retried EndTxn(commit) succeeds; an abort now is a state error.
+    # A retried EndTxn(commit) succeeds; an abort now aborts nothing (see below).
     assert h.call("end_txn", TX, pid, epoch, True) == E.NONE
-    assert h.call("end_txn", TX, pid, epoch, False) == E.INVALID_TXN_STATE
+    assert h.call("end_txn", TX, pid, epoch, False) == E.NONE
     # The next transaction starts from CompleteCommit with a new start time.
     h.scheduler.advance(50)
     assert h.call("add_partitions", TX, pid, epoch, [T0]) == E.NONE
@@ -237,6 +237,27 @@ def test_abort_completes_with_abort_markers() -> None:
     assert h.md().state is S.COMPLETE_ABORT
     assert h.call("end_txn", TX, pid, epoch, False) == E.NONE
     assert h.call("end_txn", TX, pid, epoch, True) == E.INVALID_TXN_STATE
+
+
+def test_abort_with_no_transaction_open_succeeds_and_writes_nothing() -> None:
+    """librdkafka sends EndTxn(abort) when its AddPartitionsToTxn got
+    CONCURRENT_TRANSACTIONS and the application aborts before the retry (#4849):
+    after a commit completed, and right after InitProducerId, the abort is a no-op."""
+    h = Harness()
+    pid, epoch = started(h)
+    h.call("end_txn", TX, pid, epoch, True)
+    h.flush()
+    h.shard.markers_written(h.jobs[-1])
+    h.flush()
+    assert h.md().state is S.COMPLETE_COMMIT
+    before = list(h.log)
+    assert h.call("end_txn", TX, pid, epoch, False) == E.NONE
+    assert h.md().state is S.COMPLETE_COMMIT and h.log == before and h.md().pending is None
+    assert h.call("end_txn", TX, pid, epoch + 1, False) == E.PRODUCER_FENCED
+    fresh = Harness()
+    fresh.init()
+    assert fresh.call("end_txn", TX, 1000, 0, False) == E.NONE
+    assert fresh.md().state is S.EMPTY
 
 
 def test_completion_write_is_retried_until_durable() -> None:
