@@ -30,7 +30,13 @@ Limits, with Kafka's names where Kafka has one:
   the connection stops reading until responses drain; a read holding more requests
   than the connection may still queue is split only that far, the rest kept unparsed
   until the queue drains (one read of small pipelined requests was thousands of
-  frames split on one callback);
+  frames split on one callback). Nor are more than ``SPLIT_AHEAD`` requests split
+  off to wait behind those being handled: the rest stays unparsed bytes until they
+  are needed (Kafka reads the next request only once the last one is answered). A
+  client that pipelines hundreds of Metadata requests and never reads has ~57
+  answered before it is held back; all 500 of ``queued.max.requests`` were split and
+  queued on its first read (1-3 ms on one callback, bench hostile's 20 never-read
+  clients reconnecting within ~100 ms of each other: issue 14);
 - ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``: the kernel's
   buffers of a connection (Kafka's defaults, 100 KiB): without them a client that
   never reads has megabytes of responses computed and buffered before its socket's
@@ -126,6 +132,12 @@ _OUTQ_ZERO = bytes(_OUTQ.size)
 # backing off so a client that never reads costs a few checks a second.
 _UNREAD_RECHECK_FIRST_S = 0.001
 _UNREAD_RECHECK_MAX_S = 0.5
+# Requests of one connection split off its reads and waiting to start, at most: the
+# rest of what it pipelined stays unparsed bytes until they are needed (module
+# docstring). Splitting all of ``queued.max.requests`` at once cost 1-3 ms on one
+# callback per bench hostile never-read reconnect (500 frames, ~57 of them ever
+# answered), 20 of them within ~100 ms.
+SPLIT_AHEAD = 8
 # Connections the listener's timeout sweep looks at per loop turn (KafkaListener.sweep).
 SWEEP_BATCH = 64
 
@@ -522,9 +534,17 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.pool.wait(self.ctx.connection_id, self._pool_resume)
 
     def _room(self) -> int:
-        """Requests this connection may still queue (``queued.max.requests``): the most
-        frames the decoder splits off now; the bytes after them wait, unparsed."""
-        return max(0, self.limits.max_inflight_requests - self.queued_requests)
+        """The most frames the decoder splits off now: requests this connection may
+        still queue (``queued.max.requests``), and no more than :data:`SPLIT_AHEAD`
+        waiting to start; the bytes after them wait, unparsed, until the queue has
+        room again (module docstring)."""
+        return max(
+            0,
+            min(
+                self.limits.max_inflight_requests - self.queued_requests,
+                SPLIT_AHEAD - len(self.waiting),
+            ),
+        )
 
     def _parse_more(self) -> None:
         """Frames read earlier and kept unparsed (past the queue's room), as many as
@@ -554,6 +574,23 @@ class KafkaConnection(asyncio.BaseProtocol):
     def _frames_read(self, frames: list[memoryview | bytes]) -> None:
         for frame in frames:
             self._start(frame)
+        # Split on until SPLIT_AHEAD wait (a run of pipelined Produce requests joins its
+        # lane as it is split and waits for nothing: it is all split and started at
+        # once, to coalesce, produce_lane.py); the rest stays unparsed.
+        more = frames
+        while (
+            more
+            and len(self.waiting) < SPLIT_AHEAD
+            and self.decoder.unparsed_bytes
+            and not self.closed
+        ):
+            try:
+                more = self.decoder.more(self._room())
+            except ProtocolError as exc:
+                self._malformed(exc)
+                return
+            for frame in more:
+                self._start(frame)
         if self.decoder.partial_bytes:
             if self.partial_since is None or frames:
                 self.partial_since = self.last_activity
