@@ -40,6 +40,7 @@ from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.gateway import apis, shared_answers
+from odradek.gateway.apis import metadata as metadata_api
 from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker, advertise
@@ -71,6 +72,7 @@ from odradek.protocol.fetch_response import encode_fetch_response
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import (
     FetchResponse,
+    MetadataResponse,
     ProduceResponse,
     decode_request,
     encode_response,
@@ -478,6 +480,14 @@ class Gateway:
             REQUEST_ERRORS.labels(name).inc()
             log.info("closing %s: API key %s is not served", ctx.peer, key)
             raise CloseConnection()
+        if key == ApiKey.METADATA:
+            # The same all-topics request as before, its answer unchanged: found by its
+            # bytes, neither decoded nor handled again (apis/metadata.py, issue 14).
+            reused = metadata_api.answered_before(self, ctx, header, body)
+            framed = shared_answers.frame(header, reused) if reused is not None else None
+            if framed is not None:
+                metrics.seconds.observe(time.perf_counter() - start)
+                return framed
         try:
             request = decode_request(header, body)
         except ProtocolError as exc:
@@ -515,6 +525,8 @@ class Gateway:
                 return frame  # framed by hand: the generic encoder costs more than the rest
         shared = shared_answers.frame(header, response)
         if shared is not None:
+            if isinstance(response, MetadataResponse):  # the all-topics answer
+                metadata_api.remember(ctx, header, body, response)
             return shared  # an answer many requests share, encoded once per version
         return encode_response(header, response)
 

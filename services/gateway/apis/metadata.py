@@ -170,6 +170,55 @@ def _answer(
 # The all-topics answer without authorized operations, per broker set (see _ANSWERS).
 _ALL_TOPICS: dict[int, tuple[Snapshot, Mapping[int, AdvertisedBroker], MetadataResponse]] = {}
 
+# The all-topics answers given before, by the request's bytes: (listener, API version,
+# request body) -> the answer. A client pipelining the same all-topics request over
+# and over (issue 14's never-read clients: ~57 answers per connection, 20 connections
+# reconnecting together) had each one decoded and run through the handler to find the
+# same shared answer; now the bytes find it. Bounded (bodies of _MAX_REQUEST_BYTES,
+# _MAX_REQUESTS of them), and an entry is used only while it is still the all-topics
+# answer of the current snapshot and broker set (_all_topics_answer's own test).
+_BY_REQUEST: dict[tuple[str, int, bytes], MetadataResponse] = {}
+_MAX_REQUEST_BYTES = 64  # an all-topics request is a few bytes (more: tagged fields)
+_MAX_REQUESTS = 256
+
+
+def answered_before(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, body: memoryview
+) -> MetadataResponse | None:
+    """The shared all-topics answer an identical request got, if it is what
+    :func:`handle` would answer now: the same bytes ask the same (the topics, the
+    authorized-operations flags), the snapshot and broker set are the ones it was
+    built from (``_ALL_TOPICS``), and it still applies to every client (no authorizer,
+    no quotas: :func:`handle`'s own conditions; quotas come with the snapshot)."""
+    if len(body) > _MAX_REQUEST_BYTES or not _BY_REQUEST:
+        return None
+    answer = _BY_REQUEST.get((ctx.listener, header.api_version, bytes(body)))
+    if answer is None or gw.authorizer.enabled:
+        return None
+    brokers = gw.brokers(ctx.listener)
+    entry = _ALL_TOPICS.get(id(brokers))
+    if (
+        entry is None
+        or entry[2] is not answer
+        or entry[0] is not gw.metadata.current
+        or entry[1] is not brokers
+        or gw.quotas.any()
+    ):
+        return None
+    return answer
+
+
+def remember(
+    ctx: ConnectionContext, header: RequestHeader, body: memoryview, answer: MetadataResponse
+) -> None:
+    """Note that this request got the shared all-topics ``answer`` (:func:`handle`
+    returned it), for :func:`answered_before`."""
+    if len(body) > _MAX_REQUEST_BYTES:
+        return
+    if len(_BY_REQUEST) >= _MAX_REQUESTS:
+        _BY_REQUEST.clear()
+    _BY_REQUEST[(ctx.listener, header.api_version, bytes(body))] = answer
+
 
 def _all_topics_answer(snap: Snapshot, brokers: Mapping[int, AdvertisedBroker]) -> MetadataResponse:
     entry = _ALL_TOPICS.get(id(brokers))

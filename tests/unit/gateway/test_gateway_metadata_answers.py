@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from gateway_testkit import call, offline_gateway
 
+from odradek.gateway import gateway as gateway_module
 from odradek.gateway import shared_answers
 from odradek.gateway.apis import metadata as metadata_api
 from odradek.gateway.connection import ConnectionContext
@@ -105,3 +106,41 @@ async def test_the_all_topics_answer_is_encoded_once_per_version_and_snapshot(
         answer = await call(gw, ApiKey.METADATA, 12, _all_topics())
         assert [p.leader_id for p in answer.topics[0].partitions] == [101]
         assert encoded == [12, 9, 1, 12]
+
+
+async def test_the_same_all_topics_request_is_answered_by_its_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A repeated all-topics request (issue 14's never-read clients pipeline them) is
+    neither decoded nor handled again while its answer stands; after a metadata change,
+    and for other requests (named topics), it is handled as before."""
+    decoded: list[int] = []
+    real = gateway_module.decode_request
+
+    def counting(header: RequestHeader, body: memoryview) -> Message:
+        decoded.append(header.api_key)
+        return real(header, body)
+
+    monkeypatch.setattr(gateway_module, "decode_request", counting)
+    async with offline_gateway(_cluster(1, leader=100)) as gw:
+        for _ in range(3):
+            answer = await call(gw, ApiKey.METADATA, 12, _all_topics())
+            assert [p.leader_id for p in answer.topics[0].partitions] == [100]
+        assert decoded == [ApiKey.METADATA]  # the first one only
+        await call(gw, ApiKey.METADATA, 11, _all_topics())  # another version: its own bytes
+        assert len(decoded) == 2
+
+        await gw.metadata.update(_cluster(2, leader=101))
+        answer = await call(gw, ApiKey.METADATA, 12, _all_topics())
+        assert [p.leader_id for p in answer.topics[0].partitions] == [101]
+        assert len(decoded) == 3
+
+        named = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="nope", topic_id=None)],
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
+        answer = await call(gw, ApiKey.METADATA, 12, named)
+        assert [t.name for t in answer.topics] == ["nope"]
+        assert answer.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
