@@ -5,7 +5,9 @@ gateways over plain TCP, the record batches beside a small protobuf head
 The handlers are the gRPC servicer's (:class:`~odradek.storage.produce.ProduceHandler`,
 :class:`~odradek.storage.fetch.FetchHandler`), so acks, the high watermark, long polls
 and ordering are exactly those of the gRPC path; only the transport differs. Fetched
-batches go from ``os.pread`` to the socket without another copy (``writelines``).
+batches go from ``os.pread`` to the socket without another copy (``writelines``); a
+consumer's on the Unix socket go from the segment file by ``sendfile``
+(:func:`send_direct`, docs/data-link.md "Consume CPU per GB").
 Every call runs as its own task and answers in any order, but Produce requests of one
 ``ordering_lane`` (a gateway's client connection) append in arrival order, each after
 the previous one's append (its acks=-1 wait runs alongside the next one's); until the
