@@ -138,6 +138,9 @@ _UNREAD_RECHECK_MAX_S = 0.5
 # callback per bench hostile never-read reconnect (500 frames, ~57 of them ever
 # answered), 20 of them within ~100 ms.
 SPLIT_AHEAD = 8
+# The most a connection's SO_SNDBUF grows to for one large response (a consumer's Fetch:
+# librdkafka asks 1 MB per partition), capped by net.core.wmem_max (_grow_send_buffer).
+GROWN_SEND_BUFFER_MAX = 4 * 1024 * 1024
 # Connections the listener's timeout sweep looks at per loop turn (KafkaListener.sweep).
 SWEEP_BATCH = 64
 
@@ -390,6 +393,10 @@ class KafkaConnection(asyncio.BaseProtocol):
         self.unread_backlog = False
         self._unread_recheck = _UNREAD_RECHECK_FIRST_S
         self._unread_timer: asyncio.TimerHandle | None = None
+        # socket.send.buffer.bytes as set on the socket (_tune_socket), grown for a
+        # larger response (_grow_send_buffer); no socket: autotuned, left alone.
+        self._sock: socket.socket | None = None
+        self._send_buffer = 0
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -432,8 +439,28 @@ class KafkaConnection(asyncio.BaseProtocol):
             # responses a client never reads before the transport pauses us.
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer_bytes)
+                self._sock, self._send_buffer = sock, self.limits.send_buffer_bytes
         if _SIOCOUTQ >= 0 and sock.family in (socket.AF_INET, socket.AF_INET6):
             self._fd = sock.fileno()
+
+    def _grow_send_buffer(self, size: int) -> None:
+        """A response larger than the socket's send buffer (a consumer's Fetch): make the
+        buffer hold it whole (up to :data:`GROWN_SEND_BUFFER_MAX`). Through a 100 KB
+        ``socket.send.buffer.bytes`` a 2 MB Fetch response went out in a dozen partial
+        writes, each a wake-up of the loop on the socket turning writable: about a sixth
+        more gateway CPU per consumed GB than one write (docs/data-link.md, "Consume
+        CPU per GB: the socket writes"). The response's bytes are held either way, in
+        the transport's buffer or in the kernel's, and both count toward
+        connection.max.queued.response.bytes and the unread-response bound."""
+        grown = min(size, GROWN_SEND_BUFFER_MAX)
+        if grown <= self._send_buffer or self._sock is None:
+            return
+        try:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, grown)
+        except OSError:
+            self._sock = None  # not resizable: stay at what was set
+            return
+        self._send_buffer = grown
 
     def _delay_reading(self, delay: float) -> None:
         """max.connection.creation.rate: this connection's turn comes in ``delay`` s;
@@ -810,11 +837,13 @@ class KafkaConnection(asyncio.BaseProtocol):
                     await self.writable.wait()
                     if self.closed or self.transport is None:
                         return
+                    written = sum(len(b) for b in buffers)
+                    if written > self._send_buffer and self._sock is not None:
+                        self._grow_send_buffer(written)
                     if len(buffers) == 1 and isinstance(buffers[0], bytes):
                         self.transport.write(buffers[0])
                     else:
                         self.transport.writelines(buffers)
-                    written = sum(len(b) for b in buffers)
                     self.queued_response_bytes -= written
                     self._account()
                     self.last_activity = time.monotonic()

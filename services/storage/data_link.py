@@ -5,7 +5,9 @@ gateways over plain TCP, the record batches beside a small protobuf head
 The handlers are the gRPC servicer's (:class:`~odradek.storage.produce.ProduceHandler`,
 :class:`~odradek.storage.fetch.FetchHandler`), so acks, the high watermark, long polls
 and ordering are exactly those of the gRPC path; only the transport differs. Fetched
-batches go from ``os.pread`` to the socket without another copy (``writelines``).
+batches go from ``os.pread`` to the socket without another copy (``writelines``); a
+consumer's on the Unix socket go from the segment file by ``sendfile``
+(:func:`send_direct`, docs/data-link.md "Consume CPU per GB").
 Every call runs as its own task and answers in any order, but Produce requests of one
 ``ordering_lane`` (a gateway's client connection) append in arrival order, each after
 the previous one's append (its acks=-1 wait runs alongside the next one's); until the
@@ -26,10 +28,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from odradek import internal_tls
 from odradek.datalink.connection import FrameProtocol
@@ -45,6 +48,7 @@ from odradek.datalink.frame import (
 )
 from odradek.datalink.unix_socket import UnixListener
 from odradek.internal_tls import Member, parse_member
+from odradek.log.file_range import FileRange
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import storage_pb2
 
@@ -65,7 +69,7 @@ class _Connection(FrameProtocol):
         self.lane_tails: dict[int, asyncio.Future[None]] = {}
         self.loop = asyncio.get_running_loop()
         # Answers finished in one loop turn, written together at the next (_send).
-        self.outbox: list[Buffer] = []
+        self.outbox: list[Buffer | FileRange] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -128,7 +132,7 @@ class _Connection(FrameProtocol):
                 turn.ours.set_result(None)  # never hold the lane up after a failure
         self._send(encode(frame.correlation_id, kind, meta, blobs))
 
-    def _send(self, buffers: list[Buffer]) -> None:
+    def _send(self, buffers: list[Buffer | FileRange]) -> None:
         """Queue an answer; the answers of one loop turn go out in one write.
 
         A high watermark advance completes an acks=-1 Produce and wakes a gateway's
@@ -146,12 +150,33 @@ class _Connection(FrameProtocol):
             return
         out, self.outbox = self.outbox, []
         transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.writelines(out)
+        if transport is None or transport.is_closing():
+            return
+        if not any(isinstance(b, FileRange) for b in out):
+            transport.writelines(cast("list[Buffer]", out))
+            return
+        try:
+            sock = transport.get_extra_info("socket")
+            if sock is not None and transport.get_write_buffer_size() == 0:
+                rest = send_direct(sock.fileno(), out)
+            else:
+                rest = [b.read() if isinstance(b, FileRange) else b for b in out]
+        except OSError as exc:
+            # Part of a frame may be written: the stream cannot go on. The gateway fails
+            # the calls in flight on this connection as for a lost node, and reconnects.
+            log.warning("data link: closing a connection after a failed send: %s", exc)
+            transport.abort()
+            return
+        finally:
+            for b in out:
+                if isinstance(b, FileRange):
+                    b.close()
+        if rest:
+            transport.writelines(rest)
 
     async def _answer(
         self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
-    ) -> tuple[int, bytes, list[Buffer]]:
+    ) -> tuple[int, bytes, list[Buffer | FileRange]]:
         if turn is not None and turn.previous is not None and not turn.previous.done():
             await asyncio.shield(turn.previous)  # never raises: always set_result
         handlers = self.server.handlers()
@@ -161,7 +186,9 @@ class _Connection(FrameProtocol):
             fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
             if fetch.replica_id >= 0 and self.server.tls is not None:
                 return ERROR, b"followers fetch over gRPC under internal TLS", []
-            response, records = await handlers.fetch.fetch_split(fetch, self.loop)
+            # A consumer's records on the Unix socket go by sendfile (flush).
+            lazy = self.local and fetch.replica_id < 0
+            response, records = await handlers.fetch.fetch_split(fetch, self.loop, lazy=lazy)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
             if produce is None:  # the head did not parse: fail the call with the reason
@@ -180,6 +207,52 @@ class _Turn:
 
     previous: asyncio.Future[None] | None
     ours: asyncio.Future[None]
+
+
+def send_direct(fd: int, out: list[Buffer | FileRange]) -> list[Buffer]:
+    """Write ``out`` to the socket ``fd`` (non-blocking; nothing of ours queued before
+    it) while the socket takes it, each FileRange by ``sendfile``: on Linux 6.5+ a Unix
+    socket takes the page cache's pages without a copy (docs/data-link.md, "Consume CPU
+    per GB"). Returns what the socket did not take, as buffers, in order, for the
+    transport. Raises OSError (the connection is broken, or a range's file shrank)."""
+    i, n = 0, len(out)
+    while i < n:
+        item = out[i]
+        if isinstance(item, FileRange):
+            sent = 0
+            with contextlib.suppress(BlockingIOError):
+                while sent < item.size:
+                    k = os.sendfile(fd, item.fd, item.position + sent, item.size - sent)
+                    if k == 0:
+                        raise OSError("log file range shrank before it was sent")
+                    sent += k
+            if sent < item.size:
+                return [item.read(sent), *_read_all(out[i + 1 :])]
+            i += 1
+            continue
+        j = i + 1
+        while j < n and not isinstance(out[j], FileRange):
+            j += 1
+        chunk = cast("list[Buffer]", out[i:j])
+        try:
+            written = os.writev(fd, chunk)
+        except BlockingIOError:
+            written = 0
+        if written < sum(len(b) for b in chunk):
+            rest: list[Buffer] = []
+            for b in chunk:
+                if written >= len(b):
+                    written -= len(b)
+                    continue
+                rest.append(memoryview(b)[written:] if written else b)
+                written = 0
+            return rest + _read_all(out[j:])
+        i = j
+    return []
+
+
+def _read_all(items: list[Buffer | FileRange]) -> list[Buffer]:
+    return [b.read() if isinstance(b, FileRange) else b for b in items]
 
 
 def _member(cert: dict[str, Any] | None) -> Member | None:

@@ -38,6 +38,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from odradek.log.file_range import FileRange
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.rpc.v1 import storage_pb2
@@ -81,16 +82,21 @@ class FetchHandler:
         response, records = await self.fetch_split(request)
         for result, data in zip(response.partitions, records, strict=True):
             if data:
-                result.records = data
+                result.records = data if isinstance(data, bytes) else data.read()
         return response
 
     async def fetch_split(
-        self, request: storage_pb2.FetchRequest, loop: asyncio.AbstractEventLoop | None = None
-    ) -> tuple[storage_pb2.FetchResponse, list[bytes]]:
+        self,
+        request: storage_pb2.FetchRequest,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        lazy: bool = False,
+    ) -> tuple[storage_pb2.FetchResponse, list[bytes | FileRange]]:
         """The answer with empty ``records`` fields, and each partition's records beside
         it in the same order (the data link sends them without copying). ``loop``: the
         running loop when the caller holds it (``asyncio.get_running_loop`` costs a
-        ``getpid`` per call, issue 18)."""
+        ``getpid`` per call, issue 18). ``lazy`` (a consumer's fetch on the data link's
+        Unix socket): large records as FileRanges, sent with ``sendfile``."""
         replica = request.replica_id >= 0
         self.metrics.fetch_request(replica)
         slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
@@ -122,7 +128,7 @@ class FetchHandler:
                     and await wake.wait()
                 ):
                     continue
-                results, records, total, errors = self._read(request, slots, replica)
+                results, records, total, errors = self._read(request, slots, replica, lazy)
                 if (
                     errors
                     or total >= request.min_bytes
@@ -223,14 +229,18 @@ class FetchHandler:
         return True
 
     def _read(
-        self, request: storage_pb2.FetchRequest, slots: list[_Slot], replica: bool
-    ) -> tuple[list[storage_pb2.FetchPartitionResult], list[bytes], int, bool]:
+        self,
+        request: storage_pb2.FetchRequest,
+        slots: list[_Slot],
+        replica: bool,
+        lazy: bool = False,
+    ) -> tuple[list[storage_pb2.FetchPartitionResult], list[bytes | FileRange], int, bool]:
         remaining = max(0, request.max_bytes)
         min_one = True
         total = 0
         errors = False
         results = []
-        out: list[bytes] = []
+        out: list[bytes | FileRange] = []
         for slot in slots:
             fp = slot.request
             part = slot.partition
@@ -244,7 +254,7 @@ class FetchHandler:
                 current_leader_epoch=-1,
             )
             results.append(result)
-            data = b""
+            data: bytes | FileRange = b""
             error = slot.error
             held_back = (
                 replica
@@ -260,7 +270,13 @@ class FetchHandler:
             ):
                 try:
                     records, aborted = self._read_partition(
-                        part, fp, min(fp.partition_max_bytes, remaining), min_one, request, replica
+                        part,
+                        fp,
+                        min(fp.partition_max_bytes, remaining),
+                        min_one,
+                        request,
+                        replica,
+                        lazy,
                     )
                 except Exception as exc:
                     error = error_code_for(exc)
@@ -301,20 +317,27 @@ class FetchHandler:
         min_one: bool,
         request: storage_pb2.FetchRequest,
         replica: bool,
-    ) -> tuple[bytes, tuple[AbortedTxn, ...]]:
+        lazy: bool = False,
+    ) -> tuple[bytes | FileRange, tuple[AbortedTxn, ...]]:
         part.check_leader(fp.current_leader_epoch)
         if replica:
             data = part.read(fp.fetch_offset, max_bytes, max_offset=None, min_one_message=min_one)
             return data, ()
         if request.isolation_level == READ_COMMITTED:
-            return part.read_committed(fp.fetch_offset, max_bytes, min_one_message=min_one)
-        data = part.read(
+            return part.read_committed(
+                fp.fetch_offset, max_bytes, min_one_message=min_one, lazy=lazy
+            )
+        read = part.read_lazy if lazy else part.read
+        records = read(
             fp.fetch_offset, max_bytes, max_offset=part.high_watermark, min_one_message=min_one
         )
-        return data, ()
+        return records, ()
 
     def _count_out(
-        self, results: list[storage_pb2.FetchPartitionResult], records: list[bytes], replica: bool
+        self,
+        results: list[storage_pb2.FetchPartitionResult],
+        records: list[bytes | FileRange],
+        replica: bool,
     ) -> None:
         for result, data in zip(results, records, strict=True):
             n = len(data)

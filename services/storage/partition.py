@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
+from odradek.log.file_range import FileRange
 from odradek.log.log import AppendResult, PartitionLog
 from odradek.log.producer_state import AppendOrigin, ProducerStateEntry, VerificationGuard
 from odradek.log.transaction_index import AbortedTxn
@@ -553,13 +554,28 @@ class Partition:
         self, fetch_offset: int, max_bytes: int, *, max_offset: int | None, min_one_message: bool
     ) -> bytes:
         """Whole batches from ``fetch_offset`` below ``max_offset`` (None: the LEO)."""
-        return self.read_with_aborted(
+        records = self.read_with_aborted(
             fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+        )[0]
+        return records if isinstance(records, bytes) else records.read()
+
+    @_log_io
+    def read_lazy(
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None, min_one_message: bool
+    ) -> bytes | FileRange:
+        """As :meth:`read`, large records as a FileRange not read yet (a consumer's
+        fetch on the data link's Unix socket, sent with ``sendfile``)."""
+        return self.read_with_aborted(
+            fetch_offset,
+            max_bytes,
+            max_offset=max_offset,
+            min_one_message=min_one_message,
+            lazy=True,
         )[0]
 
     def read_committed(
-        self, fetch_offset: int, max_bytes: int, *, min_one_message: bool
-    ) -> tuple[bytes, tuple[AbortedTxn, ...]]:
+        self, fetch_offset: int, max_bytes: int, *, min_one_message: bool, lazy: bool = False
+    ) -> tuple[bytes | FileRange, tuple[AbortedTxn, ...]]:
         """A read_committed read: batches below the LSO and the aborted transactions
         overlapping them (Kafka's FetchIsolation.TXN_COMMITTED)."""
         return self.read_with_aborted(
@@ -568,6 +584,7 @@ class Partition:
             max_offset=self.last_stable_offset,
             min_one_message=min_one_message,
             include_aborted=True,
+            lazy=lazy,
         )
 
     def read_with_aborted(
@@ -578,7 +595,8 @@ class Partition:
         max_offset: int | None,
         min_one_message: bool,
         include_aborted: bool = False,
-    ) -> tuple[bytes, tuple[AbortedTxn, ...]]:
+        lazy: bool = False,
+    ) -> tuple[bytes | FileRange, tuple[AbortedTxn, ...]]:
         self.check_fetch_offset(fetch_offset)
         limit = self.log_end_offset if max_offset is None else max_offset
         if fetch_offset >= limit or (max_bytes <= 0 and not min_one_message):
@@ -589,8 +607,12 @@ class Partition:
             max_offset=max_offset,
             min_one_message=min_one_message,
             include_aborted=include_aborted,
+            lazy=lazy,
         )
-        return bytes(result.records), result.aborted or ()
+        records = result.records
+        if not isinstance(records, FileRange):
+            records = bytes(records)
+        return records, result.aborted or ()
 
     @_log_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:

@@ -132,6 +132,39 @@ async def test_produce_and_fetch_over_the_unix_socket(client: Client) -> None:
     assert (unix - before[0], tcp - before[1]) == (1, 0)
 
 
+async def test_large_fetch_answers_over_the_socket_match_tcp(client: Client) -> None:
+    """A consumer's large records go over the socket by sendfile (FileRange, issue 18):
+    the same bytes as the TCP link's ``pread`` copy, several answers pipelined on one
+    connection, and the bytes below the high watermark only."""
+    await client.create_topic("unix-large")
+    values = [bytes([65 + i % 26]) * 1000 for i in range(300)]
+    batches = [make_batch(values[i : i + 100]) for i in range(0, 300, 100)]
+    unix = await _pool(client)
+    tcp = await _pool(client, lambda s: s.Clear())
+    try:
+        for batch in batches:  # three ~100 KB batches: each read is a FileRange
+            answer = await unix.produce(
+                NODE,
+                produce_request("unix-large", acks=-1).SerializeToString(),
+                [batch],
+                timeout=10,
+            )
+            assert answer.partitions[0].error_code == 0
+        fetches = [unix.fetch(NODE, fetch_request("unix-large", o), timeout=10) for o in (0, 100)]
+        over_unix = await asyncio.gather(
+            *fetches, tcp.fetch(NODE, fetch_request("unix-large", 0), timeout=10)
+        )
+        (_, first), (_, second), (_, plain) = over_unix
+        # (stored with their offsets assigned: the node's bytes, not the ones sent)
+        assert bytes(first[0]) == bytes(plain[0])
+        assert len(first[0]) == sum(map(len, batches))
+        assert bytes(second[0]) == bytes(first[0])[len(batches[0]) :]
+        assert [v for _, v in decode(bytes(first[0]))] == values
+    finally:
+        await unix.close()
+        await tcp.close()
+
+
 async def test_a_hello_of_another_start_falls_back_to_tcp(client: Client) -> None:
     await client.create_topic("unix-stale")
 

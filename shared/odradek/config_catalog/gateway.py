@@ -91,7 +91,9 @@ GATEWAY_CONFIGS = Catalog(
             102_400,
             "The SO_SNDBUF of client connections; -1 keeps the OS default (autotuned). "
             "What a client that does not read can make the gateway hold in the kernel, and "
-            "how many responses it gets computed before its connection stops being read.",
+            "how many responses it gets computed before its connection stops being read. A "
+            "response larger than it (a consumer's Fetch) grows its connection's buffer to "
+            "hold it, up to 4 MiB: its bytes are held until sent either way.",
             at_least=-1,
         ),
         ConfigDef(

@@ -27,12 +27,14 @@ parts do not add up to its size, is a protocol error: the connection is closed.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.byte_buffers import receive_buffer
 
 Buffer = bytes | bytearray | memoryview
+_Blob = TypeVar("_Blob", bound=Sized)
 
 PRODUCE = 1
 FETCH = 2
@@ -59,15 +61,16 @@ class Frame:
 
 
 def encode(
-    correlation_id: int, kind: int, meta: bytes, blobs: Sequence[Buffer] = ()
-) -> list[Buffer]:
-    """The frame as buffers for ``writelines``: one small head, then the blobs as given."""
+    correlation_id: int, kind: int, meta: bytes, blobs: Sequence[_Blob] = ()
+) -> list[bytes | _Blob]:
+    """The frame as buffers for ``writelines``: one small head, then the blobs as given
+    (any sized parts: the storage node's data link sends a FileRange by ``sendfile``)."""
     count = len(blobs)
     sizes = [len(b) for b in blobs]
     tail = struct.pack(f">i{count}i", count, *sizes)
     size = _HEAD.size - 4 + len(meta) + len(tail) + sum(sizes)
     head = b"".join((_HEAD.pack(size, correlation_id, kind, len(meta)), meta, tail))
-    out: list[Buffer] = [head]
+    out: list[bytes | _Blob] = [head]
     out.extend(b for b in blobs if len(b))
     return out
 

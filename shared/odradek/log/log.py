@@ -53,6 +53,7 @@ from odradek.log.errors import (
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
+from odradek.log.file_range import FileRange
 from odradek.log.leader_epoch import CHECKPOINT_FILE, LeaderEpochCache
 from odradek.log.partition_metadata import read_topic_id, write_topic_id
 from odradek.log.producer_state import (
@@ -149,7 +150,7 @@ class ReadResult:
     returned batches, in index order.
     """
 
-    records: bytes
+    records: bytes | FileRange  # a FileRange only for a lazy read
     first_offset: int
     segment_path: Path | None
     file_position: int
@@ -694,6 +695,7 @@ class PartitionLog:
         max_offset: int | None = None,
         min_one_message: bool = True,
         include_aborted: bool = False,
+        lazy: bool = False,
     ) -> ReadResult:
         """Whole batches starting with the one holding ``offset``.
 
@@ -701,10 +703,12 @@ class PartitionLog:
         batch that holds an offset >= it. ``include_aborted`` (read_committed) adds the
         aborted transactions overlapping the returned batches (Kafka's
         LocalLog.addAbortedTransactions). Raises OffsetOutOfRangeError outside [log
-        start, log end].
+        start, log end]. ``lazy``: large records as a FileRange (LogSegment.read).
         """
         sl = self._segments
-        result, index, next_offset = self._read(sl, offset, max_bytes, max_offset, min_one_message)
+        result, index, next_offset = self._read(
+            sl, offset, max_bytes, max_offset, min_one_message, lazy
+        )
         if not include_aborted:
             return result
         if not result.size:
@@ -726,6 +730,7 @@ class PartitionLog:
         max_bytes: int,
         max_offset: int | None,
         min_one_message: bool,
+        lazy: bool = False,
     ) -> tuple[ReadResult, int, int]:
         """The read, the index of the segment it came from and the offset after it."""
         leo = self._log_end_offset
@@ -751,7 +756,7 @@ class PartitionLog:
                     bound = seg.translate_offset(max_offset)
                     if bound is not None:
                         max_position = bound.position
-            fetched = seg.read(offset, max_bytes, max_position, min_one_message)
+            fetched = seg.read(offset, max_bytes, max_position, min_one_message, lazy)
             if fetched is not None:
                 result = ReadResult(
                     fetched.records,

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from odradek.config_catalog.topic import TOPIC_CONFIGS
+from odradek.log.file_range import FileRange
 from odradek.log.index_file import CorruptIndexError, IndexFile
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.offset_index import OffsetIndex
@@ -103,6 +104,9 @@ _TAIL_BATCHES = 256  # latest batch positions kept for tail reads (see the modul
 # Bytes of the latest appends kept for tail reads, and the largest read answer kept to
 # be shared (see the module docstring): small, since every active partition holds them.
 RECENT_BYTES = 16 * 1024
+# A lazy read (LogSegment.read) at least this large is a FileRange: below it the
+# descriptor's dup and close cost more than the copies saved.
+LAZY_FROM_BYTES = 64 * 1024
 
 
 def log_file_name(base_offset: int) -> str:
@@ -125,7 +129,7 @@ def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[
 class FetchSlice(NamedTuple):
     """Whole batches read from one segment: bytes plus where they lie in the file."""
 
-    records: bytes
+    records: bytes | FileRange  # a FileRange only for a lazy read (LogSegment.read)
     first_offset: int  # base offset of the first returned batch
     position: int
     size: int
@@ -530,12 +534,15 @@ class LogSegment:
         max_size: int,
         max_position: int | None = None,
         min_one_message: bool = True,
+        lazy: bool = False,
     ) -> FetchSlice | None:
         """Whole batches from the one holding ``start_offset``, within ``max_size`` bytes.
 
         ``min_one_message`` returns the first batch even when larger than ``max_size``;
         ``max_position`` (exclusive) bounds the bytes (e.g. the high watermark's position).
-        None when no batch in this segment reaches ``start_offset``.
+        ``lazy``: a read of at least :data:`LAZY_FROM_BYTES` is a :class:`FileRange`,
+        not read yet (sent with ``sendfile``). None when no batch in this segment
+        reaches ``start_offset``.
         """
         limit_pos = self._size if max_position is None else min(max_position, self._size)
         shared = self._last_read
@@ -564,7 +571,12 @@ class LogSegment:
             return FetchSlice(b"", base, first.position, 0)
         limit = min(limit_pos, first.position + adjusted)
         end, next_offset = self._batch_end_at_or_before(first, limit)
-        data = self._pread(end - first.position, first.position)
+        size_read = end - first.position
+        data: bytes | FileRange
+        if lazy and size_read >= LAZY_FROM_BYTES and self._fd >= 0:
+            data = FileRange(self._fd, first.position, size_read)
+        else:
+            data = self._pread(size_read, first.position)
         self._next_fetch = (next_offset, end)
         found = FetchSlice(data, base, first.position, len(data), next_offset)
         if end == limit_pos and len(data) <= RECENT_BYTES:
