@@ -41,6 +41,12 @@ ERROR = 1
 
 _HEAD = struct.Struct(">iiBi")  # size, correlation id, kind, meta size
 _INT32 = struct.Struct(">i")
+_PARSE_HEAD = struct.Struct(">iBi")  # correlation id, kind, meta size (after the size)
+_ONE_BLOB = struct.Struct(">ii")  # blob count 1, its size
+_NO_BLOBS = _INT32.pack(0)
+# Frame bytes after the size field besides meta and blobs, with one blob and with none.
+_ONE_BLOB_OVERHEAD = _HEAD.size - 4 + _ONE_BLOB.size
+_NO_BLOB_OVERHEAD = _HEAD.size - 4 + _INT32.size
 # Frames whose first bytes arrive complete are copied out of this staging buffer;
 # a frame that is still incomplete gets a buffer of its own that the socket fills.
 STAGING_BYTES = 256 * 1024
@@ -63,6 +69,20 @@ def encode(
 ) -> list[Buffer]:
     """The frame as buffers for ``writelines``: one small head, then the blobs as given."""
     count = len(blobs)
+    if count == 1:
+        # The common case (a one-partition Produce or Fetch, a replica fetch's answer):
+        # precompiled layouts, no per-call format string or list of sizes (issue 18:
+        # several frames per replicated record, on every process of the path).
+        blob = blobs[0]
+        n = len(blob)
+        size = _ONE_BLOB_OVERHEAD + len(meta) + n
+        head = b"".join(
+            (_HEAD.pack(size, correlation_id, kind, len(meta)), meta, _ONE_BLOB.pack(1, n))
+        )
+        return [head, blob] if n else [head]
+    if count == 0:
+        size = _NO_BLOB_OVERHEAD + len(meta)
+        return [b"".join((_HEAD.pack(size, correlation_id, kind, len(meta)), meta, _NO_BLOBS))]
     sizes = [len(b) for b in blobs]
     tail = struct.pack(f">i{count}i", count, *sizes)
     size = _HEAD.size - 4 + len(meta) + len(tail) + sum(sizes)
@@ -77,7 +97,7 @@ def parse(body: bytearray | bytes) -> Frame:
     view = memoryview(body)
     end = len(view)
     try:
-        correlation_id, kind, meta_size = struct.unpack_from(">iBi", view, 0)
+        correlation_id, kind, meta_size = _PARSE_HEAD.unpack_from(view, 0)
         pos = 9
         if meta_size < 0 or pos + meta_size + 4 > end:
             raise FrameError(f"meta of {meta_size} bytes does not fit a {end}-byte frame")
@@ -87,7 +107,12 @@ def parse(body: bytearray | bytes) -> Frame:
         pos += 4
         if count < 0 or pos + 4 * count > end:
             raise FrameError(f"{count} blobs do not fit a {end}-byte frame")
-        sizes = struct.unpack_from(f">{count}i", view, pos)
+        if count == 1:  # the common case: no per-call format string
+            sizes: tuple[int, ...] = _INT32.unpack_from(view, pos)
+        elif count == 0:
+            sizes = ()
+        else:
+            sizes = struct.unpack_from(f">{count}i", view, pos)
         pos += 4 * count
     except struct.error as exc:
         raise FrameError(f"truncated frame: {exc}") from None
