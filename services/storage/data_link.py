@@ -94,9 +94,9 @@ class _Connection(FrameProtocol):
     def frame_received(self, frame: Frame) -> None:
         produce = _produce_head(frame) if frame.kind == PRODUCE else None
         turn = self._lane_turn(produce.ordering_lane) if produce is not None else None
-        task = self.loop.create_task(self._serve(frame, produce, turn))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        # The task leaves ``tasks`` itself when it ends (_serve): a done callback would
+        # be one more loop callback per frame, several per replicated record (issue 18).
+        self.tasks.add(self.loop.create_task(self._serve(frame, produce, turn)))
 
     def _lane_turn(self, lane: int) -> _Turn | None:
         """A Produce on an ordering lane waits for the lane's previous append; frames are
@@ -106,26 +106,31 @@ class _Connection(FrameProtocol):
         ours: asyncio.Future[None] = self.loop.create_future()
         previous = self.lane_tails.get(lane)
         self.lane_tails[lane] = ours
-        ours.add_done_callback(lambda f: self._lane_done(lane, f))
-        return _Turn(previous, ours)
+        return _Turn(lane, previous, ours)
 
-    def _lane_done(self, lane: int, done: asyncio.Future[None]) -> None:
-        if self.lane_tails.get(lane) is done:
-            del self.lane_tails[lane]
+    def _pass_lane(self, turn: _Turn) -> None:
+        """The lane's next Produce may append (called once ours has, or failed)."""
+        if not turn.ours.done():
+            turn.ours.set_result(None)
+        if self.lane_tails.get(turn.lane) is turn.ours:
+            del self.lane_tails[turn.lane]
 
     async def _serve(
         self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
     ) -> None:
         try:
-            kind, meta, blobs = await self._answer(frame, produce, turn)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("data link call of kind %d failed", frame.kind)
-            kind, meta, blobs = ERROR, f"{type(exc).__name__}: {exc}".encode(), []
+            try:
+                kind, meta, blobs = await self._answer(frame, produce, turn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("data link call of kind %d failed", frame.kind)
+                kind, meta, blobs = ERROR, f"{type(exc).__name__}: {exc}".encode(), []
+            finally:
+                if turn is not None:
+                    self._pass_lane(turn)  # never hold the lane up after a failure
         finally:
-            if turn is not None and not turn.ours.done():
-                turn.ours.set_result(None)  # never hold the lane up after a failure
+            self.tasks.discard(asyncio.current_task(self.loop))  # type: ignore[arg-type]
         self._send(encode(frame.correlation_id, kind, meta, blobs))
 
     def _send(self, buffers: list[Buffer]) -> None:
@@ -168,7 +173,7 @@ class _Connection(FrameProtocol):
                 produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
             staged = await handlers.produce.append(produce, frame.blobs)
             if turn is not None:
-                turn.ours.set_result(None)  # appended: the lane's next request may go
+                self._pass_lane(turn)  # appended: the lane's next request may go
             answer = await handlers.produce.complete(staged, self.loop)
             return OK, answer.SerializeToString(), []
         return ERROR, f"unknown call kind {frame.kind}".encode(), []
@@ -178,6 +183,7 @@ class _Connection(FrameProtocol):
 class _Turn:
     """A Produce's place on its ordering lane."""
 
+    lane: int
     previous: asyncio.Future[None] | None
     ours: asyncio.Future[None]
 
