@@ -42,6 +42,7 @@ from odradek.datalink.frame import (
     Frame,
     FrameError,
     encode,
+    meta_bytes,
 )
 from odradek.datalink.unix_socket import UnixListener
 from odradek.internal_tls import Member, parse_member
@@ -163,14 +164,14 @@ class _Connection(FrameProtocol):
         if handlers is None:
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
-            fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
+            fetch = storage_pb2.FetchRequest.FromString(meta_bytes(frame))
             if fetch.replica_id >= 0 and self.server.tls is not None:
                 return ERROR, b"followers fetch over gRPC under internal TLS", []
             response, records = await handlers.fetch.fetch_split(fetch, self.loop)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
             if produce is None:  # the head did not parse: fail the call with the reason
-                produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
+                produce = storage_pb2.ProduceRequest.FromString(meta_bytes(frame))
             staged = await handlers.produce.append(produce, frame.blobs)
             if turn is not None:
                 self._pass_lane(turn)  # appended: the lane's next request may go
@@ -203,7 +204,7 @@ def _produce_head(frame: Frame) -> storage_pb2.ProduceRequest | None:
     (None when it does not parse: the call then fails in :meth:`_Connection._answer`
     with the parse error)."""
     try:
-        return storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
+        return storage_pb2.ProduceRequest.FromString(meta_bytes(frame))
     except Exception:
         return None
 

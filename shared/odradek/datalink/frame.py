@@ -29,6 +29,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from odradek.byte_buffers import receive_buffer
 
@@ -62,6 +63,13 @@ class Frame:
     kind: int
     meta: memoryview
     blobs: list[memoryview]
+
+
+def meta_bytes(frame: Frame) -> bytes:
+    """The frame's meta for ``Message.FromString``, which parses any buffer (upb copies
+    what it keeps): typed as bytes, not copied into bytes first (one copy and 0.5 us less
+    per frame, several frames per replicated record; issue 18)."""
+    return cast(bytes, frame.meta)
 
 
 def encode(
