@@ -143,6 +143,9 @@ class FrameReader:
     def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._staging = bytearray(STAGING_BYTES)
+        # Sliced for every read: one view made once instead of a view and a slice per read
+        # (the staging buffer is never resized, so it may stay exported).
+        self._staging_view = memoryview(self._staging)
         self._end = 0  # staging bytes filled, all belonging to unparsed frames
         self._body: bytearray | None = None  # an incomplete frame's own buffer
         self._filled = 0
@@ -150,7 +153,7 @@ class FrameReader:
     def get_buffer(self) -> memoryview:
         if self._body is not None:
             return memoryview(self._body)[self._filled :]
-        return memoryview(self._staging)[self._end :]
+        return self._staging_view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         if self._body is not None:
