@@ -26,9 +26,7 @@ ME, LEADER = 1, 2
 def _snapshot(version: int = 1, epoch: int = 0) -> Snapshot:
     raw = common_pb2.ClusterMetadata(version=version, cluster_id="c")
     for n in (ME, LEADER):
-        raw.nodes.add(
-            node_id=n, kind=common_pb2.STORAGE, host="127.0.0.1", state=common_pb2.ONLINE
-        )
+        raw.nodes.add(node_id=n, kind=common_pb2.STORAGE, host="127.0.0.1", state=common_pb2.ONLINE)
     t = raw.topics.add(name="t", topic_id=b"\x01" * 16)
     for index in range(3):
         t.partitions.add(
