@@ -24,7 +24,10 @@ rounds, medians), and the p99 produce-to-consume latency at a fixed rate (2,000
 records/s by default, acks=all, RF3, linger.ms=0; a confluent-kafka producer stamps each
 record with its send time, a consumer on the same host subtracts it on receipt; the
 consumer polls, so a record is stamped as soon as the client has it), with each
-service's CPU per record consumed beside it. ``--only=latency`` (or ``replication``,
+service's CPU per record consumed beside it; once with librdkafka's default producer
+(one request per record: the issue's figure) and once with an idempotent one (at most
+five requests in flight, so records batch under load: what acks=all users run),
+``--latency-producer=plain|idempotent`` picks one. ``--only=latency`` (or ``replication``,
 ``compare``) runs one part alone.
 
 Debian's kcat links librdkafka 2.0.2, which Tansu's ApiVersions answer breaks ("Read
@@ -40,6 +43,7 @@ batch.
                              (or odradek,odradek-mtls: internal mutual TLS against plaintext;
                              odradek/KEY=VALUE/...: an Odradek with those settings)
                              --latency-rate=R --latency-seconds=S --no-replication
+                             --latency-producer=plain,idempotent
                              --only=compare|consume|replication|latency --set=KEY=VALUE"]
 
 (options take the ``--name=value`` form: ``python -m bench`` reads bare words as
@@ -502,11 +506,24 @@ def replication_ratio(runner: Runner, broker: Broker) -> float:
     return three / one
 
 
-def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[float]:
+# The latency loop's producers. "plain" is librdkafka's default (no idempotence, no limit
+# on requests in flight): at linger.ms=0 every record is its own ProduceRequest, the
+# figure issue 18 sets its goal on. "idempotent" is what a Kafka user running acks=all
+# has today (the Java client's default since Kafka 3.0, KIP-679): at most five requests
+# in flight per connection, so under load records wait in the client and go as batches.
+LATENCY_PRODUCERS: dict[str, dict[str, object]] = {
+    "plain": {},
+    "idempotent": {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5},
+}
+
+
+def latency(
+    bootstrap: str, rate: int, seconds: float, partitions: int, producer: str = "plain"
+) -> list[float]:
     """Produce-to-consume latencies (ms) of records sent at ``rate``/s for ``seconds``."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    topic = f"bench-latency-{os.getpid()}"
+    topic = f"bench-latency-{producer}-{os.getpid()}"
     create_topic(bootstrap, topic, partitions, 3)
     total = int(rate * seconds)
     got: list[float] = []
@@ -515,7 +532,7 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
 
     def consume() -> None:
         c = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": "bench-latency",
+            "bootstrap.servers": bootstrap, "group.id": f"bench-latency-{producer}",
             "enable.auto.commit": False, "fetch.wait.max.ms": 500,
         })  # fmt: skip
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -539,7 +556,10 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     ready.wait(30)
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    p = Producer({
+        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+        **LATENCY_PRODUCERS[producer],
+    })  # fmt: skip
     for i in range(partitions):  # connected to every leader before the clock starts
         p.produce(topic, b"warm-up", partition=i)
     p.flush(30)
@@ -559,7 +579,7 @@ def latency(bootstrap: str, rate: int, seconds: float, partitions: int) -> list[
     p.flush(30)
     done.wait(seconds + 40)
     if len(got) < total:
-        print(f"  latency: only {len(got)} of {total} records consumed")
+        print(f"  latency ({producer}): only {len(got)} of {total} records consumed")
     return got
 
 
@@ -575,6 +595,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians)")
     parser.add_argument("--latency-rate", type=int, default=2000, help="records/s")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--latency-producer",
+        type=lambda s: s.split(","),
+        default=["plain", "idempotent"],
+        help="latency loop producers, in order: plain (librdkafka's default, one request "
+        "per record: the issue's figure) and/or idempotent (at most 5 requests in flight)",
+    )
     parser.add_argument("--no-replication", action="store_true", help="skip the RF3 cluster")
     parser.add_argument(
         "--only",
@@ -627,24 +654,32 @@ def main(argv: list[str]) -> None:
         )
         if rf3:
             print("\nodradek, three storage nodes:", flush=True)
-            lat: list[float] = []
-            split: dict[str, float] = {}
+            runs: list[tuple[str, list[float], dict[str, float]]] = []
             with odradek(tmp, storage_nodes=3, name="odradek-rf3", settings=settings) as broker:
                 settle(broker)
                 if args.only != "latency":
                     replication_ratio(runner, broker)
                 if args.only != "replication":
                     services = broker.services()
-                    before = {n: cpu_seconds([pid]) for n, pid in services.items()}
-                    lat = latency(
-                        broker.bootstrap, args.latency_rate, args.latency_seconds, args.partitions
-                    )
-                    split = {n: cpu_seconds([pid]) - before[n] for n, pid in services.items()}
-            if lat:
+                    for kind in args.latency_producer:
+                        before = {n: cpu_seconds([pid]) for n, pid in services.items()}
+                        lat = latency(
+                            broker.bootstrap,
+                            args.latency_rate,
+                            args.latency_seconds,
+                            args.partitions,
+                            kind,
+                        )
+                        split = {n: cpu_seconds([pid]) - before[n] for n, pid in services.items()}
+                        runs.append((kind, lat, split))
+            for kind, lat, split in runs:
+                if not lat:
+                    continue
                 q = statistics.quantiles(lat, n=100)
                 print(f"produce-to-consume latency at {args.latency_rate:,} rec/s, acks=all RF3, "
-                      f"linger.ms=0: p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, max {max(lat):.1f} ms "
-                      f"(goal p99 <= 5 ms)")  # fmt: skip
+                      f"linger.ms=0, {kind} producer: p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, "
+                      f"max {max(lat):.1f} ms (goal p99 <= 5 ms"
+                      f"{'' if kind == 'plain' else ': the plain producer is the reference'})")  # fmt: skip
                 # Each service's CPU per record consumed (issue 18): where the time goes.
                 per = ", ".join(
                     f"{n} {1e6 * c / len(lat):.0f} us" for n, c in split.items() if c > 0

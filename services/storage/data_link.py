@@ -45,6 +45,7 @@ from odradek.datalink.frame import (
     Frame,
     FrameError,
     encode,
+    meta_bytes,
 )
 from odradek.datalink.unix_socket import UnixListener
 from odradek.internal_tls import Member, parse_member
@@ -98,9 +99,9 @@ class _Connection(FrameProtocol):
     def frame_received(self, frame: Frame) -> None:
         produce = _produce_head(frame) if frame.kind == PRODUCE else None
         turn = self._lane_turn(produce.ordering_lane) if produce is not None else None
-        task = self.loop.create_task(self._serve(frame, produce, turn))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        # The task leaves ``tasks`` itself when it ends (_serve): a done callback would
+        # be one more loop callback per frame, several per replicated record (issue 18).
+        self.tasks.add(self.loop.create_task(self._serve(frame, produce, turn)))
 
     def _lane_turn(self, lane: int) -> _Turn | None:
         """A Produce on an ordering lane waits for the lane's previous append; frames are
@@ -110,26 +111,31 @@ class _Connection(FrameProtocol):
         ours: asyncio.Future[None] = self.loop.create_future()
         previous = self.lane_tails.get(lane)
         self.lane_tails[lane] = ours
-        ours.add_done_callback(lambda f: self._lane_done(lane, f))
-        return _Turn(previous, ours)
+        return _Turn(lane, previous, ours)
 
-    def _lane_done(self, lane: int, done: asyncio.Future[None]) -> None:
-        if self.lane_tails.get(lane) is done:
-            del self.lane_tails[lane]
+    def _pass_lane(self, turn: _Turn) -> None:
+        """The lane's next Produce may append (called once ours has, or failed)."""
+        if not turn.ours.done():
+            turn.ours.set_result(None)
+        if self.lane_tails.get(turn.lane) is turn.ours:
+            del self.lane_tails[turn.lane]
 
     async def _serve(
         self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
     ) -> None:
         try:
-            kind, meta, blobs = await self._answer(frame, produce, turn)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("data link call of kind %d failed", frame.kind)
-            kind, meta, blobs = ERROR, f"{type(exc).__name__}: {exc}".encode(), []
+            try:
+                kind, meta, blobs = await self._answer(frame, produce, turn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("data link call of kind %d failed", frame.kind)
+                kind, meta, blobs = ERROR, f"{type(exc).__name__}: {exc}".encode(), []
+            finally:
+                if turn is not None:
+                    self._pass_lane(turn)  # never hold the lane up after a failure
         finally:
-            if turn is not None and not turn.ours.done():
-                turn.ours.set_result(None)  # never hold the lane up after a failure
+            self.tasks.discard(asyncio.current_task(self.loop))  # type: ignore[arg-type]
         self._send(encode(frame.correlation_id, kind, meta, blobs))
 
     def _send(self, buffers: list[Buffer | FileRange]) -> None:
@@ -183,7 +189,7 @@ class _Connection(FrameProtocol):
         if handlers is None:
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
-            fetch = storage_pb2.FetchRequest.FromString(bytes(frame.meta))
+            fetch = storage_pb2.FetchRequest.FromString(meta_bytes(frame))
             if fetch.replica_id >= 0 and self.server.tls is not None:
                 return ERROR, b"followers fetch over gRPC under internal TLS", []
             # A consumer's records on the Unix socket go by sendfile (flush).
@@ -192,10 +198,10 @@ class _Connection(FrameProtocol):
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
             if produce is None:  # the head did not parse: fail the call with the reason
-                produce = storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
+                produce = storage_pb2.ProduceRequest.FromString(meta_bytes(frame))
             staged = await handlers.produce.append(produce, frame.blobs)
             if turn is not None:
-                turn.ours.set_result(None)  # appended: the lane's next request may go
+                self._pass_lane(turn)  # appended: the lane's next request may go
             answer = await handlers.produce.complete(staged, self.loop)
             return OK, answer.SerializeToString(), []
         return ERROR, f"unknown call kind {frame.kind}".encode(), []
@@ -205,6 +211,7 @@ class _Connection(FrameProtocol):
 class _Turn:
     """A Produce's place on its ordering lane."""
 
+    lane: int
     previous: asyncio.Future[None] | None
     ours: asyncio.Future[None]
 
@@ -270,7 +277,7 @@ def _produce_head(frame: Frame) -> storage_pb2.ProduceRequest | None:
     (None when it does not parse: the call then fails in :meth:`_Connection._answer`
     with the parse error)."""
     try:
-        return storage_pb2.ProduceRequest.FromString(bytes(frame.meta))
+        return storage_pb2.ProduceRequest.FromString(meta_bytes(frame))
     except Exception:
         return None
 

@@ -197,7 +197,8 @@ class FetchHandler:
                 slot.error, slot.message = exc.code, exc.message
                 continue
             part.update_follower_fetch_state(replica_id, fp.fetch_offset, fp.log_start_offset, now)
-            self.isr.maybe_expand(part, replica_id)
+            if replica_id not in part.isr:  # an ISR member never expands it (the common case)
+                self.isr.maybe_expand(part, replica_id)
 
     # -- the read -----------------------------------------------------------------------
     @staticmethod

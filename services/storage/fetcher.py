@@ -127,6 +127,11 @@ class ReplicaFetcher:
         self._stopped = False
         self._failing = False
         self._max_backoff = max(_MIN_BACKOFF_S, settings.replica_fetch_backoff_ms / 1000.0)
+        # The previous round's request, reused while it names the same partitions in the
+        # same epochs (_build_request): its (state, leader epoch) list and its entries.
+        self._request: storage_pb2.FetchRequest | None = None
+        self._request_shape: list[tuple[FetchState, int]] = []
+        self._request_partitions: list[storage_pb2.FetchPartition] = []
 
     # -- membership (called by the manager on the loop) ---------------------------------
     def start(self) -> None:
@@ -352,9 +357,15 @@ class ReplicaFetcher:
     def _build_request(
         self,
     ) -> tuple[storage_pb2.FetchRequest | None, dict[tuple[str, int], tuple[FetchState, int]]]:
+        """This round's request: every partition ready to fetch, at its log end.
+
+        The message of the previous round is reused when it names the same partitions
+        in the same epochs (the common case: one round per replicated record), with the
+        offsets and the incarnation set in place: building the messages anew cost three
+        times as much (issue 18). The request is serialized or written before the next
+        round builds again."""
         now = self._now()
         sent: dict[tuple[str, int], tuple[FetchState, int]] = {}
-        partitions = []
         quota = self.quotas.follower
         for state in self.states.values():
             if state.truncating or not self._ready(state, now):
@@ -364,29 +375,41 @@ class ReplicaFetcher:
                 # re-checked at least every second: the rate may be raised meanwhile
                 state.delayed_until = now + min(max(quota.delay(), _MIN_BACKOFF_S / 5), 1.0)
                 continue
-            leo = part.log_end_offset
-            partitions.append(
+            sent[state.key] = (state, part.log_end_offset)
+        if not sent:
+            return None, sent
+        shape = [(state, state.leader_epoch) for state, _ in sent.values()]
+        request = self._request
+        if request is None or shape != self._request_shape:
+            partitions = [
                 storage_pb2.FetchPartition(
-                    topic=part.topic,
-                    partition=part.index,
+                    topic=state.partition.topic,
+                    partition=state.partition.index,
                     fetch_offset=leo,
                     partition_max_bytes=self.settings.replica_fetch_max_bytes,
                     current_leader_epoch=state.leader_epoch,
-                    log_start_offset=part.log_start_offset,
-                    last_fetched_epoch=part.latest_epoch,
+                    log_start_offset=state.partition.log_start_offset,
+                    last_fetched_epoch=state.partition.latest_epoch,
                 )
+                for state, leo in sent.values()
+            ]
+            request = self._request = storage_pb2.FetchRequest(
+                replica_id=self.node_id,
+                replica_incarnation=self.incarnation(),
+                max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+                min_bytes=self.settings.replica_fetch_min_bytes,
+                max_bytes=self.settings.replica_fetch_response_max_bytes,
+                partitions=partitions,
             )
-            sent[state.key] = (state, leo)
-        if not partitions:
-            return None, sent
-        request = storage_pb2.FetchRequest(
-            replica_id=self.node_id,
-            replica_incarnation=self.incarnation(),
-            max_wait_ms=self.settings.replica_fetch_wait_max_ms,
-            min_bytes=self.settings.replica_fetch_min_bytes,
-            max_bytes=self.settings.replica_fetch_response_max_bytes,
-            partitions=partitions,
-        )
+            self._request_shape = shape
+            self._request_partitions = list(request.partitions)
+            return request, sent
+        request.replica_incarnation = self.incarnation()
+        for fp, (state, leo) in zip(self._request_partitions, sent.values(), strict=True):
+            part = state.partition
+            fp.fetch_offset = leo
+            fp.log_start_offset = part.log_start_offset
+            fp.last_fetched_epoch = part.latest_epoch
         return request, sent
 
     def _process(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from odradek.datalink.client import DataLinkPool, fetch_answer, fetch_request
-from odradek.datalink.frame import PRODUCE, Buffer
+from odradek.datalink.frame import PRODUCE, Buffer, meta_bytes
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
@@ -56,7 +56,7 @@ class StoragePool:
         link = self._link(node_id)
         if link is not None:
             frame = await link.call(node_id, PRODUCE, request, records, timeout, on_sent)
-            return storage_pb2.ProduceResponse.FromString(bytes(frame.meta))
+            return storage_pb2.ProduceResponse.FromString(meta_bytes(frame))
         rpc = storage_pb2.ProduceRequest.FromString(request)
         rpc.ordering_lane = 0
         for part, data in zip(rpc.partitions, records, strict=True):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from odradek import internal_tls
 from odradek.datalink.connection import FrameProtocol
-from odradek.datalink.frame import ERROR, FETCH, Buffer, Frame, FrameError, encode
+from odradek.datalink.frame import ERROR, FETCH, Buffer, Frame, FrameError, encode, meta_bytes
 from odradek.datalink.same_host import TCP_CONNECTIONS, SameHostLinks
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.server import MAX_MESSAGE_BYTES
@@ -151,7 +151,7 @@ def fetch_answer(frame: Frame) -> tuple[storage_pb2.FetchResponse, list[Buffer]]
     travel as blobs, never through protobuf). Raises DataLinkError when they do not
     pair up. The one reader of this answer for gateways, the offset store and replica
     fetchers."""
-    response = storage_pb2.FetchResponse.FromString(bytes(frame.meta))
+    response = storage_pb2.FetchResponse.FromString(meta_bytes(frame))
     if len(frame.blobs) != len(response.partitions):
         raise DataLinkError(
             f"the storage node sent {len(frame.blobs)} records blobs "

@@ -1,0 +1,88 @@
+"""The storage node's data link server keeps no per-call state once a call is answered
+(odradek.storage.data_link): each call's task leaves the connection's task set itself
+and a Produce's ordering lane is passed on without a done callback (issue 18: one loop
+callback fewer per frame), so after the answers the connection holds no task and no
+lane tail, for answered, failed and cancelled calls alike. Real sockets and the real
+client; the handlers are stand-ins."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from helpers.data_links import served_data_link
+
+from odradek.datalink.client import DataLinkError
+from odradek.datalink.frame import FETCH, PRODUCE, Buffer
+from odradek.rpc.v1 import storage_pb2
+
+NODE = 100
+
+
+class _Produce:
+    async def append(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> str:
+        name = bytes(records[0]).decode()
+        if name == "fail":
+            raise RuntimeError("refused")
+        return name
+
+    async def complete(
+        self, staged: str, loop: asyncio.AbstractEventLoop | None = None
+    ) -> storage_pb2.ProduceResponse:
+        return storage_pb2.ProduceResponse(
+            partitions=[storage_pb2.ProducePartitionResult(topic=staged)]
+        )
+
+
+class _Fetch:
+    def __init__(self) -> None:
+        self.parked = asyncio.Event()
+
+    async def fetch_split(
+        self, request: storage_pb2.FetchRequest, loop: asyncio.AbstractEventLoop | None = None
+    ) -> tuple[storage_pb2.FetchResponse, list[bytes]]:
+        if request.max_wait_ms:
+            self.parked.set()
+            await asyncio.sleep(3600)  # a long poll, until its connection goes
+        return storage_pb2.FetchResponse(partitions=[storage_pb2.FetchPartitionResult()]), [b"r"]
+
+
+class _Handlers:
+    def __init__(self) -> None:
+        self.produce = _Produce()
+        self.fetch = _Fetch()
+
+
+async def test_answered_failed_and_cancelled_calls_leave_nothing_behind() -> None:
+    handlers = _Handlers()
+    async with served_data_link(handlers, NODE) as (server, pool):
+        meta = storage_pb2.ProduceRequest(acks=1, ordering_lane=9).SerializeToString()
+        names = ["a", "fail", "b", "c"]
+        answers = await asyncio.gather(
+            *(pool.call(NODE, PRODUCE, meta, [n.encode()], timeout=10) for n in names),
+            pool.call(NODE, FETCH, storage_pb2.FetchRequest().SerializeToString(), [], 10),
+            return_exceptions=True,
+        )
+        assert isinstance(answers[1], DataLinkError)  # the failed append
+        produced = [
+            storage_pb2.ProduceResponse.FromString(bytes(a.meta)).partitions[0].topic
+            for a in answers[:4]
+            if not isinstance(a, BaseException)
+        ]
+        assert produced == ["a", "b", "c"]  # in lane order, after the failure too
+        [conn] = server.connections
+        await asyncio.sleep(0)
+        assert not conn.tasks and not conn.lane_tails
+        # A parked long poll is a task until its connection is lost.
+        poll = asyncio.ensure_future(
+            pool.call(
+                NODE, FETCH, storage_pb2.FetchRequest(max_wait_ms=1).SerializeToString(), [], 10
+            )
+        )
+        await asyncio.wait_for(handlers.fetch.parked.wait(), 5)
+        assert len(conn.tasks) == 1
+        [task] = conn.tasks
+        task.cancel()
+        await asyncio.sleep(0.05)
+        assert not conn.tasks
+        poll.cancel()
