@@ -39,7 +39,11 @@ class _Fetch:
         self.parked = asyncio.Event()
 
     async def fetch_split(
-        self, request: storage_pb2.FetchRequest, loop: asyncio.AbstractEventLoop | None = None
+        self,
+        request: storage_pb2.FetchRequest,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        lazy: bool = False,
     ) -> tuple[storage_pb2.FetchResponse, list[bytes]]:
         if request.max_wait_ms:
             self.parked.set()
