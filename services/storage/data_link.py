@@ -157,6 +157,7 @@ class _Connection(FrameProtocol):
         out, self.outbox = self.outbox, []
         transport = self.transport
         if transport is None or transport.is_closing():
+            _close_ranges(out)  # their descriptors now, not whenever the GC drops them
             return
         if not any(isinstance(b, FileRange) for b in out):
             transport.writelines(cast("list[Buffer]", out))
@@ -174,9 +175,7 @@ class _Connection(FrameProtocol):
             transport.abort()
             return
         finally:
-            for b in out:
-                if isinstance(b, FileRange):
-                    b.close()
+            _close_ranges(out)
         if rest:
             transport.writelines(rest)
 
@@ -256,6 +255,12 @@ def send_direct(fd: int, out: list[Buffer | FileRange]) -> list[Buffer]:
             return rest + _read_all(out[j:])
         i = j
     return []
+
+
+def _close_ranges(items: list[Buffer | FileRange]) -> None:
+    for b in items:
+        if isinstance(b, FileRange):
+            b.close()
 
 
 def _read_all(items: list[Buffer | FileRange]) -> list[Buffer]:
