@@ -537,6 +537,18 @@ def report(series: dict[str, Series], runner: Runner, acks: str) -> None:
                 f"| consume rounds the client paused | {paused} |"
                 + " |" * (last + 1 if last else 0)
             )
+            # The same median over the rounds it did not pause: the brokers' own pace.
+            unpaused = [[p for p in series[n].consume if not p.pauses] or None for n in names]
+            rates = [median_rate(u, payload) if u else None for u in unpaused]
+            cells = " | ".join("-" if r is None else f"{r:.0f}" for r in rates)
+            rel = " | ".join(
+                "-" if r is None or rates[last] is None else f"{r / rates[last]:.2f}x"
+                for r in rates[:last]
+            )
+            print(
+                f"| consume MB/s, rounds not paused | {cells} |"
+                + (f" {rel} | |" if last >= 1 else "")
+            )
 
 
 # -- replication and latency (three storage nodes) ----------------------------------------

@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from bench.bench_broker import client_pauses, consume_cmd
+import argparse
+from pathlib import Path
+
+import pytest
+
+from bench.bench_broker import Phase, Runner, Series, client_pauses, consume_cmd, report
 
 # librdkafka 2.16's `-d fetch` lines from a kcat consuming 1,000,000 x 100 B from three
 # partitions of an Odradek gateway (2026-11-27): one pause (three partitions put off
@@ -37,3 +42,24 @@ def test_the_consumer_logs_its_fetches_and_takes_the_settings() -> None:
     assert cmd[cmd.index("-d") + 1] == "fetch"
     assert cmd[-2:] == ["-X", "fetch.queue.backoff.ms=10"]
     assert "-X" not in consume_cmd("kcat", "127.0.0.1:9092", "t", 10)
+
+
+def test_the_table_says_which_rounds_paused_and_their_pace_without_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = argparse.Namespace(messages=1_000_000, size=100, rounds=3, partitions=3)
+    runner = Runner("kcat", {}, Path("/nonexistent"), args)
+    series = {
+        # 100 MB in 0.5 s is 200 MB/s; the round that paused took 1.5 s.
+        "odradek": Series(consume=[Phase(0.5, 0.2), Phase(1.5, 0.2, 1), Phase(0.625, 0.2)]),
+        "tansu": Series(consume=[Phase(0.8, 0.3), Phase(0.8, 0.3), Phase(2.0, 0.3, 1)]),
+    }
+    report(series, runner, "1")
+    rows = {line.split(" | ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert rows["| consume MB/s"] == "| consume MB/s | 160 | 125 | 1.28x | >= 1.0x |"
+    assert rows["| consume rounds the client paused"] == (
+        "| consume rounds the client paused | 1 of 3 | 1 of 3 | | |"
+    )
+    assert rows["| consume MB/s, rounds not paused"] == (
+        "| consume MB/s, rounds not paused | 180 | 125 | 1.44x | |"
+    )
