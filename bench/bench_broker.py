@@ -38,13 +38,22 @@ write exactly N lines (-c N with -e: it stops early at the end of the log if few
 stored). End offsets are not used as a check: Tansu's ListOffsets(latest) lags the last
 batch.
 
+The consuming kcat logs its fetches (``-d fetch``, a few lines per Fetch) so that each
+round says whether librdkafka paused itself: with 100,000 messages queued and not yet
+written out it stops fetching for ``fetch.queue.backoff.ms`` (1 s by default), which
+halves a round that lasts under a second, and it happens when the broker answers
+faster than kcat writes (:func:`client_pauses`). ``--consumer-set=KEY=VALUE`` passes
+librdkafka settings to the consuming kcat (for both brokers alike), e.g.
+``fetch.queue.backoff.ms=10``.
+
     make bench broker [ARGS="--messages=N --size=BYTES --partitions=P --linger-ms=MS
                              --batch-size=BYTES --acks=1 --rounds=N --brokers=odradek,tansu
                              (or odradek,odradek-mtls: internal mutual TLS against plaintext;
                              odradek/KEY=VALUE/...: an Odradek with those settings)
                              --latency-rate=R --latency-seconds=S --no-replication
                              --latency-producer=plain,idempotent
-                             --only=compare|consume|replication|latency --set=KEY=VALUE"]
+                             --only=compare|consume|replication|latency --set=KEY=VALUE
+                             --consumer-set=KEY=VALUE"]
 
 (options take the ``--name=value`` form: ``python -m bench`` reads bare words as
 benchmark names).
@@ -82,6 +91,8 @@ class Phase:
 
     wall: float
     cpu: float
+    # A consume's queue-full pauses of the client (client_pauses): 0 for a produce.
+    pauses: int = 0
 
 
 @dataclass
@@ -303,6 +314,7 @@ def timed(
     env: dict[str, str],
     pids: Callable[[], list[int]],
     stdout: object = subprocess.DEVNULL,
+    count_pauses: bool = False,
 ) -> Phase:
     watched = pids()
     cpu0 = cpu_seconds(watched)
@@ -314,7 +326,24 @@ def timed(
         raise RuntimeError(
             f"{shlex.join(cmd)} failed: {proc.stderr.decode(errors='replace')[-2000:]}"
         )
-    return Phase(elapsed, cpu)
+    return Phase(elapsed, cpu, client_pauses(proc.stderr) if count_pauses else 0)
+
+
+# librdkafka's log line (debug context "fetch") when a partition's fetch is put off
+# because the client's own queue is full (rdkafka_fetcher.c, rd_kafka_toppar_fetch_backoff).
+_QUEUE_FULL = re.compile(rb"\|(\d+\.\d+)\|BACKOFF\|.*Fetch backoff for \d+ms: Local: Queue full")
+
+
+def client_pauses(log: bytes) -> int:
+    """How many times a consuming kcat put off its fetches because its own queue was
+    full: the partitions one fetch decision put off share a timestamp, one pause.
+
+    librdkafka stops fetching a partition while its queue holds ``queued.min.messages``
+    (100,000) and then waits ``fetch.queue.backoff.ms`` (1,000 ms) before it asks again,
+    however soon the application drains the queue. A broker that answers faster than
+    kcat writes its output fills the queue; a 100 MB consume lasts 0.4-1 s, so one
+    pause halves the round's MB/s (docs/data-link.md, "The client's queue-full pause")."""
+    return len({m.group(1) for m in _QUEUE_FULL.finditer(log)})
 
 
 def produce_cmd(
@@ -329,9 +358,15 @@ def produce_cmd(
     ]  # fmt: skip
 
 
-def consume_cmd(kcat: str, bootstrap: str, topic: str, count: int) -> list[str]:
+def consume_cmd(
+    kcat: str, bootstrap: str, topic: str, count: int, settings: Sequence[str] = ()
+) -> list[str]:
+    """kcat reading ``count`` messages from the start; ``settings`` (``KEY=VALUE``) are
+    librdkafka consumer settings (``--consumer-set``)."""
+    extra = [arg for kv in settings for arg in ("-X", kv)]
+    # -d fetch: a few log lines per Fetch (not per message), to count client_pauses.
     return [kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
-            "-c", str(count), "-f", "%s\\n"]  # fmt: skip
+            "-c", str(count), "-f", "%s\\n", "-d", "fetch", *extra]  # fmt: skip
 
 
 def _count_lines(path: Path) -> int:
@@ -361,12 +396,18 @@ class Runner:
         return timed(cmd, self.env, broker.pids)  # kcat exits non-zero if a delivery failed
 
     def consume(self, broker: Broker, topic: str) -> Phase:
-        cmd = consume_cmd(self.kcat, broker.bootstrap, topic, self.args.messages)
+        cmd = consume_cmd(
+            self.kcat,
+            broker.bootstrap,
+            topic,
+            self.args.messages,
+            getattr(self.args, "consumer_set", ()),
+        )
         if len(self.commands) < 2:
             self.commands.append(shlex.join(cmd) + " > OUT")
         out = self.data.parent / "consumed.txt"
         with open(out, "wb") as sink:
-            phase = timed(cmd, self.env, broker.pids, stdout=sink)
+            phase = timed(cmd, self.env, broker.pids, stdout=sink, count_pauses=True)
         lines = _count_lines(out)
         out.unlink()
         if lines != self.args.messages:
@@ -377,7 +418,8 @@ class Runner:
 
     def line(self, label: str, phase: Phase) -> str:
         mb = self.args.messages * self.args.size / phase.wall / 1e6
-        return f"{label} {mb:7.1f} MB/s {phase.cpu / self.gb:5.2f} CPU-s/GB"
+        paused = f" (client paused {phase.pauses}x: its queue was full)" if phase.pauses else ""
+        return f"{label} {mb:7.1f} MB/s {phase.cpu / self.gb:5.2f} CPU-s/GB{paused}"
 
 
 def median_rate(phases: list[Phase], payload: float) -> float:
@@ -485,6 +527,28 @@ def report(series: dict[str, Series], runner: Runner, acks: str) -> None:
             print(f"| {label} | {cells} | {rel} | {goal} |")
         else:
             print(f"| {label} | {cells} |")
+        if label == "consume MB/s":
+            # The rounds the client held itself up (client_pauses): read the MB/s with it.
+            paused = " | ".join(
+                f"{sum(1 for p in series[n].consume if p.pauses)} of {len(series[n].consume)}"
+                for n in names
+            )
+            print(
+                f"| consume rounds the client paused | {paused} |"
+                + " |" * (last + 1 if last else 0)
+            )
+            # The same median over the rounds it did not pause: the brokers' own pace.
+            unpaused = [[p for p in series[n].consume if not p.pauses] or None for n in names]
+            rates = [median_rate(u, payload) if u else None for u in unpaused]
+            cells = " | ".join("-" if r is None else f"{r:.0f}" for r in rates)
+            rel = " | ".join(
+                "-" if r is None or rates[last] is None else f"{r / rates[last]:.2f}x"
+                for r in rates[:last]
+            )
+            print(
+                f"| consume MB/s, rounds not paused | {cells} |"
+                + (f" {rel} | |" if last >= 1 else "")
+            )
 
 
 # -- replication and latency (three storage nodes) ----------------------------------------
@@ -615,6 +679,14 @@ def main(argv: list[str]) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a setting for every Odradek service (repeatable)",
+    )
+    parser.add_argument(
+        "--consumer-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka setting for the consuming kcat (repeatable), e.g. "
+        "fetch.queue.backoff.ms=10 (module docstring: the client's queue-full pause)",
     )
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args, unknown = parser.parse_known_args(argv)
