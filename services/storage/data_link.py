@@ -60,6 +60,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The answer to a replica fetch over TCP under internal TLS (and, before 2026-11-27, on
+# the Unix socket too: a follower that meets it there falls back to gRPC, fetcher.py).
+REPLICA_FETCH_REFUSED = "followers fetch over gRPC under internal TLS"
+
 
 class _Connection(FrameProtocol):
     def __init__(self, server: DataLinkServer, local: bool = False) -> None:
@@ -194,7 +198,7 @@ class _Connection(FrameProtocol):
             if fetch.replica_id >= 0 and self.server.tls is not None and not self.local:
                 # Over TCP the certificate named a gateway: followers on other hosts
                 # fetch over gRPC. The Unix socket's peer is our own uid (see above).
-                return ERROR, b"followers fetch over gRPC under internal TLS", []
+                return ERROR, REPLICA_FETCH_REFUSED.encode(), []
             # A consumer's records on the Unix socket go by sendfile (flush).
             lazy = self.local and fetch.replica_id < 0
             response, records = await handlers.fetch.fetch_split(fetch, self.loop, lazy=lazy)

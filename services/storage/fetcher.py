@@ -64,6 +64,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
+from odradek.storage.data_link import REPLICA_FETCH_REFUSED
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import wait_until
 from odradek.storage.partition import Partition, Role
@@ -235,6 +236,10 @@ class ReplicaFetcher:
             except (grpc.aio.AioRpcError, ConnectionError, TimeoutError, DataLinkError) as exc:
                 if self._stopped:
                     return
+                if isinstance(exc, DataLinkError) and REPLICA_FETCH_REFUSED in str(exc):
+                    # A leader of an older version serves replica fetches under internal
+                    # TLS over gRPC only: that start of it gets them there.
+                    self.same_host.refuse(self.leader_id, data_socket)
                 detail = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
                 log.log(
                     logging.DEBUG if self._failing else logging.INFO,
