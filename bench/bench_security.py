@@ -40,8 +40,12 @@ cores and each gets its share of one, as on the shared machine). The client's th
 are measured before the client is closed: librdkafka's threads, which encrypt, end
 with it and take their CPU time with them.
 
+``--replicas=N`` runs N storage nodes and gives the topic N replicas (acks=all then
+waits for the followers; the storage figures are the nodes' sum): replication between
+storage nodes on one host, which the default single node leaves out.
+
     python -m bench security [--records=100000] [--size=1000] [--logins=200] [--rounds=5]
-        [--setups=PLAINTEXT,SASL_SSL]   (a subset: PLAINTEXT always runs)
+        [--setups=PLAINTEXT,SASL_SSL]   (a subset: PLAINTEXT always runs) [--replicas=1]
 """
 
 from __future__ import annotations
@@ -80,13 +84,13 @@ from odradek.tools.launcher import Cluster, ClusterOptions
 Figures = dict[str, float]  # "produce", "consume" (MB/s), "<phase> <kind> cpu" (CPU-s/GB)
 
 
-def _create(conf: dict[str, Any]) -> str:
+def _create(conf: dict[str, Any], replicas: int = 1) -> str:
     topic = f"bench-sec-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(conf)
     deadline = time.monotonic() + 60
     while True:
         try:
-            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+            admin.create_topics([NewTopic(topic, 1, replicas)])[topic].result(60)
             return topic
         except Exception:
             if time.monotonic() > deadline:
@@ -221,10 +225,11 @@ SETUPS = (
 )
 
 
-def _start(setup: Setup, root: Path) -> tuple[Cluster, dict[str, Any]]:
+def _start(setup: Setup, root: Path, replicas: int = 1) -> tuple[Cluster, dict[str, Any]]:
     cluster = Cluster(
         ClusterOptions(
             data_dir=root / setup.label.replace(" ", "-"),
+            storage_nodes=replicas,
             port=0,
             console=False,
             security=setup.security,
@@ -352,7 +357,7 @@ def _warm_up(cluster: Cluster, conf: dict[str, Any], args: argparse.Namespace) -
     first phase of a new cluster also opens the data link, the log segment and the
     metadata caches, which the rounds after it do not pay."""
     small = argparse.Namespace(records=max(1, args.records // 10), size=args.size)
-    topic = _create(conf)
+    topic = _create(conf, args.replicas)
     _produce_mb_s(conf, topic, small.records, small.size)
     _consume_mb_s(conf, topic, small.records, small.size)
 
@@ -397,7 +402,8 @@ def _report(setups: list[Setup], rounds: list[list[Figures]], args: argparse.Nam
     round (measured seconds apart); then the medians over the rounds: MB/s,
     the per-round ratios' median, and the CPU figures' medians."""
     print(
-        f"records: {args.records} x {args.size} B, acks=all, one partition; "
+        f"records: {args.records} x {args.size} B, acks=all, one partition, "
+        f"{args.replicas} storage node(s) and replica(s); "
         f"{len(rounds[0])} rounds, setups alternating (ABBA), medians"
     )
     plain = rounds[0]
@@ -454,6 +460,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--logins", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument(
         "--setups",
         default=",".join(s.label for s in SETUPS),
@@ -475,13 +482,13 @@ def main(argv: list[str]) -> None:
         clusters = []
         try:
             for setup in setups:
-                clusters.append(_start(setup, Path(tmp)))
+                clusters.append(_start(setup, Path(tmp), args.replicas))
             for cluster, conf in clusters:
                 _warm_up(cluster, conf, args)
             for round_no in range(args.rounds):
                 # One phase of every setup after another (produce, then consume), so
                 # the phases a ratio compares are seconds apart.
-                topics = [_create(conf) for _cluster, conf in clusters]
+                topics = [_create(conf, args.replicas) for _cluster, conf in clusters]
                 measured: list[Figures] = [{} for _ in setups]
                 for phase in ("produce", "consume"):
                     for i in _order(len(setups), round_no):

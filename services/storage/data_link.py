@@ -15,12 +15,14 @@ node is up a call gets an ERROR answer (the gateway answers the client as for an
 malformed frame closes the connection, never the node.
 
 Followers' replica fetches come here too (:mod:`odradek.storage.fetcher`). With
-internal TLS (:mod:`odradek.internal_tls`) the listener requires a client certificate
-from the cluster CA naming a gateway, and closes any other connection; a Fetch with a
-``replica_id`` is then refused here (a gateway may not act as a follower), and
-followers fetch over gRPC, where the peer rules check that the certificate names that
-replica. The same server may also accept on a Unix socket for gateways on this host
-(:mod:`odradek.datalink.unix_socket`): no TLS there, peers of our own uid only.
+internal TLS (:mod:`odradek.internal_tls`) the TCP listener requires a client
+certificate from the cluster CA naming a gateway, and closes any other connection; a
+Fetch with a ``replica_id`` is then refused over TCP (a gateway may not act as a
+follower), and followers on other hosts fetch over gRPC, where the peer rules check
+that the certificate names that replica. The same server may also accept on a Unix
+socket for gateways and followers on this host (:mod:`odradek.datalink.unix_socket`):
+no TLS there, peers of our own uid only, who can read every member's key anyway
+(docs/security.md, "the data link on one host").
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ if TYPE_CHECKING:
     from odradek.storage.servicer import Handlers
 
 log = logging.getLogger(__name__)
+
+# The answer to a replica fetch over TCP under internal TLS (and, before 2026-11-27, on
+# the Unix socket too: a follower that meets it there falls back to gRPC, fetcher.py).
+REPLICA_FETCH_REFUSED = "followers fetch over gRPC under internal TLS"
 
 
 class _Connection(FrameProtocol):
@@ -189,8 +195,10 @@ class _Connection(FrameProtocol):
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
             fetch = storage_pb2.FetchRequest.FromString(meta_bytes(frame))
-            if fetch.replica_id >= 0 and self.server.tls is not None:
-                return ERROR, b"followers fetch over gRPC under internal TLS", []
+            if fetch.replica_id >= 0 and self.server.tls is not None and not self.local:
+                # Over TCP the certificate named a gateway: followers on other hosts
+                # fetch over gRPC. The Unix socket's peer is our own uid (see above).
+                return ERROR, REPLICA_FETCH_REFUSED.encode(), []
             # A consumer's records on the Unix socket go by sendfile (flush).
             lazy = self.local and fetch.replica_id < 0
             response, records = await handlers.fetch.fetch_split(fetch, self.loop, lazy=lazy)

@@ -7,10 +7,11 @@ batch), the leader answers once ``replica.fetch.min.bytes`` are there or
 ``replica.fetch.wait.max.ms`` passes, the fetcher appends and asks again. The
 connection is the leader's data link (docs/data-link.md: the record bytes travel
 beside a protobuf head, not inside it, and no gRPC call machinery runs per fetch),
-or its ``ReplicaFetch`` gRPC stream when the leader has no data link or internal TLS
-is on (the data link then serves gateways only, docs/security.md). A leader on this
-host is reached over its Unix socket when it proves to be that start of that node
-(:mod:`odradek.datalink.same_host`, as a gateway does), over TCP otherwise: per
+or its ``ReplicaFetch`` gRPC stream when the leader has no data link, or when internal
+TLS is on and the leader is on another host (its TCP data link then serves gateways
+only, docs/security.md). A leader on this host is reached over its Unix socket when it
+proves to be that start of that node (:mod:`odradek.datalink.same_host`, as a gateway
+does), with or without internal TLS, over TCP otherwise: per
 replicated record each follower sends a fetch and receives an answer, and on one host
 the socket costs the kernel less per message than loopback TCP. With the
 default ``replica.fetch.min.bytes`` of 1 an answer goes out as soon as anything is
@@ -63,6 +64,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
+from odradek.storage.data_link import REPLICA_FETCH_REFUSED
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import wait_until
 from odradek.storage.partition import Partition, Role
@@ -189,6 +191,12 @@ class ReplicaFetcher:
             stub = storage_pb2_grpc.StorageStub(channel)
             call: grpc.aio.StreamStreamCall | None = None
             link: DataLinkConnection | None = None
+            # Under internal TLS only the leader's Unix socket serves replica fetches
+            # (its TCP data link serves gateways only): without one, gRPC.
+            via_link = data_address is not None and (
+                internal_tls.active() is None
+                or self.same_host.candidate(self.leader_id, data_socket)
+            )
             try:
                 while (
                     self.address == address
@@ -202,11 +210,12 @@ class ReplicaFetcher:
                         await self._wait_changed(self._until_next_ready())
                         continue
                     wait = self.settings.replica_fetch_wait_max_ms / 1000.0 + SOCKET_TIMEOUT_S
-                    if data_address is not None and internal_tls.active() is None:
-                        if link is None or link.closed:
-                            link = await asyncio.wait_for(
-                                self._open_link(data_address, data_socket), SOCKET_TIMEOUT_S
-                            )
+                    if via_link and (link is None or link.closed):
+                        link = await asyncio.wait_for(
+                            self._open_link(data_address, data_socket), SOCKET_TIMEOUT_S
+                        )
+                        via_link = link is not None
+                    if via_link and link is not None:
                         kind, meta = fetch_request(request)
                         response, records = fetch_answer(await link.call(kind, meta, (), wait))
                     else:
@@ -227,6 +236,10 @@ class ReplicaFetcher:
             except (grpc.aio.AioRpcError, ConnectionError, TimeoutError, DataLinkError) as exc:
                 if self._stopped:
                     return
+                if isinstance(exc, DataLinkError) and REPLICA_FETCH_REFUSED in str(exc):
+                    # A leader of an older version serves replica fetches under internal
+                    # TLS over gRPC only: that start of it gets them there.
+                    self.same_host.refuse(self.leader_id, data_socket)
                 detail = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
                 log.log(
                     logging.DEBUG if self._failing else logging.INFO,
@@ -251,15 +264,17 @@ class ReplicaFetcher:
                     await channel.close(None)
 
     async def _open_link(
-        self, address: tuple[str, int], data_socket: common_pb2.DataSocket | None
-    ) -> DataLinkConnection:
+        self, address: tuple[str, int] | None, data_socket: common_pb2.DataSocket | None
+    ) -> DataLinkConnection | None:
         """The leader's data link: its Unix socket when it is on this host and proves to
-        be that start of the leader, TCP otherwise (only without internal TLS: the
-        caller's condition)."""
+        be that start of the leader, TCP otherwise; under internal TLS the socket or
+        None (the caller then fetches over gRPC, where the peer rules name the replica)."""
         conn = await self.same_host.open(
             self.leader_id, data_socket, lambda: DataLinkConnection(MAX_MESSAGE_BYTES)
         )
-        return conn if conn is not None else await open_connection(address)
+        if conn is not None or address is None or internal_tls.active() is not None:
+            return conn
+        return await open_connection(address)
 
     async def _wait_changed(self, timeout: float) -> None:
         self._changed.clear()

@@ -59,6 +59,13 @@ class SameHostLinks:
         refused = self._refused.get(node_id)
         return refused is None or refused[0] != data_socket.token or time.monotonic() >= refused[1]
 
+    def refuse(self, node_id: int, data_socket: common_pb2.DataSocket | None) -> None:
+        """Do not try this start of the node's socket for a while: it opened, but does
+        not serve what the caller needs (a leader of an older version refusing a replica
+        fetch under internal TLS)."""
+        if data_socket is not None:
+            self._refused[node_id] = (bytes(data_socket.token), time.monotonic() + RETRY_AFTER_S)
+
     async def open(
         self,
         node_id: int,

@@ -144,6 +144,19 @@ async def test_same_host_links_try_the_socket_only_when_it_fits(world_dir: Path)
         await listener.stop()
 
 
+def test_a_refused_start_is_not_a_candidate_for_a_while() -> None:
+    """A follower whose leader (an older version) refuses replica fetches on its socket
+    under internal TLS marks that start refused and fetches over gRPC (fetcher.py); the
+    node's next start is tried again."""
+    links = SameHostLinks(host="h1")
+    start = common_pb2.DataSocket(path="/x/data.sock", host_id="h1", token=new_token())
+    assert links.candidate(NODE, start)
+    links.refuse(NODE, start)
+    assert not links.candidate(NODE, start)
+    restarted = common_pb2.DataSocket(path="/x/data.sock", host_id="h1", token=new_token())
+    assert links.candidate(NODE, restarted)
+
+
 _CONNECT = """
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
