@@ -22,6 +22,14 @@ starts at once and joins their lane (up to ``queued.max.requests``), and a Produ
 request frees its place as soon as its records are handed to the storage nodes
 (:func:`request_handed_off`): waiting for the acknowledgement costs the loop nothing.
 
+A request whose whole answer is known without handling it (``answer_at_once``: the
+gateway's repeated all-topics Metadata request) is answered in the callback that
+starts it, when it could start anyway, with no task and no handler slot, while fewer
+than ``SPLIT_AHEAD`` answers wait to be written and they stay under
+``connection.max.unread.response.bytes``; the writer sends the answers queued together
+in one write (issue 14's never-read clients: a task, a wake-up of the writer and a
+write system call per answer before).
+
 Limits, with Kafka's names where Kafka has one:
 - ``socket.request.max.bytes``: a larger size prefix closes the connection before
   the body is buffered (Kafka logs ``InvalidReceiveException`` and closes);
@@ -746,6 +754,7 @@ class KafkaConnection(asyncio.BaseProtocol):
                 return
             if (
                 self.answer_at_once is not None
+                and header.api_key != _PRODUCE  # (never one: the busiest path asks nothing)
                 and not self.muted_until
                 and self._may_answer_at_once()
             ):
