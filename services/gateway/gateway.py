@@ -233,6 +233,7 @@ class Gateway:
                 self.limits,
                 self.quota,
                 self.certificates.overrides,
+                self.answer_at_once,
             )
             for lst in self.listeners
         ]
@@ -437,6 +438,31 @@ class Gateway:
         # request_percentage: count the event-loop time this request takes.
         clock = ThreadTime()
         return timed(self._dispatch(ctx, header, body, clock), clock)
+
+    def answer_at_once(
+        self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
+    ) -> bytes | None:
+        """The response frame of a request answered without handling it, else None (the
+        connection then dispatches it). Only a repeated all-topics Metadata request whose
+        shared answer still holds (:func:`metadata_api.answered_before`, the same path as
+        :meth:`_dispatch` takes first), on a connection past authentication whose session
+        cannot expire, without request_percentage quotas: what :meth:`_dispatch` would
+        answer, counted in the same metrics, without the task it runs in (issue 14: a
+        never-reading client's Metadata answers, docs/security.md "Hostile clients")."""
+        if (
+            header.api_key != ApiKey.METADATA
+            or not ctx.authenticated
+            or ctx.session_expires_at is not None
+        ):
+            return None
+        start = time.perf_counter()
+        reused = metadata_api.answered_before(self, ctx, header, body)
+        framed = shared_answers.frame(header, reused) if reused is not None else None
+        if framed is not None:
+            metrics = self._request_metrics(header.api_key, header.api_version)
+            metrics.requests.inc()
+            metrics.seconds.observe(time.perf_counter() - start)
+        return framed
 
     async def _dispatch(
         self,

@@ -15,7 +15,13 @@ import logging
 from collections.abc import Callable, Mapping
 
 from odradek.config import ConfigError
-from odradek.gateway.connection import ConnectionLimits, ConnectionQuota, Dispatch, KafkaListener
+from odradek.gateway.connection import (
+    AnswerAtOnce,
+    ConnectionLimits,
+    ConnectionQuota,
+    Dispatch,
+    KafkaListener,
+)
 from odradek.gateway.listeners import Listener
 from odradek.rpc.v1 import common_pb2
 from odradek.tls_reload import ReloadingServerContext
@@ -33,8 +39,10 @@ class ServedListener:
         limits: ConnectionLimits,
         quota: ConnectionQuota,
         tls_overrides: Callable[[str, int | None], Mapping[str, str]] = lambda _l, _b: {},
+        answer_at_once: AnswerAtOnce | None = None,
     ) -> None:
         self.listener = listener
+        self._answer_at_once = answer_at_once
         # A new socket's dynamic ssl.* settings (odradek.gateway.listener_certificates).
         self._tls_overrides = tls_overrides
         self._dispatch = dispatch
@@ -59,6 +67,7 @@ class ServedListener:
             security=self.listener.security,
             quota=self._quota,
             tls=self._tls(broker_id),
+            answer_at_once=self._answer_at_once,
         )
 
     def _tls(self, broker_id: int | None) -> ReloadingServerContext | None:
