@@ -51,6 +51,7 @@ from odradek.controller.model import (
 )
 from odradek.controller.registrations import NodeRegistrations
 from odradek.controller.security_state import AclDeletion, ScramResult
+from odradek.controller.session_expiry import until_session_expiry
 from odradek.controller.snapshot import build_metadata
 from odradek.controller.store import (
     CompactedError,
@@ -399,10 +400,16 @@ class Controller:
                 return
 
     async def _expire_sessions(self) -> None:
+        """Fence the nodes whose heartbeats stopped for ``broker.session.timeout.ms``.
+
+        Sleeps until the earliest session can run out rather than waking every
+        heartbeat interval: a heartbeat only moves a deadline later, and a node seen
+        for the first time gets a whole session, so no deadline passes unseen while
+        it sleeps (at most one session)."""
         session = self.settings.session_timeout_ms / 1000.0
-        interval = max(0.01, min(self.settings.heartbeat_interval_ms / 1000.0, session / 4))
+        wait = 0.0
         while self.active:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(wait)
             model = self.model
             if model is None:
                 return
@@ -410,6 +417,9 @@ class Controller:
             if any(self._expired(model, n, now, session) for n in model.nodes):
                 fenced = await self._mutate(lambda m: self._fence_expired(m, session))
                 await self._unvouch(fenced)
+                now = self.clock()
+            live = [n for n, info in model.nodes.items() if info.state is not NodeState.OFFLINE]
+            wait = until_session_expiry(self._last_seen, live, now, session)
 
     def _expired(self, model: ClusterModel, node_id: int, now: float, session: float) -> bool:
         node = model.nodes[node_id]

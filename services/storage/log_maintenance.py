@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 
-from odradek.log.manager import LogManager
+from odradek.log.manager import LogManager, PeriodicJob
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +22,7 @@ async def run_log_maintenance(manager: LogManager, stop: asyncio.Event) -> None:
 
     After this returns, :meth:`LogManager.shutdown` can follow safely.
     """
-    tasks = [
-        asyncio.create_task(_every(manager, interval, job, stop))
-        for interval, job in manager.periodic_jobs()
-    ]
+    tasks = [asyncio.create_task(_every(manager, job, stop)) for job in manager.periodic_jobs()]
     try:
         await stop.wait()
     finally:
@@ -34,16 +30,17 @@ async def run_log_maintenance(manager: LogManager, stop: asyncio.Event) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _every(
-    manager: LogManager, interval_ms: int, job: Callable[[], object], stop: asyncio.Event
-) -> None:
-    delay = max(interval_ms, 1) / 1000
+async def _every(manager: LogManager, job: PeriodicJob, stop: asyncio.Event) -> None:
+    delay = max(job.interval_ms, 1) / 1000
     while not stop.is_set():
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=delay)
         if stop.is_set() or manager.is_shut_down:
             return
         try:
-            await asyncio.to_thread(manager.run_job, job)
+            # The look is cheap and on the loop; the hop to a thread is not, when
+            # there is nothing to do (an idle node, every second).
+            if job.has_work():
+                await asyncio.to_thread(manager.run_job, job.run)
         except Exception:  # a failing job must not stop the others
-            log.exception("periodic log job %s failed", getattr(job, "__name__", job))
+            log.exception("periodic log job %s failed", getattr(job.run, "__name__", job.run))

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 NOT_CONTROLLER = 41
 STALE_BROKER_EPOCH = 77
+HEARTBEAT_RETRY_S = 0.5  # after an unanswered heartbeat (Membership)
 _RETRYABLE = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -154,7 +155,7 @@ class Membership:
         self.client = client
         self.node = node
         self.incarnation = 0
-        self.heartbeat_interval = 1.0
+        self.heartbeat_interval = 2.0  # broker.heartbeat.interval.ms until registered
         self.registered = asyncio.Event()
         self.cluster_id = ""
         self._task: asyncio.Task[None] | None = None
@@ -259,8 +260,10 @@ class Membership:
 
     def _heartbeat_thread(self) -> None:
         beats = _HeartbeatSender(self.client)
+        wait = self.heartbeat_interval
         try:
-            while not self._halt.wait(self.heartbeat_interval):
+            while not self._halt.wait(wait):
+                wait = self.heartbeat_interval
                 incarnation = self.incarnation
                 if not incarnation:
                     continue
@@ -268,8 +271,14 @@ class Membership:
                     controller_pb2.HeartbeatRequest(
                         node_id=self.node.node_id, incarnation=incarnation
                     ),
-                    timeout=max(1.0, self.heartbeat_interval * 2),
+                    timeout=max(1.0, self.heartbeat_interval),
                 )
+                if response is None:
+                    # Unanswered (timed out, or not the active controller): try again
+                    # soon rather than a whole interval later, so one lost beat never
+                    # costs the session (Kafka's BrokerLifecycleManager also resends
+                    # after a failure with a short backoff).
+                    wait = min(self.heartbeat_interval, HEARTBEAT_RETRY_S)
                 loop = self._loop
                 if response is None or loop is None or self._halt.is_set():
                     continue

@@ -9,8 +9,9 @@ passes its pid in ``ODRADEK_PARENT_PID`` and each service, at start:
   only when ``ODRADEK_PARENT_DEATHSIG=1``, which the launcher sets when it starts the
   service from its main thread: the signal follows the *thread* that forked);
 - checks it has not already been orphaned between fork and that call;
-- runs a watchdog thread that polls ``getppid()`` (a daemon thread, so it works even
-  when the event loop is wedged): once the parent is gone it sends SIGTERM to its own
+- runs a watchdog thread that waits for the parent's exit on a pidfd (polling
+  ``getppid()`` where there is none; a daemon thread, so it works even when the
+  event loop is wedged): once the parent is gone it sends SIGTERM to its own
   process (the service drains as on Ctrl-C) and, if the process still lives after
   :data:`DRAIN_GRACE_S`, exits hard.
 """
@@ -21,6 +22,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -54,9 +56,31 @@ def set_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
     return int(prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)) == 0
 
 
-def _watchdog(parent: int, poll_s: float, grace_s: float) -> None:
+def _wait_for_exit(parent: int, poll_s: float) -> None:
+    """Return once ``parent`` is no longer this process's parent.
+
+    Blocks on a pidfd of the parent (Linux 5.3+: readable once it exits), so an idle
+    service's watchdog never wakes (docs/data-link.md, "Idle CPU"); polls
+    ``getppid()`` every ``poll_s`` where there is no pidfd, and until the process has
+    been reparented."""
+    try:
+        fd = os.pidfd_open(parent)
+    except (AttributeError, OSError):  # not Linux, an old kernel, or already gone
+        fd = -1
+    if fd >= 0:
+        try:
+            if os.getppid() == parent:  # the pidfd is the parent's, not a reused pid's
+                waiter = select.poll()  # (select() refuses fds past FD_SETSIZE)
+                waiter.register(fd, select.POLLIN)
+                waiter.poll()
+        finally:
+            os.close(fd)
     while os.getppid() == parent:
         time.sleep(poll_s)
+
+
+def _watchdog(parent: int, poll_s: float, grace_s: float) -> None:
+    _wait_for_exit(parent, poll_s)
     log.error("launcher (pid %d) is gone: stopping", parent)
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(grace_s)

@@ -199,7 +199,6 @@ DEVIATIONS = {
     "listeners",
     "queued.max.request.bytes",
     "node.id",
-    "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",
     "sasl.enabled.mechanisms",  # GSSAPI (Kerberos) is not served
     "ssl.keystore.type",  # PEM files only

@@ -62,10 +62,9 @@ CONTROLLER_CONFIGS = Catalog(
         ConfigDef(
             "broker.heartbeat.interval.ms",
             _INT,
-            1_000,
+            2_000,
             "How often every service heartbeats to the controller.",
             at_least=1,
-            note="Kafka's default is 2000; a faster beat finds dead nodes sooner.",
         ),
         ConfigDef(
             "broker.session.timeout.ms",

@@ -1114,6 +1114,16 @@ class PartitionLog:
         if active_base > self._recovery_point:
             self.flush(active_base)
 
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether :meth:`flush_rolled_segments` or :meth:`maybe_flush_for_time` would
+        flush now: a cheap look, no I/O, no lock (the storage node asks it on its event
+        loop before handing the flush job to a thread)."""
+        if self._segments.segments[-1].base_offset > self._recovery_point:
+            return True
+        return (
+            self.config.flush_ms < LONG_MAX and now_ms - self._last_flush_ms >= self.config.flush_ms
+        )
+
     def maybe_flush_for_time(self, now_ms: int | None = None) -> bool:
         """Apply ``flush.ms``: flush when the last flush is older than it."""
         now = self.clock_ms() if now_ms is None else now_ms

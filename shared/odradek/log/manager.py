@@ -45,6 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.config_catalog.broker import BROKER_CONFIGS
@@ -74,6 +75,21 @@ TopicPartition = tuple[str, int]
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 ROLL_FLUSH_CHECK_MS = 1000  # how often rolled segments are flushed (Kafka: at each roll)
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    """A job the storage node runs every ``interval_ms`` (in a worker thread), if a
+    cheap look at the logs, ``has_work``, says it would do anything."""
+
+    interval_ms: int
+    run: Callable[[], object]
+    has_work: Callable[[], bool] = _always
+
 
 # The node-level settings the manager reads (broker config or the storage node's own),
 # with their catalog definitions; their defaults are the catalog's.
@@ -696,25 +712,42 @@ class LogManager:
             return result
         return None
 
-    def periodic_jobs(self) -> list[tuple[int, Callable[[], object]]]:
-        """``(interval ms, job)`` for retention, flushes, checkpoints and the cleaner.
+    def periodic_jobs(self) -> list[PeriodicJob]:
+        """The periodic jobs: retention, flushes, checkpoints and the cleaner.
 
         The storage node runs each on its interval in a worker thread through
-        :meth:`run_job` (see ``odradek.storage.log_maintenance``).
+        :meth:`run_job` (see ``odradek.storage.log_maintenance``), when its ``has_work``
+        says so: the two once-a-second jobs would otherwise wake a worker thread and
+        the loop twice a second on an idle node (docs/data-link.md, "Idle CPU").
         """
-        jobs: list[tuple[int, Callable[[], object]]] = [
-            (self._ms("log.retention.check.interval.ms"), self.run_retention),
-            (min(self._ms("log.flush.scheduler.interval.ms"), ROLL_FLUSH_CHECK_MS), self.run_flush),
-            (ROLL_FLUSH_CHECK_MS, self.purge_deleted_files),
-            (self._ms("log.flush.offset.checkpoint.interval.ms"), self._checkpoint_offsets_job),
-            (
+        jobs = [
+            PeriodicJob(self._ms("log.retention.check.interval.ms"), self.run_retention),
+            PeriodicJob(
+                min(self._ms("log.flush.scheduler.interval.ms"), ROLL_FLUSH_CHECK_MS),
+                self.run_flush,
+                self.flush_due,
+            ),
+            PeriodicJob(ROLL_FLUSH_CHECK_MS, self.purge_deleted_files, self.purge_due),
+            PeriodicJob(
+                self._ms("log.flush.offset.checkpoint.interval.ms"), self._checkpoint_offsets_job
+            ),
+            PeriodicJob(
                 self._ms("log.flush.start.offset.checkpoint.interval.ms"),
                 self.checkpoint_log_start_offsets,
             ),
         ]
         if self._setting("log.cleaner.enable"):
-            jobs.append((self._ms("log.cleaner.backoff.ms"), self.run_cleaner_once))
+            jobs.append(PeriodicJob(self._ms("log.cleaner.backoff.ms"), self.run_cleaner_once))
         return jobs
+
+    def flush_due(self) -> bool:
+        """Whether :meth:`run_flush` has anything to flush now (no I/O)."""
+        now = self.clock_ms()
+        return any(not log.closed and log.flush_due(now) for _tp, log in self.logs())
+
+    def purge_due(self) -> bool:
+        """Whether :meth:`purge_deleted_files` has files or directories waiting (no I/O)."""
+        return bool(self._dirs_to_delete) or any(log.pending_deletes for _tp, log in self.logs())
 
     @property
     def is_shut_down(self) -> bool:
