@@ -20,6 +20,9 @@ NODE = 100
 
 
 class _Produce:
+    def append_now(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> None:
+        return None  # these appends await: the node serves them as tasks
+
     async def append(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> str:
         name = bytes(records[0]).decode()
         if name == "fail":
