@@ -53,6 +53,7 @@ from odradek.internal_tls import Member, parse_member
 from odradek.log.file_range import FileRange
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import storage_pb2
+from odradek.storage.fetch import Answer, ParkedFetch
 from odradek.storage.replication_wait import ReplicationWait
 
 if TYPE_CHECKING:
@@ -73,8 +74,9 @@ class _Connection(FrameProtocol):
         self.loop = asyncio.get_running_loop()
         # Answers finished in one loop turn, written together at the next (_send).
         self.outbox: list[Buffer | FileRange] = []
-        # acks=-1 Produce calls served without a task (_produce_now), by correlation id.
-        self.produce_waits: dict[int, ReplicationWait] = {}
+        # Calls waiting without a task (acks=-1 Produce, a follower's Fetch), by
+        # correlation id: _produce_now, _replica_fetch_now.
+        self.parked: dict[int, ReplicationWait | ParkedFetch] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -94,9 +96,9 @@ class _Connection(FrameProtocol):
         self.server.connections.discard(self)
         for task in self.tasks:
             task.cancel()
-        waits, self.produce_waits = self.produce_waits, {}
-        for wait in waits.values():
-            wait.cancel()
+        parked, self.parked = self.parked, {}
+        for call in parked.values():
+            call.cancel()
 
     def bad_frame(self, exc: FrameError) -> None:
         log.warning("data link: closing a connection after a bad frame: %s", exc)
@@ -104,13 +106,21 @@ class _Connection(FrameProtocol):
             self.transport.close()
 
     def frame_received(self, frame: Frame) -> None:
-        produce = _produce_head(frame) if frame.kind == PRODUCE else None
-        if produce is not None and self._produce_now(frame, produce):
-            return
+        fetch = None
+        if frame.kind == PRODUCE:
+            produce = _produce_head(frame)
+            if produce is not None and self._produce_now(frame, produce):
+                return
+        else:
+            produce = None
+            if frame.kind == FETCH:
+                fetch = _fetch_head(frame)
+                if fetch is not None and self._replica_fetch_now(frame, fetch):
+                    return
         turn = self._lane_turn(produce.ordering_lane) if produce is not None else None
         # The task leaves ``tasks`` itself when it ends (_serve): a done callback would
         # be one more loop callback per frame, several per replicated record (issue 18).
-        self.tasks.add(self.loop.create_task(self._serve(frame, produce, turn)))
+        self.tasks.add(self.loop.create_task(self._serve(frame, produce or fetch, turn)))
 
     def _produce_now(self, frame: Frame, produce: storage_pb2.ProduceRequest) -> bool:
         """Serve a Produce without a task when its append needs no await and no earlier
@@ -136,12 +146,40 @@ class _Connection(FrameProtocol):
             self._send(encode(cid, ERROR, f"{type(exc).__name__}: {exc}".encode(), []))
             return True
         if wait is not None:
-            self.produce_waits[cid] = wait
+            self.parked[cid] = wait
         return True
 
     def _produced(self, cid: int, answer: storage_pb2.ProduceResponse) -> None:
-        self.produce_waits.pop(cid, None)
+        self.parked.pop(cid, None)
         self._send(encode(cid, OK, answer.SerializeToString(), []))
+
+    def _replica_fetch_now(self, frame: Frame, fetch: storage_pb2.FetchRequest) -> bool:
+        """Serve a follower's fetch without a task: answered at once when there is
+        something to send, else parked as callbacks (fetch.ParkedFetch) until its
+        partitions change or its wait ends; a leader parks each follower's fetch once
+        per replicated record (issue 18). False: serve it as a task (a consumer's
+        fetch, or any under internal TLS, where the task refuses a follower's)."""
+        if fetch.replica_id < 0 or self.server.tls is not None:
+            return False
+        handlers = self.server.handlers()
+        if handlers is None:
+            return False
+        cid = frame.correlation_id
+        parked = handlers.fetch.fetch_later(
+            fetch, self.loop, functools.partial(self._fetched, cid, frame.kind)
+        )
+        if parked is not None:
+            self.parked[cid] = parked
+        return True
+
+    def _fetched(self, cid: int, kind: int, answer: Answer | Exception) -> None:
+        self.parked.pop(cid, None)
+        if isinstance(answer, Exception):
+            log.error("data link call of kind %d failed", kind, exc_info=answer)
+            self._send(encode(cid, ERROR, f"{type(answer).__name__}: {answer}".encode(), []))
+            return
+        response, records = answer
+        self._send(encode(cid, OK, response.SerializeToString(), records))
 
     def _lane_turn(self, lane: int) -> _Turn | None:
         """A Produce on an ordering lane waits for the lane's previous append; frames are
@@ -161,11 +199,14 @@ class _Connection(FrameProtocol):
             del self.lane_tails[turn.lane]
 
     async def _serve(
-        self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
+        self,
+        frame: Frame,
+        head: storage_pb2.ProduceRequest | storage_pb2.FetchRequest | None,
+        turn: _Turn | None,
     ) -> None:
         try:
             try:
-                kind, meta, blobs = await self._answer(frame, produce, turn)
+                kind, meta, blobs = await self._answer(frame, head, turn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -220,7 +261,10 @@ class _Connection(FrameProtocol):
             transport.writelines(rest)
 
     async def _answer(
-        self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
+        self,
+        frame: Frame,
+        head: storage_pb2.ProduceRequest | storage_pb2.FetchRequest | None,
+        turn: _Turn | None,
     ) -> tuple[int, bytes, list[Buffer | FileRange]]:
         if turn is not None and turn.previous is not None and not turn.previous.done():
             await asyncio.shield(turn.previous)  # never raises: always set_result
@@ -228,7 +272,11 @@ class _Connection(FrameProtocol):
         if handlers is None:
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
-            fetch = storage_pb2.FetchRequest.FromString(meta_bytes(frame))
+            fetch = (
+                head
+                if isinstance(head, storage_pb2.FetchRequest)
+                else storage_pb2.FetchRequest.FromString(meta_bytes(frame))
+            )
             if fetch.replica_id >= 0 and self.server.tls is not None:
                 return ERROR, b"followers fetch over gRPC under internal TLS", []
             # A consumer's records on the Unix socket go by sendfile (flush).
@@ -236,6 +284,7 @@ class _Connection(FrameProtocol):
             response, records = await handlers.fetch.fetch_split(fetch, self.loop, lazy=lazy)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
+            produce = head if isinstance(head, storage_pb2.ProduceRequest) else None
             if produce is None:  # the head did not parse: fail the call with the reason
                 produce = storage_pb2.ProduceRequest.FromString(meta_bytes(frame))
             staged = await handlers.produce.append(produce, frame.blobs)
@@ -317,6 +366,15 @@ def _member(cert: dict[str, Any] | None) -> Member | None:
     return None
 
 
+def _fetch_head(frame: Frame) -> storage_pb2.FetchRequest | None:
+    """A Fetch frame's head (None when it does not parse: the task then fails the call
+    with the parse error)."""
+    try:
+        return storage_pb2.FetchRequest.FromString(meta_bytes(frame))
+    except Exception:
+        return None
+
+
 def _produce_head(frame: Frame) -> storage_pb2.ProduceRequest | None:
     """A Produce frame's head, parsed once for its ``ordering_lane`` and its handling
     (None when it does not parse: the call then fails in :meth:`_Connection._answer`
@@ -375,7 +433,7 @@ class DataLinkServer:
         busy = [t for conn in self.connections for t in conn.tasks]
         if busy:
             await asyncio.wait(busy, timeout=grace)
-        while any(conn.produce_waits for conn in self.connections) and loop.time() < until:
+        while any(conn.parked for conn in self.connections) and loop.time() < until:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.flush()

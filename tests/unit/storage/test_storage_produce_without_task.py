@@ -56,7 +56,7 @@ class _Leader:
         return sum(len(c.tasks) for c in self.server.connections)
 
     def waits(self) -> int:
-        return sum(len(c.produce_waits) for c in self.server.connections)
+        return sum(len(c.parked) for c in self.server.connections)
 
     def followers_at(self, offset: int) -> None:
         for replica in (2, 3):
@@ -139,7 +139,7 @@ async def test_a_closed_connection_withdraws_its_waits(leader: _Leader) -> None:
     answer = _produce(leader.pool, b"a")
     await _until(lambda: leader.waits() == 1, "the wait")
     [conn] = leader.server.connections
-    waiting = dict(conn.produce_waits)
+    waiting = dict(conn.parked)
     await leader.pool.close()
     with pytest.raises(DataLinkError):
         await asyncio.wait_for(answer, 10)
