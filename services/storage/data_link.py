@@ -8,7 +8,10 @@ and ordering are exactly those of the gRPC path; only the transport differs. Fet
 batches go from ``os.pread`` to the socket without another copy (``writelines``); a
 consumer's on the Unix socket go from the segment file by ``sendfile``
 (:func:`send_direct`, docs/data-link.md "Consume CPU per GB").
-Every call runs as its own task and answers in any order, but Produce requests of one
+Calls answer in any order. A Produce whose append needs no await and a follower's
+fetch are served without a task (appended, or read, as the frame arrives; an acks=-1
+wait or a parked fetch kept as loop callbacks: issue 18); every other call runs as its
+own task. Produce requests of one
 ``ordering_lane`` (a gateway's client connection) append in arrival order, each after
 the previous one's append (its acks=-1 wait runs alongside the next one's); until the
 node is up a call gets an ERROR answer (the gateway answers the client as for an unreachable node). A
@@ -165,9 +168,13 @@ class _Connection(FrameProtocol):
         if handlers is None:
             return False
         cid = frame.correlation_id
-        parked = handlers.fetch.fetch_later(
-            fetch, self.loop, functools.partial(self._fetched, cid, frame.kind)
-        )
+        try:
+            parked = handlers.fetch.fetch_later(
+                fetch, self.loop, functools.partial(self._fetched, cid, frame.kind)
+            )
+        except Exception as exc:
+            self._fetched(cid, frame.kind, exc)
+            return True
         if parked is not None:
             self.parked[cid] = parked
         return True
