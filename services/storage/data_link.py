@@ -8,7 +8,10 @@ and ordering are exactly those of the gRPC path; only the transport differs. Fet
 batches go from ``os.pread`` to the socket without another copy (``writelines``); a
 consumer's on the Unix socket go from the segment file by ``sendfile``
 (:func:`send_direct`, docs/data-link.md "Consume CPU per GB").
-Every call runs as its own task and answers in any order, but Produce requests of one
+Calls answer in any order. A Produce whose append needs no await and a follower's
+fetch are served without a task (appended, or read, as the frame arrives; an acks=-1
+wait or a parked fetch kept as loop callbacks: issue 18); every other call runs as its
+own task. Produce requests of one
 ``ordering_lane`` (a gateway's client connection) append in arrival order, each after
 the previous one's append (its acks=-1 wait runs alongside the next one's); until the
 node is up a call gets an ERROR answer (the gateway answers the client as for an unreachable node). A
@@ -29,9 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -54,6 +58,8 @@ from odradek.internal_tls import Member, parse_member
 from odradek.log.file_range import FileRange
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import storage_pb2
+from odradek.storage.fetch import Answer, ParkedFetch
+from odradek.storage.replication_wait import ReplicationWait
 
 if TYPE_CHECKING:
     from odradek.storage.servicer import Handlers
@@ -77,6 +83,9 @@ class _Connection(FrameProtocol):
         self.loop = asyncio.get_running_loop()
         # Answers finished in one loop turn, written together at the next (_send).
         self.outbox: list[Buffer | FileRange] = []
+        # Calls waiting without a task (acks=-1 Produce, a follower's Fetch), by
+        # correlation id: _produce_now, _replica_fetch_now.
+        self.parked: dict[int, ReplicationWait | ParkedFetch] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -96,6 +105,9 @@ class _Connection(FrameProtocol):
         self.server.connections.discard(self)
         for task in self.tasks:
             task.cancel()
+        parked, self.parked = self.parked, {}
+        for call in parked.values():
+            call.cancel()
 
     def bad_frame(self, exc: FrameError) -> None:
         log.warning("data link: closing a connection after a bad frame: %s", exc)
@@ -103,11 +115,84 @@ class _Connection(FrameProtocol):
             self.transport.close()
 
     def frame_received(self, frame: Frame) -> None:
-        produce = _produce_head(frame) if frame.kind == PRODUCE else None
+        fetch = None
+        if frame.kind == PRODUCE:
+            produce = _produce_head(frame)
+            if produce is not None and self._produce_now(frame, produce):
+                return
+        else:
+            produce = None
+            if frame.kind == FETCH:
+                fetch = _fetch_head(frame)
+                if fetch is not None and self._replica_fetch_now(frame, fetch):
+                    return
         turn = self._lane_turn(produce.ordering_lane) if produce is not None else None
         # The task leaves ``tasks`` itself when it ends (_serve): a done callback would
         # be one more loop callback per frame, several per replicated record (issue 18).
-        self.tasks.add(self.loop.create_task(self._serve(frame, produce, turn)))
+        self.tasks.add(self.loop.create_task(self._serve(frame, produce or fetch, turn)))
+
+    def _produce_now(self, frame: Frame, produce: storage_pb2.ProduceRequest) -> bool:
+        """Serve a Produce without a task when its append needs no await and no earlier
+        Produce of its lane is still waiting to append: appended here, answered from
+        the acks=-1 wait's callbacks (replication_wait.ReplicationWait). The common
+        one-record Produce; a task and the coroutines it runs through were a good
+        share of the call's CPU (issue 18). False: serve it as a task."""
+        if produce.ordering_lane in self.lane_tails:
+            return False  # the lane's previous append is still to come
+        handlers = self.server.handlers()
+        if handlers is None:
+            return False
+        cid = frame.correlation_id
+        try:
+            staged = handlers.produce.append_now(produce, frame.blobs)
+            if staged is None:
+                return False
+            wait = handlers.produce.complete_later(
+                staged, self.loop, functools.partial(self._produced, cid)
+            )
+        except Exception as exc:
+            log.exception("data link call of kind %d failed", frame.kind)
+            self._send(encode(cid, ERROR, f"{type(exc).__name__}: {exc}".encode(), []))
+            return True
+        if wait is not None:
+            self.parked[cid] = wait
+        return True
+
+    def _produced(self, cid: int, answer: storage_pb2.ProduceResponse) -> None:
+        self.parked.pop(cid, None)
+        self._send(encode(cid, OK, answer.SerializeToString(), []))
+
+    def _replica_fetch_now(self, frame: Frame, fetch: storage_pb2.FetchRequest) -> bool:
+        """Serve a follower's fetch without a task: answered at once when there is
+        something to send, else parked as callbacks (fetch.ParkedFetch) until its
+        partitions change or its wait ends; a leader parks each follower's fetch once
+        per replicated record (issue 18). False: serve it as a task (a consumer's
+        fetch, or one over TCP under internal TLS, where the task refuses it)."""
+        if fetch.replica_id < 0 or (self.server.tls is not None and not self.local):
+            return False
+        handlers = self.server.handlers()
+        if handlers is None:
+            return False
+        cid = frame.correlation_id
+        try:
+            parked = handlers.fetch.fetch_later(
+                fetch, self.loop, functools.partial(self._fetched, cid, frame.kind)
+            )
+        except Exception as exc:
+            self._fetched(cid, frame.kind, exc)
+            return True
+        if parked is not None:
+            self.parked[cid] = parked
+        return True
+
+    def _fetched(self, cid: int, kind: int, answer: Answer | Exception) -> None:
+        self.parked.pop(cid, None)
+        if isinstance(answer, Exception):
+            log.error("data link call of kind %d failed", kind, exc_info=answer)
+            self._send(encode(cid, ERROR, f"{type(answer).__name__}: {answer}".encode(), []))
+            return
+        response, records = answer
+        self._send(encode(cid, OK, response.SerializeToString(), records))
 
     def _lane_turn(self, lane: int) -> _Turn | None:
         """A Produce on an ordering lane waits for the lane's previous append; frames are
@@ -127,11 +212,14 @@ class _Connection(FrameProtocol):
             del self.lane_tails[turn.lane]
 
     async def _serve(
-        self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
+        self,
+        frame: Frame,
+        head: storage_pb2.ProduceRequest | storage_pb2.FetchRequest | None,
+        turn: _Turn | None,
     ) -> None:
         try:
             try:
-                kind, meta, blobs = await self._answer(frame, produce, turn)
+                kind, meta, blobs = await self._answer(frame, head, turn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -144,7 +232,7 @@ class _Connection(FrameProtocol):
             self.tasks.discard(asyncio.current_task(self.loop))  # type: ignore[arg-type]
         self._send(encode(frame.correlation_id, kind, meta, blobs))
 
-    def _send(self, buffers: list[Buffer | FileRange]) -> None:
+    def _send(self, buffers: Sequence[Buffer | FileRange]) -> None:
         """Queue an answer; the answers of one loop turn go out in one write.
 
         A high watermark advance completes an acks=-1 Produce and wakes a gateway's
@@ -186,7 +274,10 @@ class _Connection(FrameProtocol):
             transport.writelines(rest)
 
     async def _answer(
-        self, frame: Frame, produce: storage_pb2.ProduceRequest | None, turn: _Turn | None
+        self,
+        frame: Frame,
+        head: storage_pb2.ProduceRequest | storage_pb2.FetchRequest | None,
+        turn: _Turn | None,
     ) -> tuple[int, bytes, list[Buffer | FileRange]]:
         if turn is not None and turn.previous is not None and not turn.previous.done():
             await asyncio.shield(turn.previous)  # never raises: always set_result
@@ -194,7 +285,11 @@ class _Connection(FrameProtocol):
         if handlers is None:
             return ERROR, b"storage node is starting", []
         if frame.kind == FETCH:
-            fetch = storage_pb2.FetchRequest.FromString(meta_bytes(frame))
+            fetch = (
+                head
+                if isinstance(head, storage_pb2.FetchRequest)
+                else storage_pb2.FetchRequest.FromString(meta_bytes(frame))
+            )
             if fetch.replica_id >= 0 and self.server.tls is not None and not self.local:
                 # Over TCP the certificate named a gateway: followers on other hosts
                 # fetch over gRPC. The Unix socket's peer is our own uid (see above).
@@ -204,6 +299,7 @@ class _Connection(FrameProtocol):
             response, records = await handlers.fetch.fetch_split(fetch, self.loop, lazy=lazy)
             return OK, response.SerializeToString(), list(records)
         if frame.kind == PRODUCE:
+            produce = head if isinstance(head, storage_pb2.ProduceRequest) else None
             if produce is None:  # the head did not parse: fail the call with the reason
                 produce = storage_pb2.ProduceRequest.FromString(meta_bytes(frame))
             staged = await handlers.produce.append(produce, frame.blobs)
@@ -285,6 +381,15 @@ def _member(cert: dict[str, Any] | None) -> Member | None:
     return None
 
 
+def _fetch_head(frame: Frame) -> storage_pb2.FetchRequest | None:
+    """A Fetch frame's head (None when it does not parse: the task then fails the call
+    with the parse error)."""
+    try:
+        return storage_pb2.FetchRequest.FromString(meta_bytes(frame))
+    except Exception:
+        return None
+
+
 def _produce_head(frame: Frame) -> storage_pb2.ProduceRequest | None:
     """A Produce frame's head, parsed once for its ``ordering_lane`` and its handling
     (None when it does not parse: the call then fails in :meth:`_Connection._answer`
@@ -338,9 +443,13 @@ class DataLinkServer:
             self._server.close()
         if self._unix is not None:
             await self._unix.stop()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + grace
         busy = [t for conn in self.connections for t in conn.tasks]
         if busy:
             await asyncio.wait(busy, timeout=grace)
+        while any(conn.parked for conn in self.connections) and loop.time() < until:
+            await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.flush()
             if conn.transport is not None:

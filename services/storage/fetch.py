@@ -143,6 +143,34 @@ class FetchHandler:
             for notifier in notifiers:
                 notifier.discard(wake)
             wake.close()
+        return self._respond(request, slots, replica, results, records)
+
+    def fetch_later(
+        self,
+        request: storage_pb2.FetchRequest,
+        loop: asyncio.AbstractEventLoop,
+        answer: Callable[[Answer | Exception], None],
+    ) -> ParkedFetch | None:
+        """A follower's fetch (``replica_id`` >= 0) as :meth:`fetch_split` does it, as
+        loop callbacks: ``answer`` gets the response and records (or the exception the
+        read raised), at once when there is something to send (None is returned then),
+        otherwise from the returned parked fetch, which the caller cancels if it goes
+        away first. The data link parks a follower's fetch this way, without a task:
+        a leader parks each follower's once per replicated record (issue 18)."""
+        self.metrics.fetch_request(True)
+        slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
+        self._prepare_follower(request, slots)
+        parked = ParkedFetch(self, request, slots, loop, answer)
+        return None if parked.done else parked
+
+    def _respond(
+        self,
+        request: storage_pb2.FetchRequest,
+        slots: list[_Slot],
+        replica: bool,
+        results: list[storage_pb2.FetchPartitionResult],
+        records: list[bytes | FileRange],
+    ) -> Answer:
         self._count_out(results, records, replica)
         if replica:
             throttled = 0
@@ -347,3 +375,119 @@ class FetchHandler:
                     self.metrics.replica_bytes_out(result.topic, n)
                 else:
                     self.metrics.bytes_out(result.topic, n)
+
+
+Answer = tuple[storage_pb2.FetchResponse, list[bytes | FileRange]]
+
+
+class ParkedFetch:
+    """A follower's fetch parked on the leader as loop callbacks
+    (:meth:`FetchHandler.fetch_later`): the same steps as :meth:`FetchHandler.fetch_split`'s
+    loop, each wake-up of the partitions' ``data_changed`` re-checking in a loop
+    callback of its own, the deadline a loop timer."""
+
+    __slots__ = (
+        "_answer",
+        "_handler",
+        "_loop",
+        "_may_wait",
+        "_notifiers",
+        "_request",
+        "_scheduled",
+        "_slots",
+        "_timer",
+        "done",
+        "expired",
+    )
+
+    def __init__(
+        self,
+        handler: FetchHandler,
+        request: storage_pb2.FetchRequest,
+        slots: list[_Slot],
+        loop: asyncio.AbstractEventLoop,
+        answer: Callable[[Answer | Exception], None],
+    ) -> None:
+        self._handler = handler
+        self._request = request
+        self._slots = slots
+        self._loop = loop
+        self._answer = answer
+        self._scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.done = False
+        self.expired = False
+        self._notifiers = [
+            s.partition.data_changed
+            for s in slots
+            if s.partition is not None and s.error == ErrorCode.NONE
+        ]
+        self._may_wait = request.max_wait_ms > 0 and request.min_bytes > 0 and bool(self._notifiers)
+        deadline = loop.time() + max(0, request.max_wait_ms) / 1000.0
+        if self._step():
+            return
+        if deadline <= loop.time():
+            self._expire()
+            return
+        for notifier in self._notifiers:
+            notifier.add(self)
+        self._timer = loop.call_at(deadline, self._expire)
+
+    def set(self) -> None:
+        """Called by the partitions' notifiers."""
+        if not self._scheduled and not self.done:
+            self._scheduled = True
+            self._loop.call_soon(self._recheck)
+
+    def cancel(self) -> None:
+        """Withdraw the fetch without an answer (the caller is gone)."""
+        if not self.done:
+            self.done = True
+            self._release()
+
+    def _recheck(self) -> None:
+        self._scheduled = False
+        if not self.done:
+            self._step()
+
+    def _expire(self) -> None:
+        self._timer = None
+        self.expired = True
+        if not self.done:
+            self._step()
+
+    def _step(self) -> bool:
+        """One pass of fetch_split's loop; True once answered."""
+        handler, request, slots = self._handler, self._request, self._slots
+        try:
+            stopping = handler.stopping()
+            if (
+                self._may_wait
+                and not stopping
+                and not self.expired
+                and handler._nothing_new(request, slots, True)
+            ):
+                return False
+            results, records, total, errors = handler._read(request, slots, True)
+            if not (
+                errors
+                or total >= request.min_bytes
+                or not self._may_wait
+                or stopping
+                or self.expired
+            ):
+                return False
+            answer: Answer | Exception = handler._respond(request, slots, True, results, records)
+        except Exception as exc:
+            answer = exc
+        self.done = True
+        self._release()
+        self._answer(answer)
+        return True
+
+    def _release(self) -> None:
+        for notifier in self._notifiers:
+            notifier.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from odradek.log.errors import RecordValidationError
@@ -44,6 +44,7 @@ from odradek.offload import run_heavy
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.records.batch import BatchesSummary
 from odradek.records.header import (
+    ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -54,13 +55,15 @@ from odradek.rpc.v1 import storage_pb2
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
-from odradek.storage.replication_wait import await_replication
+from odradek.storage.replication_wait import ReplicationWait, await_replication
 from odradek.storage.txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
 # Compressed blobs at least this large are validated in a worker thread (odradek.offload).
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
+# The low byte of a batch's attributes (INT16, big-endian): its compression codec.
+_ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1
 
 _ORIGINS = {
     storage_pb2.APPEND_ORIGIN_CLIENT: AppendOrigin.CLIENT,
@@ -143,14 +146,68 @@ class ProduceHandler:
         :meth:`complete` then waits for replication per ``acks`` and answers. Once this
         returns, a later request's batches land after these (the data link's ordering
         lanes rely on it)."""
+        staged, live = self._stage(request, records)
+        if _mixed_producers(live):
+            live = []
+        elif self.verification_enabled and request.transactional_id and _transactional(live):
+            await self._verify(request, [s for s in live if s.txn is not None])
+        origin = _ORIGINS.get(request.origin, AppendOrigin.CLIENT)
+        for slot in live:
+            if slot.result.error_code != ErrorCode.NONE or slot.partition is None:
+                continue
+            buf = _writable(slot.records)
+            validated: BatchesSummary | None = None
+            if _compressed(buf):
+                # Decompressing to check every record can be tens of millions of
+                # records of work: a worker thread, so other clients are served.
+                part = slot.partition
+                try:
+                    validated = await run_heavy(
+                        len(buf),
+                        functools.partial(part.validate_records, buf, origin),
+                        min_bytes=VALIDATE_OFF_LOOP_BYTES,
+                    )
+                except Exception as exc:
+                    _refuse(slot, part, exc)
+                    continue
+            self._append(staged, slot, slot.partition, buf, request.acks, origin, validated)
+        return staged
+
+    def append_now(
+        self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]
+    ) -> Appended | None:
+        """:meth:`append` without a coroutine, for a request that needs no await: None,
+        having done nothing, when it may (a transactional id to verify, KIP-890, or a
+        compressed blob, validated in a worker thread when large). The data link's
+        one-record Produce goes here, without a task of its own (issue 18)."""
+        if request.transactional_id and self.verification_enabled:
+            return None
+        for data in records:
+            if len(data) >= HEADER_SIZE and data[_ATTRIBUTES_LOW] & COMPRESSION_CODEC_MASK:
+                return None
+        staged, live = self._stage(request, records)
+        if _mixed_producers(live):
+            return staged
+        origin = _ORIGINS.get(request.origin, AppendOrigin.CLIENT)
+        for slot in live:
+            if slot.result.error_code == ErrorCode.NONE and slot.partition is not None:
+                buf = _writable(slot.records)
+                self._append(staged, slot, slot.partition, buf, request.acks, origin, None)
+        return staged
+
+    def _stage(
+        self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer] | None
+    ) -> tuple[Appended, list[_Slot]]:
+        """A slot per requested partition, those that cannot be appended failed; the
+        live ones beside."""
         self.metrics.produce_request()
         if records is not None and len(records) != len(request.partitions):
             raise ValueError(
                 f"{len(records)} records blobs for {len(request.partitions)} partitions"
             )
         acks = request.acks
-        origin = _ORIGINS.get(request.origin, AppendOrigin.CLIENT)
         slots: list[_Slot] = []
+        live: list[_Slot] = []
         for i, pp in enumerate(request.partitions):
             result = storage_pb2.ProducePartitionResult(
                 topic=pp.topic,
@@ -173,42 +230,8 @@ class ProduceHandler:
                 )
             else:
                 slot.txn = transactional_batch(data)
-        live = [s for s in slots if s.result.error_code == ErrorCode.NONE]
-        producers = {(s.txn.producer_id, s.txn.producer_epoch) for s in live if s.txn is not None}
-        if len(producers) > 1:
-            for slot in live:
-                _fail(
-                    slot,
-                    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
-                    "Transactional records contained more than one producer ID",
-                )
-            live = []
-        elif producers and self.verification_enabled and request.transactional_id:
-            await self._verify(request, [s for s in live if s.txn is not None])
-        staged = Appended(slots, request.timeout_ms)
-        for slot in live:
-            if slot.result.error_code != ErrorCode.NONE or slot.partition is None:
-                continue
-            buf = _writable(slot.records)
-            validated: BatchesSummary | None = None
-            if _compressed(buf):
-                # Decompressing to check every record can be tens of millions of
-                # records of work: a worker thread, so other clients are served.
-                part = slot.partition
-                try:
-                    validated = await run_heavy(
-                        len(buf),
-                        functools.partial(part.validate_records, buf, origin),
-                        min_bytes=VALIDATE_OFF_LOOP_BYTES,
-                    )
-                except Exception as exc:
-                    _refuse(slot, part, exc)
-                    continue
-            appended = self._append(slot, slot.partition, buf, acks, origin, validated)
-            if appended is not None and acks == -1:
-                staged.waiting.append((slot.partition, appended[0], appended[1]))
-                staged.waiting_slots.append(slot)
-        return staged
+                live.append(slot)
+        return Appended(slots, request.timeout_ms), live
 
     async def complete(
         self, staged: Appended, loop: asyncio.AbstractEventLoop | None = None
@@ -217,10 +240,28 @@ class ProduceHandler:
         (``loop``: the running loop, when the caller holds it)."""
         if staged.waiting:
             codes = await await_replication(staged.waiting, staged.timeout_ms, loop)
-            for slot, code in zip(staged.waiting_slots, codes, strict=True):
-                if code != ErrorCode.NONE:
-                    _fail_after_append(slot, code)
+            _apply_codes(staged, codes)
         return storage_pb2.ProduceResponse(partitions=[s.result for s in staged.slots])
+
+    def complete_later(
+        self,
+        staged: Appended,
+        loop: asyncio.AbstractEventLoop,
+        answer: Callable[[storage_pb2.ProduceResponse], None],
+    ) -> ReplicationWait | None:
+        """:meth:`complete` as loop callbacks: ``answer`` gets the response, at once
+        when nothing waits for replication (None is returned then), otherwise from the
+        returned wait, which the caller cancels if it goes away first."""
+        if not staged.waiting:
+            answer(storage_pb2.ProduceResponse(partitions=[s.result for s in staged.slots]))
+            return None
+
+        def replicated(codes: list[ErrorCode]) -> None:
+            _apply_codes(staged, codes)
+            answer(storage_pb2.ProduceResponse(partitions=[s.result for s in staged.slots]))
+
+        wait = ReplicationWait(staged.waiting, staged.timeout_ms, loop, replicated)
+        return None if wait.finished else wait
 
     async def _verify(self, request: storage_pb2.ProduceRequest, slots: list[_Slot]) -> None:
         """Start KIP-890 verification where no transaction is ongoing yet and ask the
@@ -262,14 +303,15 @@ class ProduceHandler:
 
     def _append(
         self,
+        staged: Appended,
         slot: _Slot,
         part: Partition,
         records: bytearray | memoryview,
         acks: int,
         origin: AppendOrigin,
         validated: BatchesSummary | None,
-    ) -> tuple[int, int] | None:
-        """Append one partition; (required offset, leader epoch) for an acks=-1 wait."""
+    ) -> None:
+        """Append one partition; an acks=-1 append joins ``staged``'s waits."""
         result = slot.result
         try:
             appended = part.append_as_leader(
@@ -282,13 +324,43 @@ class ProduceHandler:
             )
         except Exception as exc:
             _refuse(slot, part, exc)
-            return None
+            return
         result.base_offset = appended.first_offset
         result.log_append_time = appended.log_append_time
         result.log_start_offset = appended.log_start_offset
         if not appended.duplicate:
             self.metrics.bytes_in(part.topic, appended.size)
-        return appended.last_offset + 1, appended.leader_epoch
+        if acks == -1:
+            staged.waiting.append((part, appended.last_offset + 1, appended.leader_epoch))
+            staged.waiting_slots.append(slot)
+
+
+def _apply_codes(staged: Appended, codes: list[ErrorCode]) -> None:
+    """The acks=-1 outcome of each waiting slot (replication_wait)."""
+    for slot, code in zip(staged.waiting_slots, codes, strict=True):
+        if code != ErrorCode.NONE:
+            _fail_after_append(slot, code)
+
+
+def _transactional(live: list[_Slot]) -> bool:
+    return any(s.txn is not None for s in live)
+
+
+def _mixed_producers(live: list[_Slot]) -> bool:
+    """Transactional batches of more than one producer: every slot fails (Kafka's
+    InvalidPidMappingException) and True is returned."""
+    if not _transactional(live):
+        return False
+    producers = {(s.txn.producer_id, s.txn.producer_epoch) for s in live if s.txn is not None}
+    if len(producers) <= 1:
+        return False
+    for slot in live:
+        _fail(
+            slot,
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+            "Transactional records contained more than one producer ID",
+        )
+    return True
 
 
 def _writable(records: Buffer) -> bytearray | memoryview:

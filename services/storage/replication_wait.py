@@ -11,68 +11,154 @@ A waiter is woken only when its partition's high watermark reaches its offset, o
 change of role, epoch or ISR (:class:`~odradek.storage.notify.OffsetWaiters`), never by
 every advance of the high watermark: with thousands of one-record acks=-1 requests in
 flight, waking all of them on each advance made the cost quadratic.
+
+The wait is loop callbacks (:class:`ReplicationWait`), like Kafka's purgatory, which
+completes a DelayedProduce from the thread that moved the high watermark: the data
+link answers a one-record acks=-1 Produce from them without a task per request
+(docs/data-link.md); :func:`await_replication` is the same wait for a coroutine.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.notify import OffsetWaiter, Wakeup
+from odradek.storage.notify import OffsetWaiter
 from odradek.storage.partition import Partition
 
 Waiter = tuple[Partition, int, int]
 
 
-async def await_replication(
-    waiting: Sequence[Waiter], timeout_ms: int, loop: asyncio.AbstractEventLoop | None = None
-) -> list[ErrorCode]:
-    """The outcome of each waiter, in order (``loop``: the running loop, when the caller
-    holds it; looking it up costs a ``getpid``).
+class ReplicationWait:
+    """The outcome of each waiter, in order, handed to ``on_done`` once every waiter is
+    decided or ``timeout_ms`` has passed (the undecided ones are REQUEST_TIMED_OUT).
 
     Waiters on one partition share one registration, at the lowest offset still
     pending: a storage call carrying many batches of one partition (a run of coalesced
-    Produce requests, odradek.gateway.produce_lane) waits once, not once per batch.
+    Produce requests, odradek.gateway.produce_lane) waits once, not once per batch. A
+    wake-up re-checks in a loop callback of its own, after whatever moved the high
+    watermark has finished. ``on_done`` may run inside the constructor (everything
+    decided already, or no time left); :meth:`cancel` withdraws the wait unanswered.
     """
-    outcome: list[ErrorCode | None] = [None] * len(waiting)
-    pending = list(range(len(waiting)))
+
+    __slots__ = (
+        "_loop",
+        "_on_done",
+        "_outcome",
+        "_pending",
+        "_registered",
+        "_scheduled",
+        "_timer",
+        "_waiting",
+        "finished",
+    )
+
+    def __init__(
+        self,
+        waiting: Sequence[Waiter],
+        timeout_ms: int,
+        loop: asyncio.AbstractEventLoop,
+        on_done: Callable[[list[ErrorCode]], None],
+    ) -> None:
+        self._waiting = waiting
+        self._loop = loop
+        self._on_done = on_done
+        self._outcome: list[ErrorCode | None] = [None] * len(waiting)
+        self._pending = list(range(len(waiting)))
+        self._registered: dict[int, OffsetWaiter] = {}  # by id() of the partition
+        self._scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.finished = False
+        deadline = loop.time() + max(0, timeout_ms) / 1000.0
+        if self._check():
+            return
+        if deadline <= loop.time():
+            self._finish()
+            return
+        self._timer = loop.call_at(deadline, self._finish)
+
+    def set(self) -> None:
+        """Called by :class:`~odradek.storage.notify.OffsetWaiters` on a wake-up."""
+        if not self._scheduled and not self.finished:
+            self._scheduled = True
+            self._loop.call_soon(self._recheck)
+
+    def cancel(self) -> None:
+        """Withdraw the wait without an answer (the caller is gone)."""
+        if not self.finished:
+            self.finished = True
+            self._release()
+
+    def _recheck(self) -> None:
+        self._scheduled = False
+        if not self.finished:
+            self._check()
+
+    def _check(self) -> bool:
+        """Decide what can be decided; True once every waiter is (answered then)."""
+        waiting, outcome = self._waiting, self._outcome
+        still = []
+        lowest: dict[int, tuple[Partition, int]] = {}
+        for i in self._pending:
+            part, required, epoch = waiting[i]
+            done, error = part.replication_status(required, epoch)
+            if done:
+                outcome[i] = error
+                continue
+            still.append(i)
+            key = id(part)
+            low = lowest.get(key)
+            if low is None or required < low[1]:
+                lowest[key] = (part, required)
+        self._pending = still
+        if not still:
+            self._finish()
+            return True
+        registered = self._registered
+        for key, (part, required) in lowest.items():
+            waiter = registered.get(key)
+            if waiter is None or not waiter.active:
+                registered[key] = part.replication_waiters.add(required, self)
+        return False
+
+    def _finish(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self._release()
+        self._on_done(
+            [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in self._outcome]
+        )
+
+    def _release(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for waiter in self._registered.values():
+            waiter.active = False
+
+
+async def await_replication(
+    waiting: Sequence[Waiter], timeout_ms: int, loop: asyncio.AbstractEventLoop | None = None
+) -> list[ErrorCode]:
+    """:class:`ReplicationWait` for a coroutine (``loop``: the running loop, when the
+    caller holds it; looking it up costs a ``getpid``)."""
     if loop is None:
         loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(0, timeout_ms) / 1000.0
-    wake: Wakeup | None = None
-    registered: dict[int, OffsetWaiter] = {}  # by id() of the partition
-    try:
-        while pending:
-            still = []
-            lowest: dict[int, tuple[Partition, int]] = {}
-            for i in pending:
-                part, required, epoch = waiting[i]
-                done, error = part.replication_status(required, epoch)
-                if done:
-                    outcome[i] = error
-                    continue
-                still.append(i)
-                key = id(part)
-                low = lowest.get(key)
-                if low is None or required < low[1]:
-                    lowest[key] = (part, required)
-            pending = still
-            if not pending:
-                break
-            if wake is None:
-                # One future per wake-up and one timer for the deadline (notify.Wakeup):
-                # every one-record acks=all request waits once, thousands a second.
-                wake = Wakeup(loop, deadline)
-            for key, (part, required) in lowest.items():
-                waiter = registered.get(key)
-                if waiter is None or not waiter.active:
-                    registered[key] = part.replication_waiters.add(required, wake)
-            if not await wake.wait():
-                break
-    finally:
-        if wake is not None:
-            wake.close()
-        for waiter in registered.values():
-            waiter.active = False
-    return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in outcome]
+    answer: list[list[ErrorCode]] = []
+    future: asyncio.Future[None] | None = None
+
+    def done(codes: list[ErrorCode]) -> None:
+        answer.append(codes)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    wait = ReplicationWait(waiting, timeout_ms, loop, done)
+    if not answer:
+        future = loop.create_future()
+        try:
+            await future
+        finally:
+            wait.cancel()
+    return answer[0]

@@ -20,6 +20,9 @@ NODE = 100
 
 
 class _Produce:
+    def append_now(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> None:
+        return None  # these appends await: the node serves them as tasks
+
     async def append(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> str:
         name = bytes(records[0]).decode()
         if name == "fail":
@@ -64,7 +67,9 @@ async def test_answered_failed_and_cancelled_calls_leave_nothing_behind() -> Non
         names = ["a", "fail", "b", "c"]
         answers = await asyncio.gather(
             *(pool.call(NODE, PRODUCE, meta, [n.encode()], timeout=10) for n in names),
-            pool.call(NODE, FETCH, storage_pb2.FetchRequest().SerializeToString(), [], 10),
+            pool.call(
+                NODE, FETCH, storage_pb2.FetchRequest(replica_id=-1).SerializeToString(), [], 10
+            ),
             return_exceptions=True,
         )
         assert isinstance(answers[1], DataLinkError)  # the failed append
@@ -77,10 +82,14 @@ async def test_answered_failed_and_cancelled_calls_leave_nothing_behind() -> Non
         [conn] = server.connections
         await asyncio.sleep(0)
         assert not conn.tasks and not conn.lane_tails
-        # A parked long poll is a task until its connection is lost.
+        # A consumer's parked long poll is a task until its connection is lost.
         poll = asyncio.ensure_future(
             pool.call(
-                NODE, FETCH, storage_pb2.FetchRequest(max_wait_ms=1).SerializeToString(), [], 10
+                NODE,
+                FETCH,
+                storage_pb2.FetchRequest(replica_id=-1, max_wait_ms=1).SerializeToString(),
+                [],
+                10,
             )
         )
         await asyncio.wait_for(handlers.fetch.parked.wait(), 5)

@@ -27,6 +27,9 @@ class _Produce:
         self.log: list[str] = []
         self.gates: dict[str, asyncio.Event] = {}
 
+    def append_now(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> None:
+        return None  # these appends await: the node serves them as tasks
+
     async def append(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> str:
         name = bytes(records[0]).decode()
         self.log.append(f"start {name}")
