@@ -8,10 +8,10 @@ and ordering are exactly those of the gRPC path; only the transport differs. Fet
 batches go from ``os.pread`` to the socket without another copy (``writelines``); a
 consumer's on the Unix socket go from the segment file by ``sendfile``
 (:func:`send_direct`, docs/data-link.md "Consume CPU per GB").
-Calls answer in any order. A Produce whose append needs no await and a follower's
-fetch are served without a task (appended, or read, as the frame arrives; an acks=-1
-wait or a parked fetch kept as loop callbacks: issue 18); every other call runs as its
-own task. Produce requests of one
+Calls answer in any order. A Produce whose append needs no await and a fetch (a
+follower's or a consumer's) are served without a task (appended, or read, as the frame
+arrives; an acks=-1 wait or a parked fetch kept as loop callbacks: issue 18); every
+other call runs as its own task. Produce requests of one
 ``ordering_lane`` (a gateway's client connection) append in arrival order, each after
 the previous one's append (its acks=-1 wait runs alongside the next one's); until the
 node is up a call gets an ERROR answer (the gateway answers the client as for an unreachable node). A
@@ -83,8 +83,8 @@ class _Connection(FrameProtocol):
         self.loop = asyncio.get_running_loop()
         # Answers finished in one loop turn, written together at the next (_send).
         self.outbox: list[Buffer | FileRange] = []
-        # Calls waiting without a task (acks=-1 Produce, a follower's Fetch), by
-        # correlation id: _produce_now, _replica_fetch_now.
+        # Calls waiting without a task (acks=-1 Produce, a parked Fetch), by
+        # correlation id: _produce_now, _fetch_now.
         self.parked: dict[int, ReplicationWait | ParkedFetch] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -124,7 +124,7 @@ class _Connection(FrameProtocol):
             produce = None
             if frame.kind == FETCH:
                 fetch = _fetch_head(frame)
-                if fetch is not None and self._replica_fetch_now(frame, fetch):
+                if fetch is not None and self._fetch_now(frame, fetch):
                     return
         turn = self._lane_turn(produce.ordering_lane) if produce is not None else None
         # The task leaves ``tasks`` itself when it ends (_serve): a done callback would
@@ -162,13 +162,16 @@ class _Connection(FrameProtocol):
         self.parked.pop(cid, None)
         self._send(encode(cid, OK, answer.SerializeToString(), []))
 
-    def _replica_fetch_now(self, frame: Frame, fetch: storage_pb2.FetchRequest) -> bool:
-        """Serve a follower's fetch without a task: answered at once when there is
-        something to send, else parked as callbacks (fetch.ParkedFetch) until its
-        partitions change or its wait ends; a leader parks each follower's fetch once
-        per replicated record (issue 18). False: serve it as a task (a consumer's
-        fetch, or one over TCP under internal TLS, where the task refuses it)."""
-        if fetch.replica_id < 0 or (self.server.tls is not None and not self.local):
+    def _fetch_now(self, frame: Frame, fetch: storage_pb2.FetchRequest) -> bool:
+        """Serve a fetch without a task: answered at once when there is something to
+        send, else parked as callbacks (fetch.ParkedFetch) until its partitions change
+        or its wait ends; a leader parks each follower's fetch, and a gateway's for
+        its consumers, about once per replicated record (issue 18). A consumer's
+        records on the Unix socket go by sendfile (``lazy``, flush). False: serve it as
+        a task (a follower's fetch over TCP under internal TLS, which the task refuses;
+        the node still starting)."""
+        replica = fetch.replica_id >= 0
+        if replica and self.server.tls is not None and not self.local:
             return False
         handlers = self.server.handlers()
         if handlers is None:
@@ -176,7 +179,10 @@ class _Connection(FrameProtocol):
         cid = frame.correlation_id
         try:
             parked = handlers.fetch.fetch_later(
-                fetch, self.loop, functools.partial(self._fetched, cid, frame.kind)
+                fetch,
+                self.loop,
+                functools.partial(self._fetched, cid, frame.kind),
+                lazy=self.local and not replica,
             )
         except Exception as exc:
             self._fetched(cid, frame.kind, exc)

@@ -150,17 +150,24 @@ class FetchHandler:
         request: storage_pb2.FetchRequest,
         loop: asyncio.AbstractEventLoop,
         answer: Callable[[Answer | Exception], None],
+        *,
+        lazy: bool = False,
     ) -> ParkedFetch | None:
-        """A follower's fetch (``replica_id`` >= 0) as :meth:`fetch_split` does it, as
-        loop callbacks: ``answer`` gets the response and records (or the exception the
-        read raised), at once when there is something to send (None is returned then),
-        otherwise from the returned parked fetch, which the caller cancels if it goes
-        away first. The data link parks a follower's fetch this way, without a task:
-        a leader parks each follower's once per replicated record (issue 18)."""
-        self.metrics.fetch_request(True)
+        """A fetch as :meth:`fetch_split` does it, as loop callbacks: ``answer`` gets
+        the response and records (or the exception the read raised), at once when
+        there is something to send (None is returned then), otherwise from the
+        returned parked fetch, which the caller cancels if it goes away first. The
+        data link parks fetches this way, without a task: a leader parks each
+        follower's and each consumer's fetch about once per replicated record (issue
+        18). ``lazy`` as for :meth:`fetch_split` (a consumer's, on the Unix socket)."""
+        replica = request.replica_id >= 0
+        self.metrics.fetch_request(replica)
         slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
-        self._prepare_follower(request, slots)
-        parked = ParkedFetch(self, request, slots, loop, answer)
+        if replica:
+            self._prepare_follower(request, slots)
+        else:
+            self._prepare_consumer(slots)
+        parked = ParkedFetch(self, request, slots, loop, answer, replica, lazy)
         return None if parked.done else parked
 
     def _respond(
@@ -381,17 +388,19 @@ Answer = tuple[storage_pb2.FetchResponse, list[bytes | FileRange]]
 
 
 class ParkedFetch:
-    """A follower's fetch parked on the leader as loop callbacks
-    (:meth:`FetchHandler.fetch_later`): the same steps as :meth:`FetchHandler.fetch_split`'s
-    loop, each wake-up of the partitions' ``data_changed`` re-checking in a loop
-    callback of its own, the deadline a loop timer."""
+    """A fetch parked on the leader as loop callbacks (:meth:`FetchHandler.fetch_later`):
+    the same steps as :meth:`FetchHandler.fetch_split`'s loop, each wake-up of the
+    partitions' notifiers (``data_changed`` for a follower, ``hw_changed`` for a
+    consumer) re-checking in a loop callback of its own, the deadline a loop timer."""
 
     __slots__ = (
         "_answer",
         "_handler",
+        "_lazy",
         "_loop",
         "_may_wait",
         "_notifiers",
+        "_replica",
         "_request",
         "_scheduled",
         "_slots",
@@ -407,8 +416,12 @@ class ParkedFetch:
         slots: list[_Slot],
         loop: asyncio.AbstractEventLoop,
         answer: Callable[[Answer | Exception], None],
+        replica: bool,
+        lazy: bool = False,
     ) -> None:
         self._handler = handler
+        self._replica = replica
+        self._lazy = lazy
         self._request = request
         self._slots = slots
         self._loop = loop
@@ -418,7 +431,7 @@ class ParkedFetch:
         self.done = False
         self.expired = False
         self._notifiers = [
-            s.partition.data_changed
+            (s.partition.data_changed if replica else s.partition.hw_changed)
             for s in slots
             if s.partition is not None and s.error == ErrorCode.NONE
         ]
@@ -459,16 +472,17 @@ class ParkedFetch:
     def _step(self) -> bool:
         """One pass of fetch_split's loop; True once answered."""
         handler, request, slots = self._handler, self._request, self._slots
+        replica = self._replica
         try:
             stopping = handler.stopping()
             if (
                 self._may_wait
                 and not stopping
                 and not self.expired
-                and handler._nothing_new(request, slots, True)
+                and handler._nothing_new(request, slots, replica)
             ):
                 return False
-            results, records, total, errors = handler._read(request, slots, True)
+            results, records, total, errors = handler._read(request, slots, replica, self._lazy)
             if not (
                 errors
                 or total >= request.min_bytes
@@ -477,7 +491,7 @@ class ParkedFetch:
                 or self.expired
             ):
                 return False
-            answer: Answer | Exception = handler._respond(request, slots, True, results, records)
+            answer: Answer | Exception = handler._respond(request, slots, replica, results, records)
         except Exception as exc:
             answer = exc
         self.done = True

@@ -8,18 +8,22 @@ client; the handlers are stand-ins."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from helpers.data_links import served_data_link
 
 from odradek.datalink.client import DataLinkError
 from odradek.datalink.frame import FETCH, PRODUCE, Buffer
 from odradek.rpc.v1 import storage_pb2
+from odradek.storage.fetch import Answer
 
 NODE = 100
 
 
 class _Produce:
+    def __init__(self) -> None:
+        self.hanging = asyncio.Event()
+
     def append_now(self, request: storage_pb2.ProduceRequest, records: Sequence[Buffer]) -> None:
         return None  # these appends await: the node serves them as tasks
 
@@ -27,6 +31,9 @@ class _Produce:
         name = bytes(records[0]).decode()
         if name == "fail":
             raise RuntimeError("refused")
+        if name == "hang":
+            self.hanging.set()
+            await asyncio.sleep(3600)  # until its connection goes
         return name
 
     async def complete(
@@ -38,20 +45,16 @@ class _Produce:
 
 
 class _Fetch:
-    def __init__(self) -> None:
-        self.parked = asyncio.Event()
-
-    async def fetch_split(
+    def fetch_later(
         self,
         request: storage_pb2.FetchRequest,
-        loop: asyncio.AbstractEventLoop | None = None,
+        loop: asyncio.AbstractEventLoop,
+        answer: Callable[[Answer | Exception], None],
         *,
         lazy: bool = False,
-    ) -> tuple[storage_pb2.FetchResponse, list[bytes]]:
-        if request.max_wait_ms:
-            self.parked.set()
-            await asyncio.sleep(3600)  # a long poll, until its connection goes
-        return storage_pb2.FetchResponse(partitions=[storage_pb2.FetchPartitionResult()]), [b"r"]
+    ) -> None:
+        # A fetch is served without a task (data_link._fetch_now): answered at once here.
+        answer((storage_pb2.FetchResponse(partitions=[storage_pb2.FetchPartitionResult()]), [b"r"]))
 
 
 class _Handlers:
@@ -82,20 +85,12 @@ async def test_answered_failed_and_cancelled_calls_leave_nothing_behind() -> Non
         [conn] = server.connections
         await asyncio.sleep(0)
         assert not conn.tasks and not conn.lane_tails
-        # A consumer's parked long poll is a task until its connection is lost.
-        poll = asyncio.ensure_future(
-            pool.call(
-                NODE,
-                FETCH,
-                storage_pb2.FetchRequest(replica_id=-1, max_wait_ms=1).SerializeToString(),
-                [],
-                10,
-            )
-        )
-        await asyncio.wait_for(handlers.fetch.parked.wait(), 5)
+        # A call that awaits is a task until its connection is lost.
+        hang = asyncio.ensure_future(pool.call(NODE, PRODUCE, meta, [b"hang"], 10))
+        await asyncio.wait_for(handlers.produce.hanging.wait(), 5)
         assert len(conn.tasks) == 1
         [task] = conn.tasks
         task.cancel()
         await asyncio.sleep(0.05)
         assert not conn.tasks
-        poll.cancel()
+        hang.cancel()

@@ -6,7 +6,7 @@ follower's fetch once per replicated record, and the task it was cost a good sha
 the call). The answers are fetch_split's: the records after an append, nothing once the
 wait is over, the follower's log end recorded first (which moves the high watermark and
 answers an acks=-1 Produce), and a connection that goes away withdraws its fetch. A
-consumer's fetch keeps its task.
+consumer's fetch is served the same way (test_storage_consumer_fetch_without_task.py).
 
 A real leader partition (three replicas), the real Produce and Fetch handlers, real
 sockets and the real data link client; the test plays the followers.
@@ -185,8 +185,9 @@ async def test_a_closed_connection_withdraws_its_parked_fetch(leader: _Leader) -
     assert len(leader.part.data_changed) == 0
 
 
-async def test_a_consumer_fetch_keeps_its_task(leader: _Leader) -> None:
+async def test_a_consumer_fetch_parks_without_a_task_too(leader: _Leader) -> None:
     fetch = _fetch(leader.pool, -1, 0)
-    await _until(lambda: leader.tasks() == 1, "the consumer's fetch to park")
-    assert leader.parked() == 0
+    await _until(lambda: leader.parked() == 1, "the consumer's fetch to park")
+    assert leader.tasks() == 0
+    assert len(leader.part.hw_changed) == 1 and len(leader.part.data_changed) == 0
     fetch.cancel()
