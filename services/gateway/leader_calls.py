@@ -78,13 +78,18 @@ def leading(
     return part
 
 
+# An int: the Produce path maps every partition's answer, and an enum member looked up
+# on its class costs ~0.3 us on Python 3.11 (issue 18).
+_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
 def leader_answer_code(code: int) -> int:
     """A storage node's error for a partition the gateway's metadata has: a node that
     does not host it (UNKNOWN_TOPIC_OR_PARTITION, e.g. a new topic whose leader has not
     applied its leadership yet, or a replica just moved away) answers what a Kafka broker
     answers then, NOT_LEADER_OR_FOLLOWER (``ReplicaManager.getPartitionOrError``), which
     every client takes as "refresh metadata and retry" rather than as a missing topic."""
-    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    if code == _UNKNOWN_TOPIC_OR_PARTITION:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     return code
 

@@ -52,7 +52,6 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable
-from typing import cast
 
 import grpc
 from prometheus_client import Counter
@@ -166,11 +165,12 @@ async def handle(
         _apply_answers(queued, results)
     else:
         lane.leave(queued)  # nothing to append: nothing to keep in order
-    code = (
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        if denied_txn
-        else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    )
+    if refused:  # (the codes looked up only then: an enum member costs ~0.3 us, issue 18)
+        code = (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            if denied_txn
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
     for t in refused:
         results.setdefault(t.name, {}).update(
             {p.index: partition_response(p.index, code) for p in t.partition_data}
@@ -218,8 +218,9 @@ async def _prepare(
             if leader < 0:
                 topic_results[index] = partition_response(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
-            # odradek.protocol.decoder leaves records a zero-copy view of the request.
-            records = cast("memoryview | None", pdata.records)
+            # odradek.protocol.decoder leaves records a zero-copy view of the request
+            # (annotated, not ``typing.cast``: that is a call per entry at run time).
+            records: memoryview | None = pdata.records  # type: ignore[assignment]
             if records is None or len(records) == 0:
                 topic_results[index] = partition_response(
                     index, ErrorCode.INVALID_RECORD, error_message="empty records"
@@ -402,7 +403,7 @@ def _has_transactional_records(request: ProduceRequest) -> bool:
     partition's records says whether they belong to a transaction."""
     for t in request.topic_data:
         for p in t.partition_data:
-            records = cast("memoryview | None", p.records)
+            records: memoryview | None = p.records  # type: ignore[assignment]
             if (
                 records is not None
                 and len(records) >= HEADER_SIZE

@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from odradek.byte_buffers import receive_buffer
 
@@ -69,8 +69,9 @@ class Frame:
 def meta_bytes(frame: Frame) -> bytes:
     """The frame's meta for ``Message.FromString``, which parses any buffer (upb copies
     what it keeps): typed as bytes, not copied into bytes first (one copy and 0.5 us less
-    per frame, several frames per replicated record; issue 18)."""
-    return cast(bytes, frame.meta)
+    per frame, several frames per replicated record; issue 18). Not ``typing.cast``,
+    which is a function call at run time."""
+    return frame.meta  # type: ignore[return-value]
 
 
 def encode(

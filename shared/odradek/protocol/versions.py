@@ -113,10 +113,13 @@ def request_header_version(api_key: int, api_version: int) -> int:
     return 2 if is_flexible(api_key, api_version) else 1
 
 
+_API_VERSIONS = int(ApiKey.API_VERSIONS)  # an int: an enum member lookup costs ~0.3 us
+
+
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible versions, else 0; ApiVersions responses always use v0 so a
     client can parse the answer before it knows which versions we speak
     (docs/compatibility.md C1 and C3)."""
-    if api_key == ApiKey.API_VERSIONS:
+    if api_key == _API_VERSIONS:
         return 0
     return 1 if is_flexible(api_key, api_version) else 0

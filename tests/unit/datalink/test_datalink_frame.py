@@ -117,3 +117,27 @@ def test_frame_size_out_of_bounds(size: int) -> None:
 def test_malformed_bodies(body: bytes) -> None:
     with pytest.raises(FrameError):
         parse(body)
+
+
+def test_meta_bytes_is_the_view_itself_and_calls_nothing() -> None:
+    # Every data link answer and request is parsed through meta_bytes: it hands the
+    # frame's view over as it is, without a call to typing.cast (issue 18).
+    import sys
+    from types import FrameType
+
+    from odradek.datalink.frame import meta_bytes
+
+    frame = Frame(1, FETCH, memoryview(b"meta"), [])
+    calls: list[str] = []
+
+    def profile(f: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and f.f_code.co_filename.endswith("typing.py"):
+            calls.append(f.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        got = meta_bytes(frame)
+    finally:
+        sys.setprofile(None)
+    assert got is frame.meta
+    assert calls == []
