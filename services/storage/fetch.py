@@ -97,13 +97,7 @@ class FetchHandler:
         running loop when the caller holds it (``asyncio.get_running_loop`` costs a
         ``getpid`` per call, issue 18). ``lazy`` (a consumer's fetch on the data link's
         Unix socket): large records as FileRanges, sent with ``sendfile``."""
-        replica = request.replica_id >= 0
-        self.metrics.fetch_request(replica)
-        slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
-        if replica:
-            self._prepare_follower(request, slots)
-        else:
-            self._prepare_consumer(slots)
+        replica, slots = self._begin(request)
         if loop is None:
             loop = asyncio.get_running_loop()
         # A Wakeup, not an Event under asyncio.timeout_at: a leader parks each follower's
@@ -160,6 +154,13 @@ class FetchHandler:
         data link parks fetches this way, without a task: a leader parks each
         follower's and each consumer's fetch about once per replicated record (issue
         18). ``lazy`` as for :meth:`fetch_split` (a consumer's, on the Unix socket)."""
+        replica, slots = self._begin(request)
+        parked = ParkedFetch(self, request, slots, loop, answer, replica, lazy)
+        return None if parked.done else parked
+
+    def _begin(self, request: storage_pb2.FetchRequest) -> tuple[bool, list[_Slot]]:
+        """Count the fetch and check each partition (a follower's or a consumer's
+        rules): whether it is a follower's, and its slots."""
         replica = request.replica_id >= 0
         self.metrics.fetch_request(replica)
         slots = [_Slot(fp, self.replicas.get(fp.topic, fp.partition)) for fp in request.partitions]
@@ -167,8 +168,7 @@ class FetchHandler:
             self._prepare_follower(request, slots)
         else:
             self._prepare_consumer(slots)
-        parked = ParkedFetch(self, request, slots, loop, answer, replica, lazy)
-        return None if parked.done else parked
+        return replica, slots
 
     def _respond(
         self,

@@ -4,13 +4,15 @@ odradek.datalink.client): for tests of the link itself, without a storage node."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-from odradek.datalink.client import DataLinkPool
+from odradek.datalink.client import DataLinkPool, fetch_answer
+from odradek.datalink.frame import FETCH
 from odradek.metadata_cache import MetadataCache
-from odradek.rpc.v1 import common_pb2
+from odradek.rpc.v1 import common_pb2, storage_pb2
 from odradek.storage.data_link import DataLinkServer
 
 
@@ -38,3 +40,41 @@ async def served_data_link(
     finally:
         await pool.close()
         await server.stop()
+
+
+def fetch_one_partition(
+    pool: DataLinkPool,
+    node_id: int,
+    replica_id: int,
+    offset: int,
+    *,
+    wait_ms: int = 10_000,
+    isolation: int = 0,
+    topic: str = "t",
+) -> asyncio.Future[tuple[storage_pb2.FetchPartitionResult, bytes]]:
+    """A data link Fetch of partition 0 from ``offset`` (a follower's when
+    ``replica_id`` >= 0, a consumer's otherwise), started now: its partition's result
+    and records."""
+    request = storage_pb2.FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=isolation,
+        partitions=[
+            storage_pb2.FetchPartition(
+                topic=topic,
+                partition=0,
+                fetch_offset=offset,
+                partition_max_bytes=1 << 20,
+                current_leader_epoch=0,
+                last_fetched_epoch=-1,
+            )
+        ],
+    ).SerializeToString()
+
+    async def call() -> tuple[storage_pb2.FetchPartitionResult, bytes]:
+        response, records = fetch_answer(await pool.call(node_id, FETCH, request, [], timeout=30))
+        return response.partitions[0], bytes(records[0])
+
+    return asyncio.ensure_future(call())

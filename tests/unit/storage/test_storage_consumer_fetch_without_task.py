@@ -23,15 +23,13 @@ from typing import Any
 
 import pytest
 from helpers.batches import batch_builder, producer_batch
-from helpers.data_links import served_data_link
+from helpers.data_links import fetch_one_partition, served_data_link
 from test_storage_replica_manager import snapshot
 
 from odradek.controller_client import ControllerClient
-from odradek.datalink.client import DataLinkError, DataLinkPool, fetch_answer
-from odradek.datalink.frame import FETCH
+from odradek.datalink.client import DataLinkError, DataLinkPool
 from odradek.log.manager import LogManager
 from odradek.protocol.errors import ErrorCode
-from odradek.rpc.v1 import storage_pb2
 from odradek.storage.data_link import DataLinkServer
 from odradek.storage.fetch import READ_COMMITTED, FetchHandler
 from odradek.storage.isr import IsrManager
@@ -108,29 +106,7 @@ async def leader(tmp_path: Path) -> AsyncIterator[_Leader]:
 def _fetch(
     pool: DataLinkPool, offset: int, wait_ms: int = 10_000, isolation: int = 0
 ) -> asyncio.Future[Any]:
-    request = storage_pb2.FetchRequest(
-        replica_id=-1,
-        max_wait_ms=wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=isolation,
-        partitions=[
-            storage_pb2.FetchPartition(
-                topic="t",
-                partition=0,
-                fetch_offset=offset,
-                partition_max_bytes=1 << 20,
-                current_leader_epoch=0,
-                last_fetched_epoch=-1,
-            )
-        ],
-    ).SerializeToString()
-
-    async def call() -> tuple[storage_pb2.FetchPartitionResult, bytes]:
-        response, records = fetch_answer(await pool.call(NODE, FETCH, request, [], timeout=30))
-        return response.partitions[0], bytes(records[0])
-
-    return asyncio.ensure_future(call())
+    return fetch_one_partition(pool, NODE, -1, offset, wait_ms=wait_ms, isolation=isolation)
 
 
 def _append(part: Partition, value: bytes) -> None:

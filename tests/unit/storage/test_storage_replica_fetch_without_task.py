@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 from helpers.batches import producer_batch
-from helpers.data_links import served_data_link
+from helpers.data_links import fetch_one_partition, served_data_link
 from test_storage_replica_manager import snapshot
 
 from odradek.controller_client import ControllerClient
-from odradek.datalink.client import DataLinkError, DataLinkPool, fetch_answer
-from odradek.datalink.frame import FETCH, PRODUCE, meta_bytes
+from odradek.datalink.client import DataLinkError, DataLinkPool
+from odradek.datalink.frame import PRODUCE, meta_bytes
 from odradek.log.manager import LogManager
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import storage_pb2
@@ -89,28 +89,7 @@ async def leader(tmp_path: Path) -> AsyncIterator[_Leader]:
 def _fetch(
     pool: DataLinkPool, replica: int, offset: int, wait_ms: int = 10_000
 ) -> asyncio.Future[Any]:
-    request = storage_pb2.FetchRequest(
-        replica_id=replica,
-        max_wait_ms=wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        partitions=[
-            storage_pb2.FetchPartition(
-                topic="t",
-                partition=0,
-                fetch_offset=offset,
-                partition_max_bytes=1 << 20,
-                current_leader_epoch=0,
-                last_fetched_epoch=-1,
-            )
-        ],
-    ).SerializeToString()
-
-    async def call() -> tuple[storage_pb2.FetchPartitionResult, bytes]:
-        response, records = fetch_answer(await pool.call(NODE, FETCH, request, [], timeout=30))
-        return response.partitions[0], bytes(records[0])
-
-    return asyncio.ensure_future(call())
+    return fetch_one_partition(pool, NODE, replica, offset, wait_ms=wait_ms)
 
 
 def _produce(pool: DataLinkPool, value: bytes, acks: int) -> asyncio.Future[Any]:
