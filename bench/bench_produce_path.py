@@ -25,8 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
+from bench.batches import plain_builder
 from odradek.controller_client import ControllerClient
 from odradek.datalink.client import DataLinkConnection, fetch_answer
 from odradek.datalink.frame import FETCH, PRODUCE, meta_bytes
@@ -37,7 +36,7 @@ from odradek.rpc.server import RpcServer
 from odradek.rpc.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from odradek.storage.data_link import DataLinkServer
 from odradek.storage.node import StorageNode
-from odradek.storage.service import _serve_unix
+from odradek.storage.service import serve_data_socket
 from odradek.storage.servicer import StorageServicer
 from odradek.storage.settings import StorageSettings
 
@@ -46,15 +45,7 @@ TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-000000000018").bytes
 
 
 def _batch(value: bytes) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 30,
-    )
+    builder = plain_builder(1 << 30)
     builder.append(0, int(time.time() * 1000), None, value, [])
     return bytes(builder.build())
 
@@ -91,7 +82,7 @@ class _Node:
         self.link = DataLinkServer("127.0.0.1", 0, lambda: servicer.handlers)
         self.data_port = await self.link.start()
         path = self.root / f"link-{self.node_id}" / "data.sock"
-        self.socket = _serve_unix(self.link, self.node_id, path)
+        self.socket = serve_data_socket(self.link, self.node_id, path)
         self.node.start()
 
     async def stop(self) -> None:

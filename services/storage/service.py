@@ -81,7 +81,7 @@ class StorageService:
             self.data_link = DataLinkServer(s.host, s.data_port, lambda: servicer.handlers)
             data_port = await self.data_link.start()
             if s.data_socket_path:
-                data_socket = _serve_unix(self.data_link, s.node_id, Path(s.data_socket_path))
+                data_socket = serve_data_socket(self.data_link, s.node_id, Path(s.data_socket_path))
 
         metadata = await self.controller.get_metadata(timeout=3600.0)
         log_manager = await asyncio.to_thread(self._open_logs, metadata.cluster_id)
@@ -233,7 +233,9 @@ def build(config: Config) -> StorageService:
     return StorageService(StorageSettings.from_config(config))
 
 
-def _serve_unix(link: DataLinkServer, node_id: int, path: Path) -> common_pb2.DataSocket | None:
+def serve_data_socket(
+    link: DataLinkServer, node_id: int, path: Path
+) -> common_pb2.DataSocket | None:
     """The data link also on the Unix socket ``path`` (docs/data-link.md, "Same host"):
     what to register, or None when the path cannot be served (gateways then use TCP)."""
     token = new_token()
