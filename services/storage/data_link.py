@@ -58,6 +58,7 @@ from odradek.internal_tls import Member, parse_member
 from odradek.log.file_range import FileRange
 from odradek.rpc.server import MAX_MESSAGE_BYTES
 from odradek.rpc.v1 import storage_pb2
+from odradek.storage.deadlines import Deadlines
 from odradek.storage.fetch import Answer, ParkedFetch
 from odradek.storage.replication_wait import ReplicationWait
 
@@ -86,6 +87,9 @@ class _Connection(FrameProtocol):
         # Calls waiting without a task (acks=-1 Produce, a parked Fetch), by
         # correlation id: _produce_now, _fetch_now.
         self.parked: dict[int, ReplicationWait | ParkedFetch] = {}
+        # Their deadlines, behind one loop timer (a timer per parked call cost more
+        # than the rest of the wait: odradek.storage.deadlines).
+        self.deadlines = Deadlines(self.loop)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -108,6 +112,7 @@ class _Connection(FrameProtocol):
         parked, self.parked = self.parked, {}
         for call in parked.values():
             call.cancel()
+        self.deadlines.close()
 
     def bad_frame(self, exc: FrameError) -> None:
         log.warning("data link: closing a connection after a bad frame: %s", exc)
@@ -148,7 +153,7 @@ class _Connection(FrameProtocol):
             if staged is None:
                 return False
             wait = handlers.produce.complete_later(
-                staged, self.loop, functools.partial(self._produced, cid)
+                staged, self.loop, functools.partial(self._produced, cid), self.deadlines
             )
         except Exception as exc:
             log.exception("data link call of kind %d failed", frame.kind)
@@ -183,6 +188,7 @@ class _Connection(FrameProtocol):
                 self.loop,
                 functools.partial(self._fetched, cid, frame.kind),
                 lazy=self.local and not replica,
+                deadlines=self.deadlines,
             )
         except Exception as exc:
             self._fetched(cid, frame.kind, exc)

@@ -42,6 +42,7 @@ from odradek.log.file_range import FileRange
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.rpc.v1 import storage_pb2
+from odradek.storage.deadlines import Deadlines
 from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import Wakeup
@@ -146,6 +147,7 @@ class FetchHandler:
         answer: Callable[[Answer | Exception], None],
         *,
         lazy: bool = False,
+        deadlines: Deadlines | None = None,
     ) -> ParkedFetch | None:
         """A fetch as :meth:`fetch_split` does it, as loop callbacks: ``answer`` gets
         the response and records (or the exception the read raised), at once when
@@ -153,9 +155,11 @@ class FetchHandler:
         returned parked fetch, which the caller cancels if it goes away first. The
         data link parks fetches this way, without a task: a leader parks each
         follower's and each consumer's fetch about once per replicated record (issue
-        18). ``lazy`` as for :meth:`fetch_split` (a consumer's, on the Unix socket)."""
+        18). ``lazy`` as for :meth:`fetch_split` (a consumer's, on the Unix socket).
+        ``deadlines``: the caller's connection's, which then times the wait instead of a
+        loop timer of its own (odradek.storage.deadlines)."""
         replica, slots = self._begin(request)
-        parked = ParkedFetch(self, request, slots, loop, answer, replica, lazy)
+        parked = ParkedFetch(self, request, slots, loop, answer, replica, lazy, deadlines)
         return None if parked.done else parked
 
     def _begin(self, request: storage_pb2.FetchRequest) -> tuple[bool, list[_Slot]]:
@@ -391,10 +395,12 @@ class ParkedFetch:
     """A fetch parked on the leader as loop callbacks (:meth:`FetchHandler.fetch_later`):
     the same steps as :meth:`FetchHandler.fetch_split`'s loop, each wake-up of the
     partitions' notifiers (``data_changed`` for a follower, ``hw_changed`` for a
-    consumer) re-checking in a loop callback of its own, the deadline a loop timer."""
+    consumer) re-checking in a loop callback of its own, the deadline a loop timer or,
+    when given, the connection's :class:`~odradek.storage.deadlines.Deadlines`."""
 
     __slots__ = (
         "_answer",
+        "_deadlines",
         "_handler",
         "_lazy",
         "_loop",
@@ -418,8 +424,10 @@ class ParkedFetch:
         answer: Callable[[Answer | Exception], None],
         replica: bool,
         lazy: bool = False,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self._handler = handler
+        self._deadlines = deadlines
         self._replica = replica
         self._lazy = lazy
         self._request = request
@@ -440,11 +448,14 @@ class ParkedFetch:
         if self._step():
             return
         if deadline <= loop.time():
-            self._expire()
+            self.expire()
             return
         for notifier in self._notifiers:
             notifier.add(self)
-        self._timer = loop.call_at(deadline, self._expire)
+        if deadlines is not None:
+            deadlines.add(self, deadline)
+        else:
+            self._timer = loop.call_at(deadline, self.expire)
 
     def set(self) -> None:
         """Called by the partitions' notifiers."""
@@ -463,7 +474,8 @@ class ParkedFetch:
         if not self.done:
             self._step()
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """The wait is over: read once more and answer (Kafka's DelayedFetch on expiry)."""
         self._timer = None
         self.expired = True
         if not self.done:
@@ -502,6 +514,8 @@ class ParkedFetch:
     def _release(self) -> None:
         for notifier in self._notifiers:
             notifier.discard(self)
-        if self._timer is not None:
+        if self._deadlines is not None:
+            self._deadlines.discard(self)
+        elif self._timer is not None:
             self._timer.cancel()
             self._timer = None

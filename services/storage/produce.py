@@ -52,6 +52,7 @@ from odradek.records.header import (
     read_batch_header,
 )
 from odradek.rpc.v1 import storage_pb2
+from odradek.storage.deadlines import Deadlines
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.partition import Partition
 from odradek.storage.replica_manager import ReplicaManager
@@ -248,10 +249,12 @@ class ProduceHandler:
         staged: Appended,
         loop: asyncio.AbstractEventLoop,
         answer: Callable[[storage_pb2.ProduceResponse], None],
+        deadlines: Deadlines | None = None,
     ) -> ReplicationWait | None:
         """:meth:`complete` as loop callbacks: ``answer`` gets the response, at once
         when nothing waits for replication (None is returned then), otherwise from the
-        returned wait, which the caller cancels if it goes away first."""
+        returned wait, which the caller cancels if it goes away first. ``deadlines``:
+        the caller's connection's, timing the wait (odradek.storage.deadlines)."""
         if not staged.waiting:
             answer(storage_pb2.ProduceResponse(partitions=[s.result for s in staged.slots]))
             return None
@@ -260,7 +263,7 @@ class ProduceHandler:
             _apply_codes(staged, codes)
             answer(storage_pb2.ProduceResponse(partitions=[s.result for s in staged.slots]))
 
-        wait = ReplicationWait(staged.waiting, staged.timeout_ms, loop, replicated)
+        wait = ReplicationWait(staged.waiting, staged.timeout_ms, loop, replicated, deadlines)
         return None if wait.finished else wait
 
     async def _verify(self, request: storage_pb2.ProduceRequest, slots: list[_Slot]) -> None:

@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.deadlines import Deadlines
 from odradek.storage.notify import OffsetWaiter
 from odradek.storage.partition import Partition
 
@@ -40,9 +41,12 @@ class ReplicationWait:
     wake-up re-checks in a loop callback of its own, after whatever moved the high
     watermark has finished. ``on_done`` may run inside the constructor (everything
     decided already, or no time left); :meth:`cancel` withdraws the wait unanswered.
+    The deadline is a loop timer or, when given, the caller's connection's
+    :class:`~odradek.storage.deadlines.Deadlines` (one timer for its parked calls).
     """
 
     __slots__ = (
+        "_deadlines",
         "_loop",
         "_on_done",
         "_outcome",
@@ -60,7 +64,9 @@ class ReplicationWait:
         timeout_ms: int,
         loop: asyncio.AbstractEventLoop,
         on_done: Callable[[list[ErrorCode]], None],
+        deadlines: Deadlines | None = None,
     ) -> None:
+        self._deadlines = deadlines
         self._waiting = waiting
         self._loop = loop
         self._on_done = on_done
@@ -76,7 +82,10 @@ class ReplicationWait:
         if deadline <= loop.time():
             self._finish()
             return
-        self._timer = loop.call_at(deadline, self._finish)
+        if deadlines is not None:
+            deadlines.add(self, deadline)
+        else:
+            self._timer = loop.call_at(deadline, self._finish)
 
     def set(self) -> None:
         """Called by :class:`~odradek.storage.notify.OffsetWaiters` on a wake-up."""
@@ -122,6 +131,10 @@ class ReplicationWait:
                 registered[key] = part.replication_waiters.add(required, self)
         return False
 
+    def expire(self) -> None:
+        """The timeout passed: answer, the undecided waiters REQUEST_TIMED_OUT."""
+        self._finish()
+
     def _finish(self) -> None:
         if self.finished:
             return
@@ -132,7 +145,9 @@ class ReplicationWait:
         )
 
     def _release(self) -> None:
-        if self._timer is not None:
+        if self._deadlines is not None:
+            self._deadlines.discard(self)
+        elif self._timer is not None:
             self._timer.cancel()
             self._timer = None
         for waiter in self._registered.values():
