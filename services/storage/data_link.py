@@ -61,6 +61,7 @@ from odradek.rpc.v1 import storage_pb2
 from odradek.storage.deadlines import Deadlines
 from odradek.storage.fetch import Answer, ParkedFetch
 from odradek.storage.replication_wait import ReplicationWait
+from odradek.storage.wakeup_turn import WakeupTurn
 
 if TYPE_CHECKING:
     from odradek.storage.servicer import Handlers
@@ -90,6 +91,8 @@ class _Connection(FrameProtocol):
         # Their deadlines, behind one loop timer (a timer per parked call cost more
         # than the rest of the wait: odradek.storage.deadlines).
         self.deadlines = Deadlines(self.loop)
+        # The loop's: parked calls re-check together, answers written right after.
+        self.turn = server.wakeup_turn(self.loop)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -153,7 +156,11 @@ class _Connection(FrameProtocol):
             if staged is None:
                 return False
             wait = handlers.produce.complete_later(
-                staged, self.loop, functools.partial(self._produced, cid), self.deadlines
+                staged,
+                self.loop,
+                functools.partial(self._produced, cid),
+                self.deadlines,
+                self.turn,
             )
         except Exception as exc:
             log.exception("data link call of kind %d failed", frame.kind)
@@ -189,6 +196,7 @@ class _Connection(FrameProtocol):
                 functools.partial(self._fetched, cid, frame.kind),
                 lazy=self.local and not replica,
                 deadlines=self.deadlines,
+                turn=self.turn,
             )
         except Exception as exc:
             self._fetched(cid, frame.kind, exc)
@@ -251,8 +259,10 @@ class _Connection(FrameProtocol):
         long-poll Fetch in the same turn, on the same connection: one ``writev``
         instead of two, which on a loaded host is also one wake-up of the gateway
         instead of two (issue 18; the syscall was a sixth of a leader's busy time).
+        Answers given by parked calls' re-checks go out at the end of their run
+        (odradek.storage.wakeup_turn), in the same loop turn.
         """
-        if not self.outbox:
+        if not self.outbox and not self.turn.after(self.flush):
             self.loop.call_soon(self.flush)
         self.outbox.extend(buffers)
 
@@ -428,8 +438,16 @@ class DataLinkServer:
         self.max_frame_bytes = max_frame_bytes
         self.connections: set[_Connection] = set()
         self.tls = internal_tls.active()
+        self._turn: WakeupTurn | None = None
         self._server: asyncio.base_events.Server | None = None
         self._unix: UnixListener | None = None
+
+    def wakeup_turn(self, loop: asyncio.AbstractEventLoop) -> WakeupTurn:
+        """The one queue of re-checks for every connection: an append wakes fetches
+        parked on several (each follower's)."""
+        if self._turn is None:
+            self._turn = WakeupTurn(loop)
+        return self._turn
 
     def serve_unix(self, path: Path, hello: bytes) -> None:
         """Also accept on a Unix socket for gateways on this host (raises UnixLinkError;

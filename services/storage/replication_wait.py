@@ -27,6 +27,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.storage.deadlines import Deadlines
 from odradek.storage.notify import OffsetWaiter
 from odradek.storage.partition import Partition
+from odradek.storage.wakeup_turn import WakeupTurn
 
 Waiter = tuple[Partition, int, int]
 
@@ -42,7 +43,9 @@ class ReplicationWait:
     watermark has finished. ``on_done`` may run inside the constructor (everything
     decided already, or no time left); :meth:`cancel` withdraws the wait unanswered.
     The deadline is a loop timer or, when given, the caller's connection's
-    :class:`~odradek.storage.deadlines.Deadlines` (one timer for its parked calls).
+    :class:`~odradek.storage.deadlines.Deadlines` (one timer for its parked calls); the
+    re-check a loop callback or, when given, a run of the loop's
+    :class:`~odradek.storage.wakeup_turn.WakeupTurn`.
     """
 
     __slots__ = (
@@ -54,6 +57,7 @@ class ReplicationWait:
         "_registered",
         "_scheduled",
         "_timer",
+        "_turn",
         "_waiting",
         "finished",
     )
@@ -65,8 +69,10 @@ class ReplicationWait:
         loop: asyncio.AbstractEventLoop,
         on_done: Callable[[list[ErrorCode]], None],
         deadlines: Deadlines | None = None,
+        turn: WakeupTurn | None = None,
     ) -> None:
         self._deadlines = deadlines
+        self._turn = turn
         self._waiting = waiting
         self._loop = loop
         self._on_done = on_done
@@ -91,7 +97,10 @@ class ReplicationWait:
         """Called by :class:`~odradek.storage.notify.OffsetWaiters` on a wake-up."""
         if not self._scheduled and not self.finished:
             self._scheduled = True
-            self._loop.call_soon(self._recheck)
+            if self._turn is not None:
+                self._turn.call(self._recheck)
+            else:
+                self._loop.call_soon(self._recheck)
 
     def cancel(self) -> None:
         """Withdraw the wait without an answer (the caller is gone)."""

@@ -6,6 +6,11 @@ wait (issue 18). Their answers stay those of their own timers: a fetch parked be
 longer wait still ends at its own ``max_wait_ms``, an acks=-1 Produce still times out
 at its ``timeout_ms``, and an append still answers at once.
 
+And the wake-ups of one loop turn re-check in one loop callback, the answers they give
+written at its end (odradek.storage.wakeup_turn.WakeupTurn): two loop callbacks per
+replicated record on the leader (the append's wake-up, the high watermark's), where a
+callback per woken call and another per connection written to were six or more.
+
 A real leader partition (three replicas), the real Produce and Fetch handlers, real
 sockets and the real data link client; the test plays the followers and the consumer.
 """
@@ -30,7 +35,7 @@ from odradek.datalink.frame import PRODUCE, meta_bytes
 from odradek.log.manager import LogManager
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import storage_pb2
-from odradek.storage.data_link import DataLinkServer
+from odradek.storage.data_link import DataLinkServer, _Connection
 from odradek.storage.deadlines import Deadlines
 from odradek.storage.fetch import FetchHandler, ParkedFetch
 from odradek.storage.isr import IsrManager
@@ -39,9 +44,11 @@ from odradek.storage.partition import Partition
 from odradek.storage.produce import ProduceHandler
 from odradek.storage.replica_manager import ReplicaManager
 from odradek.storage.replication_wait import ReplicationWait
+from odradek.storage.wakeup_turn import WakeupTurn
 
 ME, NODE = 1, 100
 PARKED_KINDS = (ParkedFetch, ReplicationWait, Deadlines)
+WAKEUP_KINDS = (ParkedFetch, ReplicationWait, WakeupTurn, DataLinkServer, _Connection)
 
 
 @dataclass
@@ -104,6 +111,24 @@ async def parked_timers() -> AsyncIterator[Callable[[], int]]:
     del loop.call_at  # the class's again
 
 
+@pytest.fixture
+async def wakeup_callbacks() -> AsyncIterator[Callable[[], int]]:
+    """How many loop callbacks (``call_soon``) the parked calls' wake-ups and the data
+    link's writes scheduled since the fixture was made."""
+    loop = asyncio.get_running_loop()
+    scheduled = [0]
+    call_soon = loop.call_soon
+
+    def counting(callback: Any, *args: Any, **kwargs: Any) -> asyncio.Handle:
+        if isinstance(getattr(callback, "__self__", None), WAKEUP_KINDS):
+            scheduled[0] += 1
+        return call_soon(callback, *args, **kwargs)
+
+    loop.call_soon = counting  # type: ignore[method-assign]
+    yield lambda: scheduled[0]
+    del loop.call_soon
+
+
 def _fetch(
     pool: DataLinkPool, replica: int, offset: int, wait_ms: int = 10_000
 ) -> asyncio.Future[Any]:
@@ -135,8 +160,8 @@ async def _until(check: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def test_replicated_records_start_one_timer_per_connection_not_one_per_parked_call(
-    leader: _Leader, parked_timers: Callable[[], int]
+async def test_replicated_records_start_one_timer_per_connection_and_two_callbacks_a_record(
+    leader: _Leader, parked_timers: Callable[[], int], wakeup_callbacks: Callable[[], int]
 ) -> None:
     records = 20
     follower_fetches = {replica: _fetch(leader.pool, replica, 0) for replica in (2, 3)}
@@ -156,6 +181,10 @@ async def test_replicated_records_start_one_timer_per_connection_not_one_per_par
     # Four parked calls per record (two followers' fetches, the consumer's, the acks=-1
     # wait), 80 timers with one each; the calls share one connection here: one timer.
     assert parked_timers() <= 2
+    # Per record: the append wakes the followers' fetches, the high watermark the
+    # consumer's and the acks=-1 wait: one run of the WakeupTurn each, their answers
+    # written within it (a fetch answered at once still schedules its write).
+    assert wakeup_callbacks() <= 2 * records + 2
     for fetch in (*follower_fetches.values(), consumer):
         fetch.cancel()
 
@@ -187,6 +216,34 @@ async def test_an_acks_all_produce_still_times_out_at_its_timeout(leader: _Leade
     for fetch in fetches:
         assert (await asyncio.wait_for(fetch, 5))[1]
     assert leader.parked() == 0
+
+
+async def test_a_turn_runs_the_rechecks_queued_before_it_then_the_writes() -> None:
+    loop = asyncio.get_running_loop()
+    turn = WakeupTurn(loop)
+    ran: list[str] = []
+
+    def recheck(name: str) -> None:
+        ran.append(name)
+        assert turn.after(lambda: ran.append(f"write {name}"))
+        if name == "a":
+            turn.call(lambda: ran.append("queued by a"))  # the next run, a turn later
+        if name == "b":
+            raise RuntimeError("a failing re-check leaves the others running")
+
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    try:
+        for name in "abc":
+            turn.call(lambda name=name: recheck(name))  # type: ignore[misc]
+        assert not turn.after(lambda: None)  # outside a run: the caller schedules it
+        await asyncio.sleep(0)
+        assert ran == ["a", "b", "c", "write a", "write b", "write c"]
+        await asyncio.sleep(0)
+        assert ran[-1] == "queued by a"
+        assert [type(c["exception"]) for c in errors] == [RuntimeError]
+    finally:
+        loop.set_exception_handler(None)
 
 
 async def test_deadlines_expire_what_is_due_and_keep_the_rest() -> None:
