@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import zlib
 from collections.abc import Callable
@@ -58,7 +59,7 @@ from odradek.datalink.client import (
     fetch_request,
     open_connection,
 )
-from odradek.datalink.frame import Buffer
+from odradek.datalink.frame import Buffer, Frame
 from odradek.datalink.same_host import SameHostLinks
 from odradek.protocol.errors import ErrorCode
 from odradek.rpc.channel import open_channel
@@ -218,6 +219,15 @@ class ReplicaFetcher:
                     if via_link and link is not None:
                         kind, meta = fetch_request(request)
                         response, records = fetch_answer(await link.call(kind, meta, (), wait))
+                        self._process(response, sent, records)
+                        backoff = _MIN_BACKOFF_S
+                        if self._failing:
+                            self._failing = False
+                            log.info("fetching from leader %d at %s again", self.leader_id, address)
+                        # The rounds after this one run from the answers themselves while
+                        # nothing needs this task (_Rounds); back here for what does.
+                        await _Rounds(self, link, address, data_address, data_socket, wait).run()
+                        continue
                     else:
                         if call is None:
                             call = stub.ReplicaFetch()
@@ -491,6 +501,108 @@ class ReplicaFetcher:
 
     def _throttled(self, part: Partition) -> bool:
         return part.follower_throttled and self.node_id not in part.isr
+
+    def _steady(
+        self,
+        address: str | None,
+        data_address: tuple[str, int] | None,
+        data_socket: common_pb2.DataSocket | None,
+    ) -> bool:
+        """Whether the next round may go from an answer as :meth:`_run`'s loop would send
+        it: the same leader address, not stopped, no partition ready to truncate (that
+        asks the leader over gRPC, an await)."""
+        if (
+            self._stopped
+            or self.address != address
+            or self.data_address != data_address
+            or self.data_socket is not data_socket
+        ):
+            return False
+        now = -1.0
+        for state in self.states.values():
+            if state.truncating:
+                if now < 0:
+                    now = self._now()
+                if self._ready(state, now):
+                    return False
+        return True
+
+
+class _Rounds:
+    """A replica fetcher's rounds on the data link as callbacks: each answer is applied
+    and the next fetch sent from the connection's read (``DataLinkConnection.call_with``),
+    as :meth:`ReplicaFetcher._run`'s loop would do them, without waking its task per
+    round: one round per replicated record, and the task's wake-up was a loop turn of
+    its own (issue 18). :meth:`run` returns to the task when a round needs it (a leader
+    address change, a stop, a partition to truncate, nothing to fetch), and raises what
+    a round raised (a lost connection, a timeout), which the task handles as before."""
+
+    __slots__ = ("_address", "_data_address", "_data_socket", "_done", "_fetcher", "_link", "_wait")
+
+    def __init__(
+        self,
+        fetcher: ReplicaFetcher,
+        link: DataLinkConnection,
+        address: str | None,
+        data_address: tuple[str, int] | None,
+        data_socket: common_pb2.DataSocket | None,
+        wait: float,
+    ) -> None:
+        self._fetcher = fetcher
+        self._link = link
+        self._address = address
+        self._data_address = data_address
+        self._data_socket = data_socket
+        self._wait = wait
+        self._done: asyncio.Future[None] | None = None
+
+    async def run(self) -> None:
+        loop = self._fetcher._loop
+        self._done = done = (loop or asyncio.get_running_loop()).create_future()
+        self._next()
+        try:
+            await done
+        finally:
+            self._done = None  # a late answer (the task was cancelled) goes nowhere
+
+    def _next(self) -> None:
+        """Send the next round's fetch, or hand back to the task."""
+        done = self._done
+        if done is None or done.done():
+            return
+        fetcher = self._fetcher
+        try:
+            if self._link.closed or not fetcher._steady(
+                self._address, self._data_address, self._data_socket
+            ):
+                done.set_result(None)
+                return
+            request, sent = fetcher._build_request()
+            if request is None:
+                done.set_result(None)
+                return
+            kind, meta = fetch_request(request)
+            self._link.call_with(
+                kind, meta, (), self._wait, functools.partial(self._answered, sent)
+            )
+        except Exception as exc:
+            done.set_exception(exc)
+
+    def _answered(
+        self, sent: dict[tuple[str, int], tuple[FetchState, int]], answer: Frame | Exception
+    ) -> None:
+        done = self._done
+        if done is None or done.done():
+            return
+        try:
+            if isinstance(answer, Exception):
+                raise answer
+            response, records = fetch_answer(answer)
+            self._fetcher._process(response, sent, records)
+        except Exception as exc:
+            done.set_exception(exc)
+            return
+        self._next()
 
 
 def _name(code: int) -> str:

@@ -40,6 +40,8 @@ class DataLinkConnection(FrameProtocol):
         # Built by its loop's create_connection: the loop every call runs on.
         self.loop = asyncio.get_running_loop()
         self.pending: dict[int, asyncio.Future[Frame]] = {}
+        # Calls answered by a callback instead of a future (call_with), by id.
+        self.callbacks: dict[int, Callable[[Frame | Exception], None]] = {}
         # Each call's deadline (loop time), beside ``pending``; one timer for the whole
         # connection, armed for the earliest (see :meth:`call`).
         self.deadlines: dict[int, float] = {}
@@ -59,8 +61,14 @@ class DataLinkConnection(FrameProtocol):
 
     def frame_received(self, frame: Frame) -> None:
         fut = self.pending.pop(frame.correlation_id, None)
-        if fut is not None and not fut.done():
-            fut.set_result(frame)
+        if fut is not None:
+            if not fut.done():
+                fut.set_result(frame)
+            return
+        answer = self.callbacks.pop(frame.correlation_id, None)
+        if answer is not None:
+            self.deadlines.pop(frame.correlation_id, None)
+            answer(_error(frame) if frame.kind == ERROR else frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(DataLinkError(f"connection lost: {exc or 'closed by the storage node'}"))
@@ -77,6 +85,9 @@ class DataLinkConnection(FrameProtocol):
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(exc)
+        callbacks, self.callbacks = self.callbacks, {}
+        for answer in callbacks.values():
+            answer(exc)
 
     async def call(
         self,
@@ -86,13 +97,50 @@ class DataLinkConnection(FrameProtocol):
         timeout: float,
         on_sent: Callable[[], None] | None = None,
     ) -> Frame:
+        fut: asyncio.Future[Frame] = self.loop.create_future()
+        cid = self._start(kind, meta, blobs, timeout, fut)
+        if on_sent is not None:
+            on_sent()
+        try:
+            frame = await fut
+        finally:
+            self.pending.pop(cid, None)
+            self.deadlines.pop(cid, None)
+        if frame.kind == ERROR:
+            raise _error(frame)
+        return frame
+
+    def call_with(
+        self,
+        kind: int,
+        meta: bytes,
+        blobs: Sequence[Buffer],
+        timeout: float,
+        answer: Callable[[Frame | Exception], None],
+    ) -> None:
+        """:meth:`call` for a caller that goes on from the answer itself: ``answer`` gets
+        the frame, or the DataLinkError or TimeoutError :meth:`call` would raise, from
+        the connection's read (no future, no task to wake: a follower's fetch round
+        per replicated record, issue 18). Raises DataLinkError when closed."""
+        self._start(kind, meta, blobs, timeout, answer)
+
+    def _start(
+        self,
+        kind: int,
+        meta: bytes,
+        blobs: Sequence[Buffer],
+        timeout: float,
+        answer: asyncio.Future[Frame] | Callable[[Frame | Exception], None],
+    ) -> int:
         if self.closed or self.transport is None:
             raise DataLinkError("connection closed")
         self.next_id = (self.next_id + 1) & 0x7FFFFFFF
         cid = self.next_id
         loop = self.loop
-        fut: asyncio.Future[Frame] = loop.create_future()
-        self.pending[cid] = fut
+        if isinstance(answer, asyncio.Future):
+            self.pending[cid] = answer
+        else:
+            self.callbacks[cid] = answer
         # The deadline fails the answer's future itself: asyncio.timeout() costs a
         # cancellation scope and two running-loop lookups (a getpid() each) per call,
         # thousands a second for one-record Produce requests (issue 18). And one timer
@@ -104,16 +152,7 @@ class DataLinkConnection(FrameProtocol):
         if self._timer is None or deadline < self._timer_at:
             self._arm(deadline)
         self.transport.writelines(encode(cid, kind, meta, blobs))
-        if on_sent is not None:
-            on_sent()
-        try:
-            frame = await fut
-        finally:
-            self.pending.pop(cid, None)
-            self.deadlines.pop(cid, None)
-        if frame.kind == ERROR:
-            raise DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
-        return frame
+        return cid
 
     def _arm(self, at: float) -> None:
         if self._timer is not None:
@@ -134,10 +173,18 @@ class DataLinkConnection(FrameProtocol):
                 fut = self.pending.get(cid)
                 if fut is not None and not fut.done():
                     fut.set_exception(TimeoutError())
+                answer = self.callbacks.pop(cid, None)
+                if answer is not None:
+                    answer(TimeoutError())
             elif earliest is None or at < earliest:
                 earliest = at
         if earliest is not None and not self.closed:
             self._arm(earliest)
+
+
+def _error(frame: Frame) -> DataLinkError:
+    """The DataLinkError an ERROR answer stands for."""
+    return DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
 
 
 def fetch_request(request: storage_pb2.FetchRequest) -> tuple[int, bytes]:

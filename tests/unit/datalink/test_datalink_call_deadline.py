@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from odradek.datalink.client import open_connection
+from odradek.datalink.client import DataLinkError, open_connection
 from odradek.datalink.frame import OK, PRODUCE, encode, parse
 
 
@@ -98,3 +98,32 @@ async def test_every_call_keeps_its_own_deadline_under_one_timer() -> None:
     finally:
         conn.close()
         await node.stop()
+
+
+async def test_a_call_answered_by_callback_gets_its_frame_or_its_error() -> None:
+    # DataLinkConnection.call_with (a replica fetcher's rounds, issue 18): the answer,
+    # TimeoutError past the deadline (the late answer dropped), DataLinkError once the
+    # connection is lost; nothing left behind.
+    node = _Node()
+    port = await node.start()
+    conn = await open_connection(("127.0.0.1", port))
+    answers: list[tuple[str, object]] = []
+    try:
+        conn.call_with(PRODUCE, b"0", [], 5, lambda a: answers.append(("fast", a)))
+        conn.call_with(PRODUCE, b"300", [], 0.1, lambda a: answers.append(("late", a)))
+        conn.call_with(PRODUCE, b"5000", [], 30, lambda a: answers.append(("lost", a)))
+        await asyncio.sleep(0.5)
+        assert [name for name, _ in answers] == ["fast", "late"]
+        assert bytes(answers[0][1].meta) == b"0"  # type: ignore[attr-defined]
+        assert isinstance(answers[1][1], TimeoutError)
+        await node.stop()
+        assert len(conn.callbacks) == 1  # the third call is still waiting
+        conn.transport.abort()  # type: ignore[union-attr]
+        await asyncio.sleep(0.05)
+        assert [name for name, _ in answers] == ["fast", "late", "lost"]
+        assert isinstance(answers[2][1], DataLinkError)
+        assert conn.callbacks == {} and conn.deadlines == {}
+        with pytest.raises(DataLinkError):
+            conn.call_with(PRODUCE, b"0", [], 5, lambda a: None)
+    finally:
+        conn.close()
