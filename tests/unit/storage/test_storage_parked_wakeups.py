@@ -272,3 +272,30 @@ async def test_deadlines_expire_what_is_due_and_keep_the_rest() -> None:
     deadlines.close()
     await asyncio.sleep(0.05)
     assert expired == ["soon", "late"]
+
+
+async def test_a_call_that_fails_to_expire_leaves_the_others_expiring() -> None:
+    loop = asyncio.get_running_loop()
+    expired: list[str] = []
+
+    class Call:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def expire(self) -> None:
+            expired.append(self.name)
+            if self.name == "bad":
+                raise RuntimeError("expire failed")
+
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    try:
+        deadlines = Deadlines(loop)
+        at = loop.time() + 0.02
+        for name in ("bad", "good"):
+            deadlines.add(Call(name), at)
+        await asyncio.sleep(0.1)
+        assert expired == ["bad", "good"] and len(deadlines) == 0
+        assert [type(c["exception"]) for c in errors] == [RuntimeError]
+    finally:
+        loop.set_exception_handler(None)
