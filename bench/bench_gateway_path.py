@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 TOPIC = "bench"
 
@@ -154,7 +155,7 @@ def _client_child(port: int, records: int, rounds: int) -> None:
         print("round", flush=True)
 
 
-async def _run(records: int, rounds: int) -> list[float]:
+async def _run(records: int, rounds: int, count_tasks: bool) -> list[float]:
     from odradek.config import Config
     from odradek.gateway.connection import KafkaListener
     from odradek.gateway.gateway import DEFAULTS, Gateway
@@ -224,6 +225,15 @@ async def _run(records: int, rounds: int) -> list[float]:
         stdout=asyncio.subprocess.PIPE,
     )
     assert client.stdout is not None
+    tasks = [0]
+    if count_tasks:  # (a task factory in Python: the CPU figures are not comparable then)
+        loop = asyncio.get_running_loop()
+
+        def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+            tasks[0] += 1
+            return asyncio.Task(coro, loop=loop, **kw)
+
+        loop.set_task_factory(factory)
     per_record: list[float] = []
     cpu, wall = time.process_time(), time.perf_counter()
     times = os.times()
@@ -232,6 +242,9 @@ async def _run(records: int, rounds: int) -> list[float]:
         if not line:
             raise SystemExit("the client stopped early")
         now_cpu, now_wall, now_times = time.process_time(), time.perf_counter(), os.times()
+        if count_tasks:
+            print(f"  round {round_}: {tasks[0] / records:.3f} tasks per record", flush=True)
+            tasks[0] = 0
         if round_:
             per_record.append((now_cpu - cpu) / records * 1e6)
             system = (now_times.system - times.system) / records * 1e6
@@ -254,6 +267,9 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="bench gateway_path", description=__doc__)
     parser.add_argument("--records", type=int, default=2000, help="records per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--count-tasks", type=int, default=0, help="1: count the gateway's tasks per record"
+    )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -270,7 +286,7 @@ def main(argv: list[str]) -> None:
     if args.child == "client":
         _client_child(args.port, args.records, args.rounds)
         return
-    per_record = asyncio.run(_run(args.records, args.rounds))
+    per_record = asyncio.run(_run(args.records, args.rounds, bool(args.count_tasks)))
     print(
         "one-record acks=-1 Produce v9 and a parked Fetch v12 per record through the gateway: "
         f"median {statistics.median(per_record):.0f} us, min {min(per_record):.0f} us "

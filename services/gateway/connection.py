@@ -169,9 +169,12 @@ def result_size(result: bytes | list[bytes | bytearray | memoryview]) -> int:
 
 Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[Result]]
 # A request's whole response frame when it is known without handling the request (a
-# repeated all-topics Metadata request: the gateway's answer_at_once), else None: the
+# repeated all-topics Metadata request: the gateway's answer_at_once), or the future of
+# its response when it is handled without a task (a consumer's Fetch), else None: the
 # connection then starts it as a task through Dispatch.
-AnswerAtOnce = Callable[["ConnectionContext", RequestHeader, memoryview], bytes | None]
+AnswerAtOnce = Callable[
+    ["ConnectionContext", RequestHeader, memoryview], "bytes | asyncio.Future[Result] | None"
+]
 
 
 class RequestSlot:
@@ -339,6 +342,8 @@ class ConnectionContext:
     mute: Callable[[int], None] | None = None
     # Set while not throttled; what waits for a throttle to pass waits on it.
     unmuted: asyncio.Event = field(default_factory=_set_event)
+    # The connection's loop (each asyncio.get_running_loop() is a getpid(), issue 18).
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 class KafkaConnection(asyncio.BaseProtocol):
@@ -425,7 +430,7 @@ class KafkaConnection(asyncio.BaseProtocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
         # Kept for the task per request: asyncio.ensure_future and get_running_loop
         # look the loop up with a getpid() system call each time (1.5-2.5 us a request).
-        self._loop = asyncio.get_running_loop()
+        self._loop = self.ctx.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.ctx.host = peer[0] if peer else "?"
@@ -758,22 +763,26 @@ class KafkaConnection(asyncio.BaseProtocol):
                 _refusals.closing(self.ctx.peer, "bad request header", f"bad request header: {exc}")
                 self.close()
                 return
+            started = None
             if (
                 self.answer_at_once is not None
                 and header.api_key != _PRODUCE  # (never one: the busiest path asks nothing)
                 and not self.muted_until
                 and self._may_answer_at_once()
             ):
-                framed = self.answer_at_once(self.ctx, header, body[offset:])
-                if framed is not None:
-                    self._answered_at_once(framed, size)
+                answer = self.answer_at_once(self.ctx, header, body[offset:])
+                if isinstance(answer, bytes):
+                    self._answered_at_once(answer, size)
                     continue
+                started = answer  # handled without a task (a Fetch), or None
             other = header.api_key != _PRODUCE
             self.handling += 1
             self.handling_other += other
             slot = RequestSlot(functools.partial(self._slot_released, other))
-            fut: asyncio.Future[Result] = self._loop.create_task(
-                self._run(header, body[offset:], slot)
+            fut: asyncio.Future[Result] = (
+                self._loop.create_task(self._run(header, body[offset:], slot))
+                if started is None
+                else started
             )
             fut.add_done_callback(self._response_ready)
             self.pending.append((fut, size, slot))

@@ -58,9 +58,12 @@ class DataLinkConnection(FrameProtocol):
         self._fail(DataLinkError(f"bad frame: {exc}"))
 
     def frame_received(self, frame: Frame) -> None:
-        fut = self.pending.pop(frame.correlation_id, None)
-        if fut is not None and not fut.done():
-            fut.set_result(frame)
+        cid = frame.correlation_id
+        fut = self.pending.pop(cid, None)
+        if fut is not None:
+            self.deadlines.pop(cid, None)  # (a started call has no awaiting caller to drop it)
+            if not fut.done():
+                fut.set_result(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(DataLinkError(f"connection lost: {exc or 'closed by the storage node'}"))
@@ -86,6 +89,29 @@ class DataLinkConnection(FrameProtocol):
         timeout: float,
         on_sent: Callable[[], None] | None = None,
     ) -> Frame:
+        cid, fut = self._send(kind, meta, blobs, timeout)
+        if on_sent is not None:
+            on_sent()
+        try:
+            frame = await fut
+        finally:
+            self.pending.pop(cid, None)
+            self.deadlines.pop(cid, None)
+        return answer_of(frame)
+
+    def start_call(
+        self, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame]:
+        """:meth:`call` for a caller without a task (the gateway's consumer Fetch): the
+        request is written now, the future gets the answer frame (pass it to
+        :func:`answer_of`), DataLinkError or TimeoutError. Nothing needs cleaning up
+        after it: the answer, the deadline or a failed connection drops the call's
+        entries; a late answer to a future its caller cancelled is dropped."""
+        return self._send(kind, meta, blobs, timeout)[1]
+
+    def _send(
+        self, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float
+    ) -> tuple[int, asyncio.Future[Frame]]:
         if self.closed or self.transport is None:
             raise DataLinkError("connection closed")
         self.next_id = (self.next_id + 1) & 0x7FFFFFFF
@@ -104,16 +130,7 @@ class DataLinkConnection(FrameProtocol):
         if self._timer is None or deadline < self._timer_at:
             self._arm(deadline)
         self.transport.writelines(encode(cid, kind, meta, blobs))
-        if on_sent is not None:
-            on_sent()
-        try:
-            frame = await fut
-        finally:
-            self.pending.pop(cid, None)
-            self.deadlines.pop(cid, None)
-        if frame.kind == ERROR:
-            raise DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
-        return frame
+        return cid, fut
 
     def _arm(self, at: float) -> None:
         if self._timer is not None:
@@ -131,13 +148,20 @@ class DataLinkConnection(FrameProtocol):
         for cid, at in list(self.deadlines.items()):
             if at <= now:
                 del self.deadlines[cid]
-                fut = self.pending.get(cid)
+                fut = self.pending.pop(cid, None)  # (its late answer is dropped)
                 if fut is not None and not fut.done():
                     fut.set_exception(TimeoutError())
             elif earliest is None or at < earliest:
                 earliest = at
         if earliest is not None and not self.closed:
             self._arm(earliest)
+
+
+def answer_of(frame: Frame) -> Frame:
+    """The answer of a call, or DataLinkError when the node failed it."""
+    if frame.kind == ERROR:
+        raise DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
+    return frame
 
 
 def fetch_request(request: storage_pb2.FetchRequest) -> tuple[int, bytes]:
@@ -215,6 +239,14 @@ class DataLinkPool:
         if conn is None:
             conn = await asyncio.wait_for(self._connection(node_id), timeout)
         return await conn.call(kind, meta, blobs, timeout, on_sent)
+
+    def start_call(
+        self, node_id: int, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame] | None:
+        """:meth:`DataLinkConnection.start_call` on the node's open connection; None
+        when it has none open (the caller then uses :meth:`call`, which opens one)."""
+        conn = self._open_connection(node_id)
+        return None if conn is None else conn.start_call(kind, meta, blobs, timeout)
 
     def _open_connection(self, node_id: int) -> DataLinkConnection | None:
         """The node's connection when it is open at the node's current address: the
