@@ -24,7 +24,6 @@ import os
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -161,14 +160,16 @@ async def _run(records: int, rounds: int, count_tasks: bool) -> list[float]:
     from odradek.gateway.gateway import DEFAULTS, Gateway
     from odradek.rpc.v1 import common_pb2
 
-    storage = subprocess.Popen(
-        [sys.executable, "-m", "bench.bench_gateway_path", "--child=storage"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+    storage = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.bench_gateway_path",
+        "--child=storage",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
     )
     assert storage.stdout is not None and storage.stdin is not None
-    ports = json.loads(storage.stdout.readline())
+    ports = json.loads(await storage.stdout.readline())
     gateway = Gateway(
         Config(
             DEFAULTS,
@@ -259,7 +260,7 @@ async def _run(records: int, rounds: int, count_tasks: bool) -> list[float]:
     await listener.stop(0.5)
     await gateway.storage.close()
     storage.stdin.close()
-    storage.wait(10)
+    await asyncio.wait_for(storage.wait(), 10)
     return per_record
 
 

@@ -967,12 +967,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if (
-            self.waiting_turn
-            or self.muted_until
-            or self.unread_backlog
-            or not self.writable
-        ):
+        if self.waiting_turn or self.muted_until or self.unread_backlog or not self.writable:
             return  # resume_writing, the throttle's end, the turn or the recheck will
         if (
             self.pool is not None

@@ -166,7 +166,8 @@ def start(
         [(node, parts)] = plan.by_node.items()
         try:
             call = gw.storage.fetch_started(
-                node, _rpc(parts, plan.max_wait_ms, plan.min_bytes, plan.max_bytes, plan.isolation),
+                node,
+                _rpc(parts, plan.max_wait_ms, plan.min_bytes, plan.max_bytes, plan.isolation),
                 _timeout(plan.max_wait_ms),
             )
         except Exception as exc:  # the connection closed under us: as a failed call
@@ -199,7 +200,7 @@ def _called(
         return  # the client's connection closed meanwhile
     try:
         answer = fetch_answer(answer_of(call.result()))
-    except Exception as exc:  # noqa: BLE001  (DataLinkError, TimeoutError: _take_failure)
+    except Exception as exc:  # DataLinkError, TimeoutError: as _fan_out takes them
         _take_failure(node, parts, exc, plan.results)
     else:
         _take_answer(answer, plan.results)
@@ -213,7 +214,7 @@ def _deliver(
         result = encode(
             _assemble(plan.version, plan.order, plan.results, plan.max_bytes, plan.isolation)
         )
-    except Exception as exc:  # noqa: BLE001  (the connection closes, as for a task's)
+    except Exception as exc:  # the connection closes, as for a task that raised
         out.set_exception(exc)
     else:
         out.set_result(result)
