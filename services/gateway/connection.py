@@ -104,7 +104,6 @@ import collections
 import contextlib
 import contextvars
 import fcntl
-import functools
 import logging
 import socket
 import struct
@@ -163,7 +162,7 @@ Result = bytes | list[bytes | bytearray | memoryview] | None
 def result_size(result: bytes | list[bytes | bytearray | memoryview]) -> int:
     """Bytes of a response, whole or as the buffers written with ``writelines``."""
     if isinstance(result, list):
-        return sum(len(b) for b in result)
+        return sum(map(len, result))
     return len(result)
 
 
@@ -778,7 +777,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             other = header.api_key != _PRODUCE
             self.handling += 1
             self.handling_other += other
-            slot = RequestSlot(functools.partial(self._slot_released, other))
+            slot = RequestSlot(self._other_released if other else self._produce_released)
             fut: asyncio.Future[Result] = (
                 self._loop.create_task(self._run(header, body[offset:], slot))
                 if started is None
@@ -829,6 +828,12 @@ class KafkaConnection(asyncio.BaseProtocol):
         self.handling -= 1
         self.handling_other -= other
         self._start_waiting()
+
+    def _other_released(self) -> None:
+        self._slot_released(True)
+
+    def _produce_released(self) -> None:
+        self._slot_released(False)
 
     def _response_ready(self, fut: asyncio.Future[Result]) -> None:
         """A request's handling ended (its task's done callback): count its response,
@@ -937,7 +942,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             if buffers:
                 if self.transport is None:
                     return
-                written = sum(len(b) for b in buffers)
+                written = sum(map(len, buffers))
                 if written > self._send_buffer and self._sock is not None:
                     self._grow_send_buffer(written)
                 if len(buffers) == 1 and isinstance(buffers[0], bytes):
@@ -999,7 +1004,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.inflight_bytes
             + self.decoder.buffered_bytes
             + self.queued_response_bytes
-            + sum(len(b) for b in self.held)
+            + (sum(map(len, self.held)) if self.held else 0)
         )
         if held != self._held:
             delta, self._held = held - self._held, held
