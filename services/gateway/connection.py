@@ -762,22 +762,29 @@ class KafkaConnection(asyncio.BaseProtocol):
                 _refusals.closing(self.ctx.peer, "bad request header", f"bad request header: {exc}")
                 self.close()
                 return
-            started = None
-            if (
-                self.answer_at_once is not None
-                and header.api_key != _PRODUCE  # (never one: the busiest path asks nothing)
-                and not self.muted_until
-                and self._may_answer_at_once()
-            ):
-                answer = self.answer_at_once(self.ctx, header, body[offset:])
+            other = header.api_key != _PRODUCE
+            started: asyncio.Future[Result] | None = None
+            if self.answer_at_once is not None and not self.muted_until:
+                answer: bytes | asyncio.Future[Result] | None = None
+                if not other:
+                    # Started here, if it can be: its slot is the one request_handed_off()
+                    # gives its handler (as _run's task context has it).
+                    slot = RequestSlot(self._produce_released)
+                    token = _SLOT.set(slot)
+                    try:
+                        answer = self.answer_at_once(self.ctx, header, body[offset:])
+                    finally:
+                        _SLOT.reset(token)
+                elif self._may_answer_at_once():
+                    answer = self.answer_at_once(self.ctx, header, body[offset:])
                 if isinstance(answer, bytes):
                     self._answered_at_once(answer, size)
                     continue
-                started = answer  # handled without a task (a Fetch), or None
-            other = header.api_key != _PRODUCE
+                started = answer  # handled without a task (a Fetch, a Produce), or None
             self.handling += 1
             self.handling_other += other
-            slot = RequestSlot(self._other_released if other else self._produce_released)
+            if started is None or other:
+                slot = RequestSlot(self._other_released if other else self._produce_released)
             fut: asyncio.Future[Result] = (
                 self._loop.create_task(self._run(header, body[offset:], slot))
                 if started is None

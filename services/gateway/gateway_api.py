@@ -53,6 +53,10 @@ class StorageStubs(Protocol):
         self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
     ) -> tuple[storage_pb2.FetchResponse, list[Buffer]]: ...
 
+    def produce_started(
+        self, node_id: int, request: bytes, records: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame] | None: ...
+
     def fetch_started(
         self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
     ) -> asyncio.Future[Frame] | None: ...

@@ -79,6 +79,18 @@ class StoragePool:
         answer: storage_pb2.FetchResponse = await self.stub(node_id).Fetch(request, timeout=timeout)
         return answer, [r.records for r in answer.partitions]
 
+    def produce_started(
+        self, node_id: int, request: bytes, records: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame] | None:
+        """:meth:`produce` without a task: the call is written now on the node's open
+        data link (the next request of its ordering lane may follow at once) and its
+        answer frame comes in the future (:func:`~odradek.datalink.client.answer_of`,
+        then a ProduceResponse from its meta); None when the node has no data link or
+        no open connection to it (use :meth:`produce`)."""
+        if self._links is None or self.metadata.current.data_address(node_id) is None:
+            return None
+        return self._links.start_call(node_id, PRODUCE, request, records, timeout)
+
     def fetch_started(
         self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
     ) -> asyncio.Future[Frame] | None:

@@ -1,12 +1,15 @@
-"""A consumer's Fetch through the gateway is handled without a task
-(odradek.gateway.apis.fetch ``start``, the gateway's ``answer_at_once``): a fetch from
-one leader over its open data link is sent from the connection's callback and answered
-from the data link answer's, and the answer is written from there too
-(odradek.gateway.connection ``_flush``), with no writer task (issue 18: the latency
-loop makes a consumer Fetch per record, and its task, its coroutines' steps and the
-writer's wake-up were a share of the gateway's CPU per record). The answers are the
-task path's, pipelined requests are answered in order, and a client that goes away
-while its fetch is parked leaves nothing behind.
+"""A Produce and a consumer's Fetch through the gateway are handled without a task
+(odradek.gateway.apis.produce and .fetch ``start``, the gateway's ``answer_at_once``):
+a Produce takes its turn on its connection's lane and its run is written to the
+leader's open data link from the lane's callback, a fetch from one leader is sent from
+the connection's callback, both are answered from the data link answer's callback, and
+the answer is written from there too (odradek.gateway.connection ``_flush``), with no
+writer task (issue 18: the latency loop makes a Produce and a consumer Fetch per
+record, and their tasks, their coroutines' steps and the writer's wake-ups were a
+share of the gateway's CPU per record). The answers are the task path's, pipelined
+requests are answered in order (pipelined Produce requests still coalesce), nothing is
+left to the cyclic collector, and a client that goes away while its fetch is parked
+leaves nothing behind.
 
 A real leader partition (one replica: an append moves the high watermark), the real
 storage Fetch handler behind a real data link, a real gateway listener and a client on
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import struct
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
@@ -24,15 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gateway_testkit import offline_gateway
+from gateway_testkit import offline_gateway, produce_request
 from helpers.batches import producer_batch
 from helpers.waiting import wait_until_async
 
 from odradek.controller_client import ControllerClient
 from odradek.datalink.client import DataLinkConnection
 from odradek.datalink.frame import FETCH
+from odradek.gateway.apis.produce import PRODUCE_COALESCED
 from odradek.gateway.connection import KafkaListener
 from odradek.gateway.gateway import Gateway
+from odradek.gateway.produce_lane import QueuedProduce
 from odradek.log.manager import LogManager
 from odradek.metadata_cache import Snapshot
 from odradek.protocol.api_keys import ApiKey
@@ -300,3 +306,82 @@ async def test_a_started_data_link_call_past_its_deadline(served: _Served) -> No
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(call, 10)
     assert not conn.pending and not conn.deadlines
+
+
+def _produce(cid: int, value: bytes, acks: int = -1) -> bytes:
+    request = produce_request(bytes(producer_batch([(1000, None, value)])), topic="t", acks=acks)
+    return bytes(encode_request(ApiKey.PRODUCE, 9, cid, "unit", request))
+
+
+async def _produced(reader: asyncio.StreamReader) -> tuple[int, int, int]:
+    """The next Produce answer: correlation id, error code, base offset."""
+    cid, response = await _answer(reader, ApiKey.PRODUCE, 9)
+    answer = response.responses[0].partition_responses[0]
+    return cid, answer.error_code, answer.base_offset
+
+
+async def test_a_produce_is_answered_without_a_task(served: _Served) -> None:
+    reader, writer = await _connect(served)
+    served.tasks.created.clear()
+    for offset in range(3):
+        writer.write(_produce(offset, b"v%d" % offset))
+        assert await _produced(reader) == (offset, ErrorCode.NONE, offset)
+    # Before: a task per request (the handler's), and the writer task.
+    assert served.tasks.created == []
+    assert served.part.high_watermark == 3
+    assert b"v2" in _records(served.part, 2, 3)
+    writer.close()
+
+
+async def test_pipelined_produces_coalesce_and_keep_their_order(served: _Served) -> None:
+    reader, writer = await _connect(served)
+    served.tasks.created.clear()
+    coalesced = PRODUCE_COALESCED._pending
+    writer.write(b"".join(_produce(cid, b"%d" % cid) for cid in range(20)))
+    answers = [await _produced(reader) for _ in range(20)]
+    assert [(cid, code) for cid, code, _ in answers] == [(cid, 0) for cid in range(20)]
+    assert [offset for _, _, offset in answers] == list(range(20))  # appended in order
+    assert PRODUCE_COALESCED._pending > coalesced  # runs of them went in one call
+    assert served.tasks.created == []
+    # Each offset holds the record of the request answered with it.
+    for offset in (0, 7, 19):
+        assert b"%d" % offset in _records(served.part, offset, offset + 1)
+    writer.close()
+
+
+async def test_acks_0_and_a_fetch_behind_produces_keep_their_order(served: _Served) -> None:
+    """acks=0 still goes through a task (no answer at all); the answers of the requests
+    around it, a Fetch behind them included, come in request order."""
+    reader, writer = await _connect(served)
+    writer.write(_produce(1, b"a") + _produce(2, b"b", acks=0) + _produce(3, b"c") + _fetch(4, 0))
+    assert await _produced(reader) == (1, ErrorCode.NONE, 0)
+    assert await _produced(reader) == (3, ErrorCode.NONE, 2)
+    cid, response = await _answer(reader, ApiKey.FETCH, VERSION)
+    assert cid == 4
+    answer = response.responses[0].partitions[0]  # (what was appended when it read)
+    assert answer.high_watermark >= 1
+    assert bytes(answer.records) == _records(served.part, 0, answer.high_watermark)
+    assert [b"a" in _records(served.part, i, i + 1) for i in range(3)] == [True, False, False]
+    assert b"b" in _records(served.part, 1, 2) and b"c" in _records(served.part, 2, 3)
+    writer.close()
+
+
+async def test_a_produce_without_a_task_leaves_no_cycle(served: _Served) -> None:
+    reader, writer = await _connect(served)
+    writer.write(_produce(0, b"warm"))
+    await _produced(reader)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for cid in range(1, 4):
+            writer.write(_produce(cid, b"x"))
+            assert await _produced(reader) == (cid, ErrorCode.NONE, cid)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, QueuedProduce)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not left
+    writer.close()
