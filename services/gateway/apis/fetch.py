@@ -199,6 +199,8 @@ def _called(
     if out.done():
         return  # the client's connection closed meanwhile
     try:
+        if call.cancelled():  # (nothing cancels it: no one awaits it)
+            raise TimeoutError()
         answer = fetch_answer(answer_of(call.result()))
     except Exception as exc:  # DataLinkError, TimeoutError: as _fan_out takes them
         _take_failure(node, parts, exc, plan.results)

@@ -618,6 +618,11 @@ class _Started:
                 self.lane.passed(run)
                 self._leader_answered(run, node, call, _failed(call, failure_code(exc)))
                 return
+            except Exception as exc:  # as _send answers it: the client refreshes metadata
+                self.lane.passed(run)
+                answers = _failed(call, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
+                self._leader_answered(run, node, call, answers)
+                return
             if sent is not None:
                 # Written: the node appends a lane's requests in arrival order, so the
                 # next run may go (_send's on_sent).
@@ -680,12 +685,12 @@ class _Started:
         queued = self.queued
         queued.turn = queued.answered = None  # (the run holds it: no cycle left behind)
         results = self.results
-        if queued.sends:
-            _apply_answers(queued, results)
         out = self.out
         if out.done():
             return  # its client is gone
         try:
+            if queued.sends:
+                _apply_answers(queued, results)
             response = produce_response(
                 [topic_response(topic, list(parts.values())) for topic, parts in results.items()]
             )
