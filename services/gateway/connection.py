@@ -169,8 +169,8 @@ def result_size(result: bytes | list[bytes | bytearray | memoryview]) -> int:
 Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[Result]]
 # A request's whole response frame when it is known without handling the request (a
 # repeated all-topics Metadata request: the gateway's answer_at_once), or the future of
-# its response when it is handled without a task (a consumer's Fetch), else None: the
-# connection then starts it as a task through Dispatch.
+# its response when it is handled without a task (a Produce, a consumer's Fetch), else
+# None: the connection then starts it as a task through Dispatch.
 AnswerAtOnce = Callable[
     ["ConnectionContext", RequestHeader, memoryview], "bytes | asyncio.Future[Result] | None"
 ]
@@ -427,8 +427,9 @@ class KafkaConnection(asyncio.BaseProtocol):
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
-        # Kept for the task per request: asyncio.ensure_future and get_running_loop
-        # look the loop up with a getpid() system call each time (1.5-2.5 us a request).
+        # Kept for the tasks and futures per request: asyncio.ensure_future and
+        # get_running_loop look the loop up with a getpid() system call each time
+        # (1.5-2.5 us a request).
         self._loop = self.ctx.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
