@@ -385,3 +385,17 @@ async def test_a_produce_without_a_task_leaves_no_cycle(served: _Served) -> None
         gc.enable()
     assert not left
     writer.close()
+
+
+async def test_the_first_produce_opens_the_data_link_in_a_task(served: _Served) -> None:
+    """No open data link yet: the run goes through the task path's sender, which opens
+    it; the requests after it are sent from callbacks."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.listener.port)
+    writer.write(_produce(0, b"first"))
+    assert await _produced(reader) == (0, ErrorCode.NONE, 0)
+    assert "_send_run" in served.tasks.created
+    served.tasks.created.clear()
+    writer.write(_produce(1, b"second"))
+    assert await _produced(reader) == (1, ErrorCode.NONE, 1)
+    assert served.tasks.created == []
+    writer.close()
