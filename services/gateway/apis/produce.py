@@ -512,7 +512,7 @@ def start(
     encode: Callable[[ProduceResponse], Result],
 ) -> asyncio.Future[Result] | None:
     """:func:`handle` without a task, the response handed to ``encode``: the request
-    takes its place on the lane now, its run is written to the leader's open data link
+    is checked now, takes its place on the lane at the next loop turn, its run is written to the leader's open data link
     from the lane's callback, and it is answered from the data link answer's callback
     (as the storage node answers a Produce, ``ReplicationWait``; docs/data-link.md).
     The same checks, run, storage call and answers as :func:`handle`. None, for
@@ -546,7 +546,9 @@ def start(
         out.set_exception(exc)
         return out
     else:
-        prepare.close()  # it awaited after all (not for this path): the task does it
+        # It awaited after all (not for this path; none of v3+ does today): the task
+        # prepares it again (its topic's byte and entry counters count it twice).
+        prepare.close()
         return None
     started = _Started(gw, ctx.connection_id, ctx.produce_lane, queued, results, encode, out)
     if not queued.sends:  # nothing to append: nothing to keep in order
