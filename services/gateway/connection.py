@@ -1,8 +1,10 @@
 """One Kafka client connection: framing, pipelining, in-order responses, limits.
 
 Kafka clients pipeline requests on one connection and match responses by
-correlation id, but the protocol promises responses in request order. A single writer
-task sends results strictly in arrival order.
+correlation id, but the protocol promises responses in request order. Responses are
+written strictly in arrival order, by the callback that finishes the oldest unanswered
+request (:meth:`KafkaConnection._flush`: no writer task woken per answer), together with
+the answers already finished behind it.
 
 Handling: Kafka handles one request per connection at a time (the channel is muted
 until the response is sent, Kafka's ``SocketServer``/``Selector``). A gateway
@@ -26,8 +28,8 @@ A request whose whole answer is known without handling it (``answer_at_once``: t
 gateway's repeated all-topics Metadata request) is answered in the callback that
 starts it, when it could start anyway, with no task and no handler slot, while fewer
 than ``SPLIT_AHEAD`` answers wait to be written and they stay under
-``connection.max.unread.response.bytes``; the writer sends the answers queued together
-in one write (issue 14's never-read clients: a task, a wake-up of the writer and a
+``connection.max.unread.response.bytes``; they are sent together at the next loop
+turn, in one write (issue 14's never-read clients: a task, a wake-up of the writer and a
 write system call per answer before).
 
 Limits, with Kafka's names where Kafka has one:
@@ -102,7 +104,6 @@ import collections
 import contextlib
 import contextvars
 import fcntl
-import functools
 import logging
 import socket
 import struct
@@ -161,15 +162,18 @@ Result = bytes | list[bytes | bytearray | memoryview] | None
 def result_size(result: bytes | list[bytes | bytearray | memoryview]) -> int:
     """Bytes of a response, whole or as the buffers written with ``writelines``."""
     if isinstance(result, list):
-        return sum(len(b) for b in result)
+        return sum(map(len, result))
     return len(result)
 
 
 Dispatch = Callable[["ConnectionContext", RequestHeader, memoryview], Awaitable[Result]]
 # A request's whole response frame when it is known without handling the request (a
-# repeated all-topics Metadata request: the gateway's answer_at_once), else None: the
-# connection then starts it as a task through Dispatch.
-AnswerAtOnce = Callable[["ConnectionContext", RequestHeader, memoryview], bytes | None]
+# repeated all-topics Metadata request: the gateway's answer_at_once), or the future of
+# its response when it is handled without a task (a Produce, a consumer's Fetch), else
+# None: the connection then starts it as a task through Dispatch.
+AnswerAtOnce = Callable[
+    ["ConnectionContext", RequestHeader, memoryview], "bytes | asyncio.Future[Result] | None"
+]
 
 
 class RequestSlot:
@@ -337,6 +341,8 @@ class ConnectionContext:
     mute: Callable[[int], None] | None = None
     # Set while not throttled; what waits for a throttle to pass waits on it.
     unmuted: asyncio.Event = field(default_factory=_set_event)
+    # The connection's loop (each asyncio.get_running_loop() is a getpid(), issue 18).
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 class KafkaConnection(asyncio.BaseProtocol):
@@ -381,12 +387,18 @@ class KafkaConnection(asyncio.BaseProtocol):
         self.waiting_turn = False  # max.connection.creation.rate holds this one back
         self.turn_delay = 0.0  # for how long (the authentication timeout starts after)
         self.held: list[bytes] = []  # what the client sent before its turn
-        self.writable = asyncio.Event()
-        self.writable.set()
-        self.wakeup = asyncio.Event()
+        # False while the transport's buffer is past its high-water mark (pause_writing).
+        self.writable = True
         self.closed = False
         self.last_activity = time.monotonic()
-        self.writer_task: asyncio.Task[None] | None = None
+        # A request has started: the socket is tuned (_tune_socket), answers may follow.
+        self.started = False
+        # _flush is running (a slot it releases may start and answer requests, which
+        # flush again: that waits for the running one), and whether to go round again;
+        # a flush is scheduled for answers known at once (_answered_at_once).
+        self._flushing = False
+        self._flush_again = False
+        self._flush_scheduled = False
         self.draining = False
         self.queued_response_bytes = 0  # finished responses not yet handed to the socket
         self.partial_since: float | None = None  # when the incomplete request began
@@ -415,9 +427,10 @@ class KafkaConnection(asyncio.BaseProtocol):
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
-        # Kept for the task per request: asyncio.ensure_future and get_running_loop
-        # look the loop up with a getpid() system call each time (1.5-2.5 us a request).
-        self._loop = asyncio.get_running_loop()
+        # Kept for the tasks and futures per request: asyncio.ensure_future and
+        # get_running_loop look the loop up with a getpid() system call each time
+        # (1.5-2.5 us a request).
+        self._loop = self.ctx.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.ctx.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.ctx.host = peer[0] if peer else "?"
@@ -435,7 +448,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             if delay > 0:
                 self._delay_reading(delay)
         self._secure(transport)
-        # The socket's options and the writer task wait for the first request
+        # The socket's options wait for the first request
         # (_start_waiting): a connection refused on its first bytes (an oversize frame,
         # a reconnect storm of them in bench hostile) never needs them.
 
@@ -659,9 +672,9 @@ class KafkaConnection(asyncio.BaseProtocol):
     def eof_received(self) -> bool | None:
         # Half-close: let queued responses go out, then close (Kafka closes on EOF).
         self.draining = True
-        if self.writer_task is None:  # no request started: nothing to send
+        if not self.started:  # no request started: nothing to send
             self.close()
-        self.wakeup.set()
+        self._flush()
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -681,10 +694,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             fut.cancel()
         self.pending.clear()
         self.waiting.clear()
-        self.wakeup.set()
-        self.writable.set()
-        if self.writer_task is not None:
-            self.writer_task.cancel()
+        self.writable = True
         # Freed at once by reference counting rather than by the cyclic collector:
         # the context's mute callback points back at this connection.
         self.ctx.mute = None
@@ -694,12 +704,13 @@ class KafkaConnection(asyncio.BaseProtocol):
         # The client is not reading what we send: read nothing more from it until it
         # does (Kafka mutes a channel until its response is sent), so a client that
         # never reads holds a socket buffer of responses, not a queue of them.
-        self.writable.clear()
+        self.writable = False
         self._pause_reading()
 
     def resume_writing(self) -> None:
-        self.writable.set()
+        self.writable = True
         if not self.closed:
+            self._flush()
             self._start_waiting()
             self._read_on()
 
@@ -726,7 +737,7 @@ class KafkaConnection(asyncio.BaseProtocol):
 
     def _may_start(self, frame: memoryview | bytes) -> bool:
         """Whether the oldest waiting request may start now (module docstring)."""
-        if self.unread_backlog or not self.writable.is_set():
+        if self.unread_backlog or not self.writable:
             return False  # the client is not taking its answers: compute no more
         if self.handling_other == 0 and frame[:2] == _PRODUCE_KEY:
             # Only Produce requests are being handled: this one joins their lane, so
@@ -752,29 +763,39 @@ class KafkaConnection(asyncio.BaseProtocol):
                 _refusals.closing(self.ctx.peer, "bad request header", f"bad request header: {exc}")
                 self.close()
                 return
-            if (
-                self.answer_at_once is not None
-                and header.api_key != _PRODUCE  # (never one: the busiest path asks nothing)
-                and not self.muted_until
-                and self._may_answer_at_once()
-            ):
-                framed = self.answer_at_once(self.ctx, header, body[offset:])
-                if framed is not None:
-                    self._answered_at_once(framed, size)
-                    continue
             other = header.api_key != _PRODUCE
+            started: asyncio.Future[Result] | None = None
+            if self.answer_at_once is not None and not self.muted_until:
+                answer: bytes | asyncio.Future[Result] | None = None
+                if not other:
+                    # Started here, if it can be: its slot is the one request_handed_off()
+                    # gives its handler (as _run's task context has it).
+                    slot = RequestSlot(self._produce_released)
+                    token = _SLOT.set(slot)
+                    try:
+                        answer = self.answer_at_once(self.ctx, header, body[offset:])
+                    finally:
+                        _SLOT.reset(token)
+                elif self._may_answer_at_once():
+                    answer = self.answer_at_once(self.ctx, header, body[offset:])
+                if isinstance(answer, bytes):
+                    self._answered_at_once(answer, size)
+                    continue
+                started = answer  # handled without a task (a Fetch, a Produce), or None
             self.handling += 1
             self.handling_other += other
-            slot = RequestSlot(functools.partial(self._slot_released, other))
-            fut: asyncio.Future[Result] = self._loop.create_task(
-                self._run(header, body[offset:], slot)
+            if started is None or other:
+                slot = RequestSlot(self._other_released if other else self._produce_released)
+            fut: asyncio.Future[Result] = (
+                self._loop.create_task(self._run(header, body[offset:], slot))
+                if started is None
+                else started
             )
             fut.add_done_callback(self._response_ready)
             self.pending.append((fut, size, slot))
-            if self.writer_task is None:
+            if not self.started:
+                self.started = True
                 self._tune_socket()
-                self.writer_task = self._loop.create_task(self._write_loop())
-            self.wakeup.set()
 
     def _may_answer_at_once(self) -> bool:
         """Whether the next waiting request may be answered in this callback, without a
@@ -788,8 +809,8 @@ class KafkaConnection(asyncio.BaseProtocol):
 
     def _answered_at_once(self, framed: bytes, size: int) -> None:
         """Queue a response known without handling its request (answer_at_once): no
-        task, no handler slot; the writer sends it with the answers queued beside it in
-        one write. Each had been a task, a wake-up of the writer and a write system
+        task, no handler slot; it goes at the next loop turn with the answers queued beside
+        it, in one write. Each had been a task, a wake-up of the writer and a write system
         call of its own (73-137 us of loop time per never-read client's Metadata
         answer; docs/security.md, "Hostile clients")."""
         fut: asyncio.Future[Result] = self._loop.create_future()
@@ -798,22 +819,44 @@ class KafkaConnection(asyncio.BaseProtocol):
         self.queued_response_bytes += len(framed)
         self._account()
         self._check_queued_bytes()
-        if self.writer_task is None:
+        if not self.started:
+            self.started = True
             self._tune_socket()
-            self.writer_task = self._loop.create_task(self._write_loop())
-        self.wakeup.set()
+        if not self._flush_scheduled:
+            # At the next loop turn, as the writer task did: the answers of one read's
+            # requests go out together, in one write.
+            self._flush_scheduled = True
+            self._loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self._flush()
 
     def _slot_released(self, other: bool) -> None:
         self.handling -= 1
         self.handling_other -= other
         self._start_waiting()
 
+    def _other_released(self) -> None:
+        self._slot_released(True)
+
+    def _produce_released(self) -> None:
+        self._slot_released(False)
+
     def _response_ready(self, fut: asyncio.Future[Result]) -> None:
-        if self.closed or fut.cancelled() or fut.exception() is not None:
+        """A request's handling ended (its task's done callback): count its response,
+        and send what is answered at the head of the queue (:meth:`_flush`)."""
+        if self.closed:
             return
-        result = fut.result()
-        if result:
-            self.queued_response_bytes += result_size(result)
+        counted = False
+        if not fut.cancelled() and fut.exception() is None:
+            result = fut.result()
+            if result:
+                self.queued_response_bytes += result_size(result)
+                counted = True
+        if self.pending and self.pending[0][0] is fut:
+            self._flush()  # sent now if it can be: then it is no longer queued
+        if counted and not self.closed:
             self._account()
             self._check_queued_bytes()
 
@@ -835,84 +878,101 @@ class KafkaConnection(asyncio.BaseProtocol):
             await self.ctx.unmuted.wait()
         return await self.dispatch(self.ctx, header, body)
 
-    async def _write_loop(self) -> None:
+    def drain(self) -> None:
+        """Answer what was read, then close (the listener is stopping)."""
+        self.draining = True
+        self._flush()
+
+    def _flush(self) -> None:
+        """Send the responses answered at the head of the queue, in request order, from
+        the callback that finished them: a writer task woken per answer (an event's
+        future, a task step or two) cost the loop more than the write itself at
+        thousands of one-record Produce requests a second (issue 18, docs/data-link.md).
+        A flush started while one runs (a slot it releases starts a request answered
+        at once) is done by the running one when it is through."""
+        if self._flushing:
+            self._flush_again = True
+            return
+        self._flushing = True
         try:
-            while not self.closed:
-                if not self.pending:
-                    if self.draining and self.decoder.unparsed_bytes and not self.waiting:
-                        self._parse_more()  # requests read before the client's EOF
-                        continue
-                    if self.draining:
-                        self.close()
-                        return
-                    self.wakeup.clear()
-                    await self.wakeup.wait()
+            self._flush_again = True
+            while self._flush_again and not self.closed:
+                self._flush_again = False
+                self._write_answered()
+        finally:
+            self._flushing = False
+
+    def _write_answered(self) -> None:
+        while not self.closed:
+            if not self.pending:
+                if self.draining and self.decoder.unparsed_bytes and not self.waiting:
+                    self._parse_more()  # requests read before the client's EOF
                     continue
+                if self.draining:
+                    self.close()
+                return
+            fut, size, slot = self.pending[0]
+            if not fut.done() or not self.writable:
+                return  # its callback, or resume_writing, comes back here
+            if fut.cancelled():
+                self.close()  # (only a closing connection cancels its requests)
+                return
+            exc = fut.exception()
+            if exc is not None:
+                if not isinstance(exc, CloseConnection):
+                    log.error(
+                        "handler failed on %s; closing the connection",
+                        self.ctx.peer,
+                        exc_info=exc,
+                    )
+                self.close()
+                return
+            self.pending.popleft()
+            self.inflight_bytes -= size
+            answered = [(fut.result(), slot)]
+            # Responses already finished behind this one go out in the same write:
+            # a coalesced Produce run (produce_lane.py) finishes together, and one
+            # syscall per response was a measurable share of the loop (issue 18).
+            while self.pending and not self.ctx.close_after_response:
                 fut, size, slot = self.pending[0]
-                try:
-                    result = await fut
-                except CloseConnection:
-                    self.close()
-                    return
-                except asyncio.CancelledError:
-                    if self.closed:
-                        return
-                    raise
-                except Exception:
-                    log.exception("handler failed on %s; closing the connection", self.ctx.peer)
-                    self.close()
-                    return
-                if self.closed:
-                    return
+                if not fut.done() or fut.cancelled() or fut.exception() is not None:
+                    break  # an error is dealt with when its turn comes, as before
                 self.pending.popleft()
                 self.inflight_bytes -= size
-                answered = [(result, slot)]
-                # Responses already finished behind this one go out in the same write:
-                # a coalesced Produce run (produce_lane.py) finishes together, and one
-                # syscall per response was a measurable share of the loop (issue 18).
-                while self.pending and not self.ctx.close_after_response:
-                    fut, size, slot = self.pending[0]
-                    if not fut.done() or fut.cancelled() or fut.exception() is not None:
-                        break  # an error is dealt with when its turn comes, as before
-                    self.pending.popleft()
-                    self.inflight_bytes -= size
-                    answered.append((fut.result(), slot))
-                self._account()
-                buffers: list[bytes | bytearray | memoryview] = []
-                for result, _ in answered:
-                    if isinstance(result, list):
-                        buffers.extend(result)
-                    elif result:
-                        buffers.append(result)
-                if buffers:
-                    await self.writable.wait()
-                    if self.closed or self.transport is None:
-                        return
-                    written = sum(len(b) for b in buffers)
-                    if written > self._send_buffer and self._sock is not None:
-                        self._grow_send_buffer(written)
-                    if len(buffers) == 1 and isinstance(buffers[0], bytes):
-                        self.transport.write(buffers[0])
-                    else:
-                        self.transport.writelines(buffers)
-                    self.queued_response_bytes -= written
-                    self._account()
-                    self.last_activity = time.monotonic()
-                    self._unread_bound += written
-                    if self._unread_bound > self.limits.max_unread_response_bytes:
-                        self._check_unread()  # before the slots free the next requests
-                for _, slot in answered:
-                    slot.release()  # handed to the transport (or nothing to send)
-                if self.ctx.close_after_response:
-                    self.close()
+                answered.append((fut.result(), slot))
+            self._account()
+            buffers: list[bytes | bytearray | memoryview] = []
+            for result, _ in answered:
+                if isinstance(result, list):
+                    buffers.extend(result)
+                elif result:
+                    buffers.append(result)
+            if buffers:
+                if self.transport is None:
                     return
-                if self.reading_paused and (
-                    self.queued_requests < self.limits.max_inflight_requests // 2
-                    and self.inflight_bytes < self.limits.max_inflight_bytes // 2
-                ):
-                    self._resume_reading()
-        except asyncio.CancelledError:
-            pass
+                written = sum(map(len, buffers))
+                if written > self._send_buffer and self._sock is not None:
+                    self._grow_send_buffer(written)
+                if len(buffers) == 1 and isinstance(buffers[0], bytes):
+                    self.transport.write(buffers[0])
+                else:
+                    self.transport.writelines(buffers)
+                self.queued_response_bytes -= written
+                self._account()
+                self.last_activity = time.monotonic()
+                self._unread_bound += written
+                if self._unread_bound > self.limits.max_unread_response_bytes:
+                    self._check_unread()  # before the slots free the next requests
+            for _, slot in answered:
+                slot.release()  # handed to the transport (or nothing to send)
+            if self.ctx.close_after_response:
+                self.close()
+                return
+            if self.reading_paused and (
+                self.queued_requests < self.limits.max_inflight_requests // 2
+                and self.inflight_bytes < self.limits.max_inflight_bytes // 2
+            ):
+                self._resume_reading()
 
     def _pause_reading(self) -> None:
         if self.transport is not None and not self.reading_paused:
@@ -920,12 +980,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if (
-            self.waiting_turn
-            or self.muted_until
-            or self.unread_backlog
-            or not self.writable.is_set()
-        ):
+        if self.waiting_turn or self.muted_until or self.unread_backlog or not self.writable:
             return  # resume_writing, the throttle's end, the turn or the recheck will
         if (
             self.pool is not None
@@ -957,7 +1012,7 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.inflight_bytes
             + self.decoder.buffered_bytes
             + self.queued_response_bytes
-            + sum(len(b) for b in self.held)
+            + (sum(map(len, self.held)) if self.held else 0)
         )
         if held != self._held:
             delta, self._held = held - self._held, held
@@ -1231,8 +1286,7 @@ class KafkaListener:
         if self._reaper is not None:
             self._reaper.cancel()
         for conn in list(self.connections):
-            conn.draining = True
-            conn.wakeup.set()
+            conn.drain()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         while any(c.queued_requests for c in self.connections) and loop.time() < deadline:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -40,7 +41,9 @@ from odradek.config_catalog.broker import BROKER_CONFIGS
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.controller_client import ControllerClient, Membership, join_cluster
 from odradek.gateway import apis, shared_answers
+from odradek.gateway.apis import fetch as fetch_api
 from odradek.gateway.apis import metadata as metadata_api
+from odradek.gateway.apis import produce as produce_api
 from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker, advertise
@@ -126,6 +129,33 @@ _API_VERSIONS = int(ApiKey.API_VERSIONS)
 _METADATA = int(ApiKey.METADATA)
 _FETCH = int(ApiKey.FETCH)
 _PRODUCE = int(ApiKey.PRODUCE)
+
+
+def _fetch_frame(
+    header: RequestHeader,
+    seconds: HistogramTally | Histogram,
+    start: float,
+    response: FetchResponse,
+) -> Result:
+    """A Fetch handled without a task, as :meth:`Gateway._dispatch` ends one."""
+    seconds.observe(time.perf_counter() - start)
+    parts = encode_fetch_response(header.correlation_id, header.api_version, response)
+    return parts if parts is not None else encode_response(header, response)
+
+
+def _produce_frame(
+    header: RequestHeader,
+    seconds: HistogramTally | Histogram,
+    start: float,
+    response: ProduceResponse,
+) -> Result:
+    """A Produce handled without a task, as :meth:`Gateway._dispatch` ends one."""
+    seconds.observe(time.perf_counter() - start)
+    version = header.api_version
+    frame = encode_produce_response(
+        header.correlation_id, response_header_version(_PRODUCE, version), version, response
+    )
+    return frame if frame is not None else encode_response(header, response)
 
 
 def _api_name(api_key: int) -> str:
@@ -448,19 +478,23 @@ class Gateway:
 
     def answer_at_once(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
-    ) -> bytes | None:
-        """The response frame of a request answered without handling it, else None (the
-        connection then dispatches it). Only a repeated all-topics Metadata request whose
-        shared answer still holds (:func:`metadata_api.answered_before`, the same path as
-        :meth:`_dispatch` takes first), on a connection past authentication whose session
-        cannot expire, without request_percentage quotas: what :meth:`_dispatch` would
+    ) -> bytes | asyncio.Future[Result] | None:
+        """The response frame of a request answered without handling it, or the future
+        of a Fetch handled without a task (:meth:`_fetch_at_once`), else None (the
+        connection then dispatches it in a task). Only on a connection past
+        authentication whose session cannot expire. Metadata: a repeated all-topics
+        request whose shared answer still holds (:func:`metadata_api.answered_before`,
+        the same path as :meth:`_dispatch` takes first): what :meth:`_dispatch` would
         answer, counted in the same metrics, without the task it runs in (issue 14: a
         never-reading client's Metadata answers, docs/security.md "Hostile clients")."""
-        if (
-            header.api_key != ApiKey.METADATA
-            or not ctx.authenticated
-            or ctx.session_expires_at is not None
-        ):
+        if not ctx.authenticated or ctx.session_expires_at is not None:
+            return None
+        key = header.api_key
+        if key == _PRODUCE:
+            return self._produce_at_once(ctx, header, body)
+        if key == _FETCH:
+            return self._fetch_at_once(ctx, header, body)
+        if key != _METADATA:
             return None
         start = time.perf_counter()
         reused = metadata_api.answered_before(self, ctx, header, body)
@@ -470,6 +504,60 @@ class Gateway:
             metrics.requests.inc()
             metrics.seconds.observe(time.perf_counter() - start)
         return framed
+
+    def _fetch_at_once(
+        self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
+    ) -> asyncio.Future[Result] | None:
+        """A Fetch handled without a task (:func:`odradek.gateway.apis.fetch.start`):
+        a consumer's long poll is a data link call answered by a callback (issue 18,
+        docs/data-link.md). None, and so :meth:`_dispatch` in a task, whenever a client
+        quota is configured (throttling.py awaits) or the request does not decode (its
+        error answer is :meth:`_dispatch`'s); the same metrics as :meth:`_dispatch`."""
+        if self.quotas.any() or _FETCH not in self.handlers:
+            return None
+        start = time.perf_counter()
+        try:
+            request = decode_request(header, body)
+        except ProtocolError:
+            return None
+        metrics = self._request_metrics(_FETCH, header.api_version)
+        metrics.requests.inc()
+        return fetch_api.start(
+            self,
+            ctx,
+            header,
+            request,  # type: ignore[arg-type]  # a Fetch header decodes to a FetchRequest
+            functools.partial(_fetch_frame, header, metrics.seconds, start),
+        )
+
+    def _produce_at_once(
+        self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
+    ) -> asyncio.Future[Result] | None:
+        """A Produce handled without a task where it can be
+        (:func:`odradek.gateway.apis.produce.start`), in a task of its own otherwise, as
+        :meth:`_dispatch` ends one (decoded once either way). None, and so
+        :meth:`_dispatch` in a task, whenever a client quota is configured or the request
+        does not decode; the same metrics as :meth:`_dispatch`."""
+        if self.quotas.any() or _PRODUCE not in self.handlers:
+            return None
+        start = time.perf_counter()
+        try:
+            request = decode_request(header, body)
+        except ProtocolError:
+            return None
+        metrics = self._request_metrics(_PRODUCE, header.api_version)
+        metrics.requests.inc()
+        started = produce_api.start(
+            self,
+            ctx,
+            header,
+            request,  # type: ignore[arg-type]  # a Produce header decodes to a ProduceRequest
+            functools.partial(_produce_frame, header, metrics.seconds, start),
+        )
+        if started is not None:
+            return started
+        loop = ctx.loop or asyncio.get_running_loop()
+        return loop.create_task(self._respond(ctx, header, body, request, metrics, start, None))
 
     async def _dispatch(
         self,
@@ -535,7 +623,21 @@ class Gateway:
                     "closing %s: malformed %s v%d: %s", ctx.peer, name, header.api_version, exc
                 )
             raise CloseConnection() from None
-        response = await handler(self, ctx, header, request)
+        return await self._respond(ctx, header, body, request, metrics, start, clock)
+
+    async def _respond(
+        self,
+        ctx: ConnectionContext,
+        header: RequestHeader,
+        body: memoryview,
+        request: Any,
+        metrics: _RequestMetrics,
+        start: float,
+        clock: ThreadTime | None,
+    ) -> Result:
+        """A decoded request handled, throttled and encoded (:meth:`_dispatch`'s end)."""
+        key = header.api_key
+        response = await self.handlers[key](self, ctx, header, request)
         # Client quotas (throttling.py); not on the SASL exchange, which Kafka's
         # authenticator answers before any quota applies.
         if key not in SASL_APIS and ctx.authenticated and self.quotas.any():

@@ -14,11 +14,12 @@ test may pass anything with these members.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from odradek.controller_client import ControllerClient
-from odradek.datalink.frame import Buffer
+from odradek.datalink.frame import Buffer, Frame
 from odradek.gateway.authentication import Credentials
 from odradek.gateway.authorizer import Authorizer
 from odradek.gateway.brokers import Broker
@@ -51,6 +52,14 @@ class StorageStubs(Protocol):
     async def fetch(
         self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
     ) -> tuple[storage_pb2.FetchResponse, list[Buffer]]: ...
+
+    def produce_started(
+        self, node_id: int, request: bytes, records: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame] | None: ...
+
+    def fetch_started(
+        self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
+    ) -> asyncio.Future[Frame] | None: ...
 
 
 class GatewayApi(Protocol):

@@ -4,10 +4,11 @@ the node's data link (docs/data-link.md) when it has one, over gRPC otherwise.""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 from odradek.datalink.client import DataLinkPool, fetch_answer, fetch_request
-from odradek.datalink.frame import PRODUCE, Buffer, meta_bytes
+from odradek.datalink.frame import PRODUCE, Buffer, Frame, meta_bytes
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.channel import NodeChannels
 from odradek.rpc.v1 import storage_pb2, storage_pb2_grpc
@@ -77,6 +78,31 @@ class StoragePool:
             return fetch_answer(await link.call(node_id, kind, meta, (), timeout))
         answer: storage_pb2.FetchResponse = await self.stub(node_id).Fetch(request, timeout=timeout)
         return answer, [r.records for r in answer.partitions]
+
+    def produce_started(
+        self, node_id: int, request: bytes, records: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame] | None:
+        """:meth:`produce` without a task: the call is written now on the node's open
+        data link (the next request of its ordering lane may follow at once) and its
+        answer frame comes in the future (:func:`~odradek.datalink.client.answer_of`,
+        then a ProduceResponse from its meta); None when the node has no data link or
+        no open connection to it (use :meth:`produce`)."""
+        if self._links is None or self.metadata.current.data_address(node_id) is None:
+            return None
+        return self._links.start_call(node_id, PRODUCE, request, records, timeout)
+
+    def fetch_started(
+        self, node_id: int, request: storage_pb2.FetchRequest, timeout: float
+    ) -> asyncio.Future[Frame] | None:
+        """:meth:`fetch` without a task: the call is sent on the node's open data link
+        and its answer frame comes in the future (read it with
+        :func:`~odradek.datalink.client.fetch_answer` after
+        :func:`~odradek.datalink.client.answer_of`); None when the node has no data
+        link or no open connection to it (use :meth:`fetch`)."""
+        if self._links is None or self.metadata.current.data_address(node_id) is None:
+            return None
+        kind, meta = fetch_request(request)
+        return self._links.start_call(node_id, kind, meta, (), timeout)
 
     async def close(self) -> None:
         await self._channels.close()

@@ -37,16 +37,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from prometheus_client import Counter
 
-from odradek.datalink.frame import Buffer
+from odradek.datalink.client import answer_of, fetch_answer
+from odradek.datalink.frame import Buffer, Frame
 from odradek.gateway.authorizer import AclOperation, ResourceType
 from odradek.gateway.client_quotas import Who
-from odradek.gateway.connection import ConnectionContext
+from odradek.gateway.connection import ConnectionContext, Result
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
@@ -102,9 +106,125 @@ def _empty(error: int) -> Answer:
     ), b""
 
 
+@dataclass(slots=True)
+class _Plan:
+    """A Fetch request checked: what each partition answers, or which node to ask."""
+
+    version: int
+    # (key in the response, topic name or None, partition index) in request order
+    order: list[tuple[TopicKey, str | None, int]]
+    results: dict[tuple[str | None, int], Answer]
+    by_node: dict[int, list[storage_pb2.FetchPartition]]
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: int
+
+
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
+    return await _answer(gw, _plan(gw, ctx, header, request))
+
+
+async def _answer(gw: GatewayApi, plan: _Plan) -> FetchResponse:
+    """Ask the leaders (long-polling), then the response."""
+    version, order, results = plan.version, plan.order, plan.results
+    max_bytes, isolation = plan.max_bytes, plan.isolation
+    if plan.by_node:
+        await _fan_out(
+            gw, plan.by_node, plan.max_wait_ms, plan.min_bytes, max_bytes, isolation, results
+        )
+    if version <= 3:  # down-conversion of every batch: off the loop when large
+        size = sum(len(records) for _, records in results.values())
+        return await run_heavy(
+            size, lambda: _assemble(version, order, results, max_bytes, isolation)
+        )
+    return _assemble(version, order, results, max_bytes, isolation)
+
+
+def start(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    header: RequestHeader,
+    request: FetchRequest,
+    encode: Callable[[FetchResponse], Result],
+) -> asyncio.Future[Result]:
+    """:func:`handle` without a task where none is needed, the response handed to
+    ``encode``: a fetch from one leader over its open data link (a consumer fetching
+    from that broker's port, the latency loop's case) is sent now and answered from the
+    data link answer's callback, as the storage node parks it (``fetch.ParkedFetch``,
+    docs/data-link.md); anything else (several leaders, a down-conversion, no open data
+    link) runs :func:`handle`'s steps in a task. The answer is the same either way."""
+    plan = _plan(gw, ctx, header, request)
+    loop = ctx.loop or asyncio.get_running_loop()
+    if plan.version > 3 and len(plan.by_node) <= 1:
+        out: asyncio.Future[Result] = loop.create_future()
+        if not plan.by_node:  # every partition answered here (errors)
+            _deliver(out, plan, encode)
+            return out
+        [(node, parts)] = plan.by_node.items()
+        try:
+            call = gw.storage.fetch_started(
+                node,
+                _rpc(parts, plan.max_wait_ms, plan.min_bytes, plan.max_bytes, plan.isolation),
+                _timeout(plan.max_wait_ms),
+            )
+        except Exception as exc:  # the connection closed under us: as a failed call
+            _take_failure(node, parts, exc, plan.results)
+            _deliver(out, plan, encode)
+            return out
+        if call is not None:
+            call.add_done_callback(functools.partial(_called, out, plan, node, parts, encode))
+            return out
+    return loop.create_task(_encoded(gw, plan, encode))
+
+
+async def _encoded(
+    gw: GatewayApi, plan: _Plan, encode: Callable[[FetchResponse], Result]
+) -> Result:
+    return encode(await _answer(gw, plan))
+
+
+def _called(
+    out: asyncio.Future[Result],
+    plan: _Plan,
+    node: int,
+    parts: list[storage_pb2.FetchPartition],
+    encode: Callable[[FetchResponse], Result],
+    call: asyncio.Future[Frame],
+) -> None:
+    """The leader's answer to a fetch :func:`start` sent: the response, as
+    :func:`_fan_out` takes one answer."""
+    if out.done():
+        return  # the client's connection closed meanwhile
+    try:
+        if call.cancelled():  # (nothing cancels it: no one awaits it)
+            raise TimeoutError()
+        answer = fetch_answer(answer_of(call.result()))
+    except Exception as exc:  # DataLinkError, TimeoutError: as _fan_out takes them
+        _take_failure(node, parts, exc, plan.results)
+    else:
+        _take_answer(answer, plan.results)
+    _deliver(out, plan, encode)
+
+
+def _deliver(
+    out: asyncio.Future[Result], plan: _Plan, encode: Callable[[FetchResponse], Result]
+) -> None:
+    try:
+        result = encode(
+            _assemble(plan.version, plan.order, plan.results, plan.max_bytes, plan.isolation)
+        )
+    except Exception as exc:  # the connection closes, as for a task that raised
+        out.set_exception(exc)
+    else:
+        out.set_result(result)
+
+
+def _plan(
+    gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: FetchRequest
+) -> _Plan:
     version = header.api_version
     snap = gw.metadata.current
     by_id = version >= 13
@@ -164,14 +284,31 @@ async def handle(
         max_bytes = min(max_bytes, cap)
         min_bytes = min(min_bytes, max_bytes)
     isolation = request.isolation_level if version >= 4 else 0
-    if by_node:
-        await _fan_out(gw, by_node, request.max_wait_ms, min_bytes, max_bytes, isolation, results)
-    if version <= 3:  # down-conversion of every batch: off the loop when large
-        size = sum(len(records) for _, records in results.values())
-        return await run_heavy(
-            size, lambda: _assemble(version, order, results, max_bytes, isolation)
-        )
-    return _assemble(version, order, results, max_bytes, isolation)
+    return _Plan(
+        version, order, results, by_node, request.max_wait_ms, min_bytes, max_bytes, isolation
+    )
+
+
+def _rpc(
+    parts: list[storage_pb2.FetchPartition],
+    wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    isolation: int,
+) -> storage_pb2.FetchRequest:
+    return storage_pb2.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max(0, wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation,
+        partitions=parts,
+    )
+
+
+def _timeout(wait_ms: int) -> float:
+    """A storage call's deadline: its long poll and then some."""
+    return max(0, wait_ms) / 1000.0 + 10.0
 
 
 async def _call(
@@ -183,15 +320,8 @@ async def _call(
     max_bytes: int,
     isolation: int,
 ) -> tuple[storage_pb2.FetchResponse, list[Buffer]]:
-    rpc = storage_pb2.FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max(0, wait_ms),
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=isolation,
-        partitions=parts,
-    )
-    return await gw.storage.fetch(node, rpc, timeout=max(0, wait_ms) / 1000.0 + 10.0)
+    rpc = _rpc(parts, wait_ms, min_bytes, max_bytes, isolation)
+    return await gw.storage.fetch(node, rpc, timeout=_timeout(wait_ms))
 
 
 async def _fan_out(

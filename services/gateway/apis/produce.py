@@ -56,10 +56,10 @@ from collections.abc import Callable
 import grpc
 from prometheus_client import Counter
 
-from odradek.datalink.client import DataLinkError
-from odradek.datalink.frame import Buffer
+from odradek.datalink.client import DataLinkError, answer_of
+from odradek.datalink.frame import Buffer, Frame, meta_bytes
 from odradek.gateway.authorizer import AclOperation, ResourceType
-from odradek.gateway.connection import ConnectionContext, request_handed_off
+from odradek.gateway.connection import ConnectionContext, Result, request_handed_off
 from odradek.gateway.gateway_api import GatewayApi
 from odradek.gateway.leader_calls import failure_code, leader_answer_code
 from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
@@ -499,3 +499,205 @@ def _apply_answers(queued: QueuedProduce, results: dict[str, dict[int, PartResp]
                 else [],
                 pr.error_message or None,
             )
+
+
+# -- without a task (issue 18) ----------------------------------------------------------------
+
+
+def start(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    header: RequestHeader,
+    request: ProduceRequest,
+    encode: Callable[[ProduceResponse], Result],
+) -> asyncio.Future[Result] | None:
+    """:func:`handle` without a task, the response handed to ``encode``: the request
+    is checked now, takes its place on the lane at the next loop turn, its run is written to the leader's open data link
+    from the lane's callback, and it is answered from the data link answer's callback
+    (as the storage node answers a Produce, ``ReplicationWait``; docs/data-link.md).
+    The same checks, run, storage call and answers as :func:`handle`. None, for
+    :func:`handle` in a task, when a step may await or authorization applies: a
+    transactional id (KIP-890's verification), an authorizer, acks=0 (no response), a
+    legacy version (up-converted off the loop). A run to several leaders, or to one
+    without an open data link, is sent by :func:`_send_run` in a task.
+
+    A client gone meanwhile does not take its request off the lane (a task's
+    cancellation did): it is sent and its answer dropped, as Kafka answers a request
+    it has read into a closed channel."""
+    version = header.api_version
+    loop = ctx.loop
+    if (
+        version < 3
+        or request.transactional_id is not None
+        or request.acks == 0
+        or gw.authorizer.enabled
+        or loop is None
+    ):
+        return None
+    queued = QueuedProduce(request.acks, request.timeout_ms, version, None)
+    queued.handed_off = request_handed_off()
+    out: asyncio.Future[Result] = loop.create_future()
+    prepare = _prepare(gw, version, request, queued, ctx.broker_id)
+    try:
+        prepare.send(None)  # v3+ carries v2 batches: nothing to up-convert, no await
+    except StopIteration as stop:
+        results: dict[str, dict[int, PartResp]] = stop.value
+    except Exception as exc:  # as the task would have raised it: the connection closes
+        out.set_exception(exc)
+        return out
+    else:
+        # It awaited after all (not for this path; none of v3+ does today): the task
+        # prepares it again (its topic's byte and entry counters count it twice).
+        prepare.close()
+        return None
+    started = _Started(gw, ctx.connection_id, ctx.produce_lane, queued, results, encode, out)
+    if not queued.sends:  # nothing to append: nothing to keep in order
+        started.finish()
+        return out
+    # Its place on the lane at the next loop turn: a request of the connection that went
+    # to a task before it (acks=0, a transactional id) enters at its task's first step,
+    # also a callback already scheduled, so the lane is entered in arrival order.
+    loop.call_soon(started.enter)
+    return out
+
+
+class _Started:
+    """A Produce request :func:`start` handles: its steps as loop callbacks."""
+
+    __slots__ = ("encode", "gw", "lane", "lane_id", "out", "queued", "results")
+
+    def __init__(
+        self,
+        gw: GatewayApi,
+        lane_id: int,
+        lane: ProduceLane,
+        queued: QueuedProduce,
+        results: dict[str, dict[int, PartResp]],
+        encode: Callable[[ProduceResponse], Result],
+        out: asyncio.Future[Result],
+    ) -> None:
+        self.gw = gw
+        self.lane_id = lane_id
+        self.lane = lane
+        self.queued = queued
+        self.results = results
+        self.encode = encode
+        self.out = out
+
+    def enter(self) -> None:
+        lane, queued = self.lane, self.queued
+        lane.enter(queued)
+        lane.ready(queued)
+        assert queued.turn is not None
+        queued.turn.add_done_callback(self.turn_came)
+
+    def turn_came(self, turn: asyncio.Future[list[QueuedProduce] | None]) -> None:
+        """Its turn on the lane: send its run, or wait for the run that carries it."""
+        run = turn.result()
+        if run is None:  # an earlier request's run carries it
+            answered = self.queued.answered
+            assert answered is not None
+            answered.add_done_callback(self.answered)
+            return
+        if len(run) > 1:
+            PRODUCE_COALESCED.inc(len(run) - 1)
+        calls = merge_run(run)
+        if len(calls) == 1:
+            [(node, call)] = calls.items()
+            first = run[0]
+            entries = call.partitions
+            head = _request_head(first, self.lane_id)
+            rpc = (
+                head + entries[0].wire
+                if len(entries) == 1
+                else head + b"".join([p.wire for p in entries])
+            )
+            try:
+                sent = self.gw.storage.produce_started(
+                    node, rpc, call.records, max(1.0, first.timeout_ms / 1000.0) + 5.0
+                )
+            except DataLinkError as exc:  # its connection closed just now
+                self.lane.passed(run)
+                self._leader_answered(run, node, call, _failed(call, failure_code(exc)))
+                return
+            except Exception as exc:  # as _send answers it: the client refreshes metadata
+                self.lane.passed(run)
+                answers = _failed(call, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
+                self._leader_answered(run, node, call, answers)
+                return
+            if sent is not None:
+                # Written: the node appends a lane's requests in arrival order, so the
+                # next run may go (_send's on_sent).
+                self.lane.passed(run)
+                sent.add_done_callback(functools.partial(self.leader_answer, run, node, call))
+                return
+        # Several leaders, or no open data link: the task path's sender.
+        assert self.queued.answered is not None
+        self.queued.answered.add_done_callback(self.answered)
+        self.out.get_loop().create_task(_send_run(self.gw, self.lane_id, self.lane, run))
+
+    def leader_answer(
+        self,
+        run: list[QueuedProduce],
+        node: int,
+        call: NodeCall,
+        sent: asyncio.Future[Frame],
+    ) -> None:
+        """The leader's answer to the run's call (as :func:`_send` takes it)."""
+        answers: list[storage_pb2.ProducePartitionResult]
+        if sent.cancelled():
+            answers = _failed(call, ErrorCode.REQUEST_TIMED_OUT)
+        else:
+            try:
+                frame = answer_of(sent.result())
+                response = storage_pb2.ProduceResponse.FromString(meta_bytes(frame))
+            except (DataLinkError, TimeoutError) as exc:
+                log.debug("produce to storage node %s failed: %s", node, exc)
+                answers = _failed(call, failure_code(exc))
+            except Exception as exc:
+                answers = _failed(call, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
+            else:
+                answers = list(response.partitions)
+                if len(answers) != len(call.partitions):
+                    log.warning(
+                        "storage node %s answered %d of %d partition entries",
+                        node,
+                        len(answers),
+                        len(call.partitions),
+                    )
+                    answers = _failed(call, ErrorCode.UNKNOWN_SERVER_ERROR, "incomplete answer")
+        self._leader_answered(run, node, call, answers)
+
+    def _leader_answered(
+        self,
+        run: list[QueuedProduce],
+        node: int,
+        call: NodeCall,
+        answers: list[storage_pb2.ProducePartitionResult],
+    ) -> None:
+        split_answers(run, node, call, answers)
+        _answered(run)  # wakes the requests it carried
+        self.finish()
+
+    def answered(self, _answered: asyncio.Future[None]) -> None:
+        self.finish()
+
+    def finish(self) -> None:
+        """Its answers in: its response (as :func:`handle` ends)."""
+        queued = self.queued
+        queued.turn = queued.answered = None  # (the run holds it: no cycle left behind)
+        results = self.results
+        out = self.out
+        if out.done():
+            return  # its client is gone
+        try:
+            if queued.sends:
+                _apply_answers(queued, results)
+            response = produce_response(
+                [topic_response(topic, list(parts.values())) for topic, parts in results.items()]
+            )
+            result = self.encode(response)
+        except Exception as exc:  # as the task would have raised it: the connection closes
+            out.set_exception(exc)
+        else:
+            out.set_result(result)

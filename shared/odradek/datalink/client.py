@@ -60,14 +60,16 @@ class DataLinkConnection(FrameProtocol):
         self._fail(DataLinkError(f"bad frame: {exc}"))
 
     def frame_received(self, frame: Frame) -> None:
-        fut = self.pending.pop(frame.correlation_id, None)
+        cid = frame.correlation_id
+        fut = self.pending.pop(cid, None)
         if fut is not None:
+            self.deadlines.pop(cid, None)  # (a started call has no awaiting caller to drop it)
             if not fut.done():
                 fut.set_result(frame)
             return
-        answer = self.callbacks.pop(frame.correlation_id, None)
+        answer = self.callbacks.pop(cid, None)
         if answer is not None:
-            self.deadlines.pop(frame.correlation_id, None)
+            self.deadlines.pop(cid, None)
             answer(_error(frame) if frame.kind == ERROR else frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -106,9 +108,19 @@ class DataLinkConnection(FrameProtocol):
         finally:
             self.pending.pop(cid, None)
             self.deadlines.pop(cid, None)
-        if frame.kind == ERROR:
-            raise _error(frame)
-        return frame
+        return answer_of(frame)
+
+    def start_call(
+        self, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame]:
+        """:meth:`call` for a caller without a task (the gateway's consumer Fetch): the
+        request is written now, the future gets the answer frame (pass it to
+        :func:`answer_of`), DataLinkError or TimeoutError. Nothing needs cleaning up
+        after it: the answer, the deadline or a failed connection drops the call's
+        entries; a late answer to a future its caller cancelled is dropped."""
+        fut: asyncio.Future[Frame] = self.loop.create_future()
+        self._start(kind, meta, blobs, timeout, fut)
+        return fut
 
     def call_with(
         self,
@@ -170,7 +182,7 @@ class DataLinkConnection(FrameProtocol):
         for cid, at in list(self.deadlines.items()):
             if at <= now:
                 del self.deadlines[cid]
-                fut = self.pending.get(cid)
+                fut = self.pending.pop(cid, None)  # (its late answer is dropped)
                 if fut is not None and not fut.done():
                     fut.set_exception(TimeoutError())
                 answer = self.callbacks.pop(cid, None)
@@ -185,6 +197,13 @@ class DataLinkConnection(FrameProtocol):
 def _error(frame: Frame) -> DataLinkError:
     """The DataLinkError an ERROR answer stands for."""
     return DataLinkError(bytes(frame.meta).decode("utf-8", "replace"))
+
+
+def answer_of(frame: Frame) -> Frame:
+    """The answer of a call, or DataLinkError when the node failed it."""
+    if frame.kind == ERROR:
+        raise _error(frame)
+    return frame
 
 
 def fetch_request(request: storage_pb2.FetchRequest) -> tuple[int, bytes]:
@@ -262,6 +281,14 @@ class DataLinkPool:
         if conn is None:
             conn = await asyncio.wait_for(self._connection(node_id), timeout)
         return await conn.call(kind, meta, blobs, timeout, on_sent)
+
+    def start_call(
+        self, node_id: int, kind: int, meta: bytes, blobs: Sequence[Buffer], timeout: float
+    ) -> asyncio.Future[Frame] | None:
+        """:meth:`DataLinkConnection.start_call` on the node's open connection; None
+        when it has none open (the caller then uses :meth:`call`, which opens one)."""
+        conn = self._open_connection(node_id)
+        return None if conn is None else conn.start_call(kind, meta, blobs, timeout)
 
     def _open_connection(self, node_id: int) -> DataLinkConnection | None:
         """The node's connection when it is open at the node's current address: the

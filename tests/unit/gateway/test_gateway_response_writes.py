@@ -132,3 +132,32 @@ async def test_a_failed_request_ends_the_connection_after_the_answers_before_it(
     assert await asyncio.wait_for(reader.read(), 30) == b""
     writer.close()
     await lst.stop(grace=0.1)
+
+
+async def test_answers_are_written_without_a_writer_task() -> None:
+    """Each request's task writes its answer from its completion callback when it is
+    the oldest unanswered one: no writer task woken per answer (issue 18)."""
+    tasks: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        tasks.append(getattr(coro, "__qualname__", "?"))
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    async def handle(_ctx: ConnectionContext, header: RequestHeader, _body: memoryview) -> Result:
+        return stand_in_answer(header.correlation_id)
+
+    lst, reader, writer = await _serve(handle)
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(factory)
+    try:
+        for cid in range(5):  # one at a time: each answer alone at the head
+            writer.write(stand_in_request(cid, api_key=0))
+            assert await asyncio.wait_for(read_answers(reader, 1), 30) == [cid]
+        writer.write(b"".join(stand_in_request(cid, api_key=0) for cid in range(5, 25)))
+        assert await asyncio.wait_for(read_answers(reader, 20), 30) == list(range(5, 25))
+    finally:
+        loop.set_task_factory(None)
+    # One task per request, its handler's; before, the connection's writer task too.
+    assert [t for t in tasks if t.startswith("KafkaConnection.")] == ["KafkaConnection._run"] * 25
+    writer.close()
+    await lst.stop(grace=0.1)
