@@ -341,7 +341,8 @@ class ConnectionContext:
 
 class KafkaConnection(asyncio.BaseProtocol):
     """One client connection; its bytes arrive by ``data_received`` (a plain
-    ``asyncio.Protocol``'s way; :class:`TlsKafkaConnection` reads in place)."""
+    ``asyncio.Protocol``'s way; the listener's :class:`InPlaceKafkaConnection` and
+    :class:`TlsKafkaConnection` read in place)."""
 
     _next_id = 0
 
@@ -1088,22 +1089,13 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.transport.abort()
 
 
-class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
-    """A connection on a TLS listener. The TLS transport decrypts straight into the
-    decoder's buffers (``FrameDecoder.get_buffer``), a large request into a buffer of
-    its own, instead of into a new bytes object per read that the decoder then joins
-    again (uvloop's copying path allocates 256 KB per 16 KB TLS record): 0.2-1.3 gateway
-    CPU-s less per GB produced over SASL_SSL (docs/security.md, "Throughput")."""
-
-    # The listener's registration (KafkaListener._make): the protocol of a TLS connection
-    # hears nothing until its handshake is done, and nothing at all when it fails (the
-    # transport then only closes the socket), so it joins the listener's set here.
-    on_open: Callable[[KafkaConnection], None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if self.on_open is not None:
-            self.on_open(self)
-        super().connection_made(transport)
+class InPlaceKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
+    """A connection whose transport writes into the decoder's buffers
+    (``FrameDecoder.get_buffer``), a large request into a buffer of its own, instead of
+    into a new bytes object per read that the decoder then joins again: on PLAINTEXT
+    uvloop copied every read out of its own buffer into bytes, and the decoder joined a
+    ~1 MB Produce request from them, two copies of every produced byte (issue 18,
+    docs/data-link.md "Produce CPU per GB: the frame copies")."""
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.closed:  # (a failed stream: what is still read goes nowhere)
@@ -1123,6 +1115,23 @@ class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
             self._malformed(exc)
             return
         self._frames_read(frames)
+
+
+class TlsKafkaConnection(InPlaceKafkaConnection):
+    """A connection on a TLS listener. The TLS transport decrypts straight into the
+    decoder's buffers (uvloop's copying path allocates 256 KB per 16 KB TLS record):
+    0.2-1.3 gateway CPU-s less per GB produced over SASL_SSL (docs/security.md,
+    "Throughput")."""
+
+    # The listener's registration (KafkaListener._make): the protocol of a TLS connection
+    # hears nothing until its handshake is done, and nothing at all when it fails (the
+    # transport then only closes the socket), so it joins the listener's set here.
+    on_open: Callable[[KafkaConnection], None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.on_open is not None:
+            self.on_open(self)
+        super().connection_made(transport)
 
 
 class KafkaListener:
@@ -1189,7 +1198,7 @@ class KafkaListener:
             tls_conn = TlsKafkaConnection(*args, self.quota, self.answer_at_once)
             tls_conn.on_open = self.connections.add
             return tls_conn
-        conn = KafkaConnection(*args, self.quota, self.answer_at_once)
+        conn = InPlaceKafkaConnection(*args, self.quota, self.answer_at_once)
         self.connections.add(conn)
         return conn
 
