@@ -1105,12 +1105,21 @@ class InPlaceKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
-        if not self.decoder.filling_frame and self._must_hold():
-            self._hold(self.decoder.take_read(nbytes))
+        decoder = self.decoder
+        if decoder.filling_frame:
+            self.last_activity = time.monotonic()
+            if decoder.missing_bytes > nbytes:
+                # More of a large request, not its end (most reads of a 1 MB Produce):
+                # its whole buffer is in the budget since it began, nothing is split.
+                decoder.buffer_updated(nbytes)
+                return
+        elif self._must_hold():
+            self._hold(decoder.take_read(nbytes))
             return
-        self.last_activity = time.monotonic()
+        else:
+            self.last_activity = time.monotonic()
         try:
-            frames = self.decoder.buffer_updated(nbytes, self._room())
+            frames = decoder.buffer_updated(nbytes, self._room())
         except ProtocolError as exc:
             self._malformed(exc)
             return

@@ -110,7 +110,7 @@ def encode(
     return out
 
 
-def parse(body: bytearray | bytes) -> Frame:
+def parse(body: bytearray | bytes | memoryview) -> Frame:
     """One frame from its bytes after the size field; blobs are views of ``body``."""
     view = memoryview(body)
     end = len(view)

@@ -126,6 +126,11 @@ class FrameDecoder:
             raise
 
     @property
+    def missing_bytes(self) -> int:
+        """Bytes the frame being read in place still needs (with :attr:`filling_frame`)."""
+        return self._need - self._have
+
+    @property
     def filling_frame(self) -> bool:
         """Whether the next read lands in a frame's own buffer (not a new one)."""
         return self._body is not None

@@ -130,3 +130,45 @@ def test_used_up_budget_holds_plaintext_reads_until_released(loop: str) -> None:
             await lst.stop()
 
     LOOPS[loop](run())
+
+
+def test_reads_inside_a_large_request_skip_the_split() -> None:
+    """A 1 MB request arrives in many reads (~130 KB each from librdkafka on loopback):
+    the reads that only add to its buffer do not run the connection's split and
+    accounting (its buffer is in the budget whole since it began); the read that
+    completes it does. Still exactly the bytes sent."""
+    big = bytes(range(256)) * 4_000
+
+    async def run() -> None:
+        handler = _Handler()
+        lst = KafkaListener("127.0.0.1", 0, handler, ConnectionLimits())
+        await lst.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
+            await wait_until_async(lambda: lst.connections, "the connection", timeout=10)
+            (conn,) = lst.connections
+            splits = 0
+            split = conn._frames_read
+
+            def counted(frames: list[memoryview | bytes]) -> None:
+                nonlocal splits
+                splits += 1
+                split(frames)
+
+            conn._frames_read = counted  # type: ignore[method-assign]
+            request = stand_in_request(1, 0, big)
+            pieces = range(0, len(request), 32 * 1024)
+            for start in pieces:
+                writer.write(request[start : start + 32 * 1024])
+                await writer.drain()
+                await asyncio.sleep(0.002)  # one read per piece, most of them
+            await wait_until_async(lambda: 1 in handler.bodies, "the request", timeout=10)
+            handler.gate(1).set()
+            assert await _answer(reader) == 1
+            assert bytes(handler.bodies[1][-len(big) :]) == big
+            assert splits <= 3, (splits, len(pieces))
+            writer.close()
+        finally:
+            await lst.stop()
+
+    uvloop.run(run())
