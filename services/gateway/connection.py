@@ -347,7 +347,8 @@ class ConnectionContext:
 
 class KafkaConnection(asyncio.BaseProtocol):
     """One client connection; its bytes arrive by ``data_received`` (a plain
-    ``asyncio.Protocol``'s way; :class:`TlsKafkaConnection` reads in place)."""
+    ``asyncio.Protocol``'s way; the listener's :class:`InPlaceKafkaConnection` and
+    :class:`TlsKafkaConnection` read in place)."""
 
     _next_id = 0
 
@@ -1143,12 +1144,48 @@ class KafkaConnection(asyncio.BaseProtocol):
             self.transport.abort()
 
 
-class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
+class InPlaceKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
+    """A connection whose transport writes into the decoder's buffers
+    (``FrameDecoder.get_buffer``), a large request into a buffer of its own, instead of
+    into a new bytes object per read that the decoder then joins again: on PLAINTEXT
+    uvloop copied every read out of its own buffer into bytes, and the decoder joined a
+    ~1 MB Produce request from them, two copies of every produced byte (issue 18,
+    docs/data-link.md "Produce CPU per GB: the frame copies")."""
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.closed:  # (a failed stream: what is still read goes nowhere)
+            return memoryview(bytearray(4096))
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        decoder = self.decoder
+        if decoder.filling_frame:
+            self.last_activity = time.monotonic()
+            if decoder.missing_bytes > nbytes:
+                # More of a large request, not its end (most reads of a 1 MB Produce):
+                # its whole buffer is in the budget since it began, nothing is split.
+                decoder.buffer_updated(nbytes)
+                return
+        elif self._must_hold():
+            self._hold(decoder.take_read(nbytes))
+            return
+        else:
+            self.last_activity = time.monotonic()
+        try:
+            frames = decoder.buffer_updated(nbytes, self._room())
+        except ProtocolError as exc:
+            self._malformed(exc)
+            return
+        self._frames_read(frames)
+
+
+class TlsKafkaConnection(InPlaceKafkaConnection):
     """A connection on a TLS listener. The TLS transport decrypts straight into the
-    decoder's buffers (``FrameDecoder.get_buffer``), a large request into a buffer of
-    its own, instead of into a new bytes object per read that the decoder then joins
-    again (uvloop's copying path allocates 256 KB per 16 KB TLS record): 0.2-1.3 gateway
-    CPU-s less per GB produced over SASL_SSL (docs/security.md, "Throughput")."""
+    decoder's buffers (uvloop's copying path allocates 256 KB per 16 KB TLS record):
+    0.2-1.3 gateway CPU-s less per GB produced over SASL_SSL (docs/security.md,
+    "Throughput")."""
 
     # The listener's registration (KafkaListener._make): the protocol of a TLS connection
     # hears nothing until its handshake is done, and nothing at all when it fails (the
@@ -1159,25 +1196,6 @@ class TlsKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
         if self.on_open is not None:
             self.on_open(self)
         super().connection_made(transport)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self.closed:  # (a failed stream: what is still read goes nowhere)
-            return memoryview(bytearray(4096))
-        return self.decoder.get_buffer(sizehint)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if self.closed:
-            return
-        if not self.decoder.filling_frame and self._must_hold():
-            self._hold(self.decoder.take_read(nbytes))
-            return
-        self.last_activity = time.monotonic()
-        try:
-            frames = self.decoder.buffer_updated(nbytes, self._room())
-        except ProtocolError as exc:
-            self._malformed(exc)
-            return
-        self._frames_read(frames)
 
 
 class KafkaListener:
@@ -1244,7 +1262,7 @@ class KafkaListener:
             tls_conn = TlsKafkaConnection(*args, self.quota, self.answer_at_once)
             tls_conn.on_open = self.connections.add
             return tls_conn
-        conn = KafkaConnection(*args, self.quota, self.answer_at_once)
+        conn = InPlaceKafkaConnection(*args, self.quota, self.answer_at_once)
         self.connections.add(conn)
         return conn
 

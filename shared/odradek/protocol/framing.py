@@ -23,7 +23,8 @@ straight into them instead of into a new bytes object per read that the decoder 
 joins (docs/security.md, "Throughput"). Each read gets a new buffer of about the size
 the transport offers (frames inside it are returned as views, so it is never reused);
 once a frame of ``DIRECT_READ_BYTES`` or more has begun, the rest of it lands in that
-frame's own buffer, which is returned whole when full.
+frame's own buffer, which is returned whole when full. A small read (a one-record
+request) is copied into bytes instead and its buffer handed out again.
 
 At most ``limit`` frames per call when the caller gives one (the requests its
 connection may still queue): a 256 KiB read of 30-byte pipelined requests is thousands
@@ -52,6 +53,9 @@ DIRECT_READ_BYTES = 16 * 1024
 READ_MIN_BYTES = 1024
 READ_DEFAULT_BYTES = 64 * 1024
 READ_MAX_BYTES = 256 * 1024
+# A read smaller than this is copied into bytes and its buffer handed out again for the
+# next read: for a one-record request the copy costs less than a new buffer.
+REUSE_BELOW_BYTES = 4 * 1024
 
 
 def frame(payload: bytes | bytearray | memoryview) -> bytes:
@@ -71,6 +75,7 @@ class FrameDecoder:
         "_head",
         "_need",
         "_rest",
+        "_spare",
         "max_frame_bytes",
     )
 
@@ -84,6 +89,7 @@ class FrameDecoder:
         self._body: bytearray | None = None  # that frame's own buffer (read in place)
         self._fresh: bytearray | None = None  # the buffer handed out by get_buffer
         self._rest: memoryview | None = None  # bytes not parsed yet (past a call's limit)
+        self._spare: bytearray | None = None  # a read buffer nothing refers to any more
 
     @property
     def buffered_bytes(self) -> int:
@@ -120,6 +126,11 @@ class FrameDecoder:
             raise
 
     @property
+    def missing_bytes(self) -> int:
+        """Bytes the frame being read in place still needs (with :attr:`filling_frame`)."""
+        return self._need - self._have
+
+    @property
     def filling_frame(self) -> bool:
         """Whether the next read lands in a frame's own buffer (not a new one)."""
         return self._body is not None
@@ -141,15 +152,20 @@ class FrameDecoder:
                 self._body = body
             return memoryview(self._body)[self._have :]
         size = READ_DEFAULT_BYTES if sizehint <= 0 else sizehint
-        # Not zeroed: only the bytes a read reports are ever looked at.
-        self._fresh = receive_buffer(min(max(size, READ_MIN_BYTES), READ_MAX_BYTES))
-        return memoryview(self._fresh)
+        size = min(max(size, READ_MIN_BYTES), READ_MAX_BYTES)
+        fresh, self._spare = self._spare, None
+        if fresh is None or len(fresh) != size:
+            # Not zeroed: only the bytes a read reports are ever looked at.
+            fresh = receive_buffer(size)
+        self._fresh = fresh
+        return memoryview(fresh)
 
     def take_read(self, nbytes: int) -> bytes:
         """The ``nbytes`` just written into a new buffer, unparsed (for a caller that
         holds them back and feeds them later). Not for a frame's own buffer."""
         assert self._fresh is not None, "take_read after a read into a frame's own buffer"
         fresh, self._fresh = self._fresh, None
+        self._spare = fresh
         return bytes(memoryview(fresh)[:nbytes])
 
     def buffer_updated(self, nbytes: int, limit: int | None = None) -> list[memoryview | bytes]:
@@ -168,8 +184,13 @@ class FrameDecoder:
             return [memoryview(body).toreadonly()]
         fresh, self._fresh = self._fresh, None
         assert fresh is not None, "buffer_updated without get_buffer"
-        # The buffer is never handed out again: frames may be views of it.
-        data: bytes | memoryview = memoryview(fresh).toreadonly()[:nbytes]
+        data: bytes | memoryview
+        if nbytes < REUSE_BELOW_BYTES:
+            data = bytes(memoryview(fresh)[:nbytes])
+            self._spare = fresh
+        else:
+            # The buffer is never handed out again: frames may be views of it.
+            data = memoryview(fresh).toreadonly()[:nbytes]
         if self._rest is not None:  # (read before the kept bytes were parsed)
             data, self._rest = bytes(self._rest) + bytes(data), None
         return self._guarded(data, limit)

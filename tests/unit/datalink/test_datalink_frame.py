@@ -10,8 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.datalink import frame as frame_module
 from odradek.datalink.frame import (
     FETCH,
+    PRODUCE,
+    READ_BYTES,
     STAGING_BYTES,
     Frame,
     FrameError,
@@ -70,16 +73,16 @@ def test_large_frame_is_received_into_its_own_buffer() -> None:
     assert a.blobs[1].nbytes == 0
 
 
-def test_a_frame_begun_in_staging_moves_to_its_own_buffer_in_one_copy() -> None:
-    """The head of a large frame that arrived in staging is copied into the frame's own
-    buffer directly: the read allocates that buffer and no temporary of the head's size
-    (a slice of the staging bytearray was one, a second copy of up to 256 KB per large
-    Fetch answer)."""
-    blob = bytes(range(256)) * (4 * STAGING_BYTES // 256)
+def test_a_frame_too_large_for_staging_moves_to_its_own_buffer_in_one_copy() -> None:
+    """The head of a frame larger than the staging buffer, which arrived in staging, is
+    copied into the frame's own buffer directly: the read allocates that buffer and no
+    temporary of the head's size (a slice of the staging bytearray was one)."""
+    blob = bytes(range(256)) * ((STAGING_BYTES + READ_BYTES) // 256)
     stream = b"".join(bytes(p) for p in encode(3, FETCH, b"m", [blob]))
-    reader = FrameReader(1 << 24)
+    reader = FrameReader(1 << 25)
     buf = reader.get_buffer()
     n = len(buf)
+    assert n == READ_BYTES  # between frames a read brings at most this much
     buf[:] = stream[:n]
     tracemalloc.start()
     try:
@@ -92,6 +95,83 @@ def test_a_frame_begun_in_staging_moves_to_its_own_buffer_in_one_copy() -> None:
     rest[:] = stream[n:]
     [frame] = reader.buffer_updated(len(rest))
     assert bytes(frame.blobs[0]) == blob
+
+
+def test_a_large_frame_is_read_into_staging_and_handed_over_without_a_copy() -> None:
+    """A Produce request of a megabyte (issue 18): its first read lands in the staging
+    buffer, the next read is offered exactly the rest of the frame in that same buffer,
+    and the frame's blobs are views of the very buffer the socket wrote into; no buffer
+    of the frame's size is allocated. The reader then takes a new staging buffer for
+    the next frame, and the frame already returned keeps its bytes."""
+    blobs = [bytes([i]) * 333_333 for i in (1, 2, 3)]
+    stream = b"".join(bytes(p) for p in encode(5, PRODUCE, b"head", blobs))
+    reader = FrameReader(1 << 24)
+    first = reader.get_buffer()
+    written_into = first.obj
+    first[:] = stream[: len(first)]
+    tracemalloc.start()
+    try:
+        assert reader.buffer_updated(len(first)) == []
+        rest = reader.get_buffer()
+        assert rest.obj is written_into and len(rest) == len(stream) - len(first)
+        rest[:] = stream[len(first) :]
+        [frame] = reader.buffer_updated(len(rest))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert all(b.obj is written_into for b in frame.blobs)
+    assert not any(b.readonly for b in frame.blobs)  # the log patches offsets in place
+    # The one allocation is the next staging buffer (unwritten: address space only),
+    # not a megabyte for the frame besides.
+    assert STAGING_BYTES <= peak < STAGING_BYTES + 64 * 1024, peak
+    following = encode(6, PRODUCE, b"next", [b"\xff" * 100_000])
+    got = _feed(reader, b"".join(bytes(p) for p in following), [])
+    assert got[0].blobs[0].obj is not written_into
+    assert [bytes(b) for b in frame.blobs] == blobs
+    assert bytes(frame.meta) == b"head" and frame.correlation_id == 5
+
+
+def test_a_frame_that_follows_a_large_one_in_a_read_is_not_copied_either() -> None:
+    """One read brings a whole large frame and the start of the next large one: the
+    first is returned as views, the second completes in the same buffer after it."""
+    one = b"".join(bytes(p) for p in encode(1, PRODUCE, b"a", [b"\x01" * 100_000]))
+    two = b"".join(bytes(p) for p in encode(2, PRODUCE, b"b", [b"\x02" * 900_000]))
+    reader = FrameReader(1 << 24)
+    buf = reader.get_buffer()
+    staging = buf.obj
+    n = len(buf)
+    buf[:] = (one + two)[:n]
+    [a] = reader.buffer_updated(n)
+    rest = reader.get_buffer()
+    assert rest.obj is staging and len(rest) == len(one) + len(two) - n
+    rest[:] = (one + two)[n:]
+    [b] = reader.buffer_updated(len(rest))
+    assert a.blobs[0].obj is staging and b.blobs[0].obj is staging
+    assert bytes(a.blobs[0]) == b"\x01" * 100_000 and bytes(b.blobs[0]) == b"\x02" * 900_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 700), min_size=1, max_size=8),
+    cuts=st.lists(st.integers(1, 900), max_size=8),
+)
+def test_frames_of_every_size_in_any_chunking_keep_their_bytes(
+    sizes: list[int], cuts: list[int]
+) -> None:
+    """The staging scheme at a small scale (a 1 KB staging buffer, frames of 128 bytes
+    or more handed over): every frame read, whether copied out, completed in place,
+    handed over or given its own buffer, still holds its own bytes after all the
+    frames that followed it were read."""
+    frames = [(i, FETCH, b"m", [bytes([i % 251]) * size]) for i, size in enumerate(sizes)]
+    stream = b"".join(b"".join(bytes(x) for x in encode(*f)) for f in frames)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(frame_module, "STAGING_BYTES", 1024)
+        mp.setattr(frame_module, "READ_BYTES", 256)
+        mp.setattr(frame_module, "HAND_OVER_BYTES", 128)
+        got = _feed(FrameReader(1 << 20), stream, cuts)
+    assert [(g.correlation_id, [bytes(b) for b in g.blobs]) for g in got] == [
+        (cid, blobs) for cid, _, _, blobs in frames
+    ]
 
 
 @pytest.mark.parametrize("size", [-1, 5, (1 << 20) + 1])

@@ -17,6 +17,7 @@ from odradek.protocol.exceptions import (
 from odradek.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     DIRECT_READ_BYTES,
+    REUSE_BELOW_BYTES,
     FrameDecoder,
     frame,
 )
@@ -181,16 +182,33 @@ def test_a_large_frame_lands_in_its_own_buffer() -> None:
     assert not decoder.filling_frame and decoder.buffered_bytes == 0
 
 
-def test_small_frames_are_views_of_the_read() -> None:
+def test_small_frames_are_views_of_a_large_read() -> None:
     decoder = FrameDecoder()
-    data = b"".join(frame(p) for p in PAYLOADS)
+    data = b"".join(frame(p) for p in PAYLOADS) * 8
+    assert len(data) >= REUSE_BELOW_BYTES
     buf = decoder.get_buffer(len(data))
     buf[: len(data)] = data
     frames = decoder.buffer_updated(len(data))
-    assert [bytes(f) for f in frames] == PAYLOADS
+    assert [bytes(f) for f in frames] == PAYLOADS * 8
     assert all(isinstance(f, memoryview) and f.readonly and f.obj is buf.obj for f in frames)
     # the next read gets a new buffer: the frames handed on are never overwritten
-    assert decoder.get_buffer(10).obj is not buf.obj
+    assert decoder.get_buffer(len(data)).obj is not buf.obj
+
+
+def test_a_small_read_is_copied_and_its_buffer_read_into_again() -> None:
+    """A one-record request's read: the frames are copied out (a few hundred bytes) and
+    the buffer serves the next read, instead of a new one allocated per read (issue 18:
+    PLAINTEXT connections read in place too, one read per small request)."""
+    decoder = FrameDecoder()
+    data = _stream()
+    assert len(data) < REUSE_BELOW_BYTES
+    buf = decoder.get_buffer(4096)
+    buf[: len(data)] = data
+    frames = decoder.buffer_updated(len(data))
+    again = decoder.get_buffer(4096)
+    assert again.obj is buf.obj
+    again[: len(data)] = b"\xee" * len(data)  # the next read overwrites it
+    assert [bytes(f) for f in frames] == PAYLOADS
 
 
 def test_held_read_then_fed_keeps_the_stream() -> None:
