@@ -116,6 +116,7 @@ from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.gateway.authentication import SaslSession
 from odradek.gateway.listeners import ANONYMOUS, ListenerSecurity
 from odradek.gateway.memory_pool import MemoryPool
+from odradek.gateway.metadata_turns import metadata_turns
 from odradek.gateway.ordered_lanes import OrderedLanes
 from odradek.gateway.produce_lane import ProduceLane
 from odradek.gateway.refusal_log import RefusalLog
@@ -130,6 +131,7 @@ _refusals = RefusalLog(log)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 _PRODUCE = 0  # ApiKey.PRODUCE, and how a request frame starts with it (INT16 api key)
 _PRODUCE_KEY = struct.pack(">h", _PRODUCE)
+_METADATA_KEY = struct.pack(">h", 3)  # ApiKey.METADATA
 # Linux's SIOCOUTQ (the same number as TIOCOUTQ): bytes in a TCP socket's send queue
 # that the peer has not acknowledged yet (tcp(7)).
 _SIOCOUTQ: int = getattr(termios, "TIOCOUTQ", -1)
@@ -744,6 +746,10 @@ class KafkaConnection(asyncio.BaseProtocol):
         while self.waiting and self._may_start(self.waiting[0]):
             if self.closed:
                 return
+            if self.waiting[0][:2] == _METADATA_KEY and not metadata_turns(self._loop).may_start(
+                self._start_waiting
+            ):
+                return  # a few Metadata requests start per loop turn (metadata_turns.py)
             body = memoryview(self.waiting.popleft())
             size = len(body)
             try:
@@ -842,7 +848,7 @@ class KafkaConnection(asyncio.BaseProtocol):
                     if self.draining and self.decoder.unparsed_bytes and not self.waiting:
                         self._parse_more()  # requests read before the client's EOF
                         continue
-                    if self.draining:
+                    if self.draining and not self.waiting:  # (waiting: for their turn)
                         self.close()
                         return
                     self.wakeup.clear()
