@@ -55,7 +55,14 @@ link to the storage node is its Unix socket here, and other processes of the nam
 count too; docs/security.md, "Hostile clients"), and the gateway's own Produce time
 (``odradek_gateway_request_seconds``: handler start to response ready, the storage
 round trip included) against the clients' timing. ``ODRADEK_LOOP_STALL_STACKS=FILE`` in
-the environment also writes the loop thread's stacks during its stalls to FILE.
+the environment also writes the loop thread's stacks during its stalls to FILE (a
+sample names where the loop thread let go of the GIL, often a system call made from
+Python such as ``unsent_bytes``'s ioctl, not necessarily where the time went).
+All of these are read while the well-behaved clients run (the hostile process
+outlives them by up to 5 s). Last, per condition, its p99 by segment and how many of
+the requests at or over its pooled p99 were sent within one second: on the shared
+machine the pooled p99 was mostly one episode of one segment in which every client
+was late together (docs/security.md, "Hostile clients").
 """
 
 from __future__ import annotations

@@ -28,7 +28,10 @@ starts it, when it could start anyway, with no task and no handler slot, while f
 than ``SPLIT_AHEAD`` answers wait to be written and they stay under
 ``connection.max.unread.response.bytes``; the writer sends the answers queued together
 in one write (issue 14's never-read clients: a task, a wake-up of the writer and a
-write system call per answer before).
+write system call per answer before). Metadata requests start at most
+``metadata_turns.PER_TURN`` per event loop turn over all connections, the rest in
+the turns after (metadata_turns.py): never-read clients taking their answers together
+had their connections answer 120 of them in one turn.
 
 Limits, with Kafka's names where Kafka has one:
 - ``socket.request.max.bytes``: a larger size prefix closes the connection before
