@@ -664,7 +664,7 @@ class KafkaConnection(asyncio.BaseProtocol):
     def eof_received(self) -> bool | None:
         # Half-close: let queued responses go out, then close (Kafka closes on EOF).
         self.draining = True
-        if self.writer_task is None:  # no request started: nothing to send
+        if self.writer_task is None and not self.waiting:  # nothing read: nothing to send
             self.close()
         self.wakeup.set()
         return True

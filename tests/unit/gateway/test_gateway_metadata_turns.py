@@ -15,7 +15,7 @@ from collections.abc import Callable
 from helpers.stand_in_frames import read_answers, stand_in_answer, stand_in_request
 
 from odradek.gateway.connection import ConnectionContext, ConnectionLimits, KafkaListener
-from odradek.gateway.metadata_turns import PER_TURN, TurnAllowance
+from odradek.gateway.metadata_turns import PER_TURN, TurnAllowance, metadata_turns
 from odradek.protocol.headers import RequestHeader
 
 CLIENTS = 20
@@ -105,3 +105,31 @@ async def test_allowance_goes_round_in_the_order_asked() -> None:
     assert started == ["a", "a", "a", "b", "c", "c"]
     await asyncio.sleep(0)
     assert started == ["a", "a", "a", "b", "c", "c"]  # and nothing twice
+
+
+async def test_a_client_half_closed_before_its_turn_gets_its_answers() -> None:
+    """Requests read before the client's EOF are answered (Kafka answers what it read),
+    also when none of them has started yet because the turn's allowance was used up
+    (one a turn here: the second connection's first request waits for the next)."""
+    allowance = metadata_turns(asyncio.get_running_loop())
+    allowance.per_turn = 1
+    assert allowance.may_start(lambda: None)  # (a turn begins: the next one allows 1)
+    await asyncio.sleep(0)
+    lst = KafkaListener("127.0.0.1", 0, _handled, ConnectionLimits(), answer_at_once=_AtOnce())
+    port = await lst.start()
+    try:
+        clients = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+        request = b"".join(stand_in_request(cid) for cid in range(5))
+        for _, writer in clients:
+            writer.write(request)
+            writer.write_eof()
+        answers = await asyncio.wait_for(
+            asyncio.gather(*(read_answers(reader, 5) for reader, _ in clients)), 30
+        )
+        assert all(cids == list(range(5)) for cids in answers)
+        for reader, writer in clients:
+            assert await asyncio.wait_for(reader.read(), 10) == b""  # then closed
+            writer.close()
+    finally:
+        allowance.per_turn = PER_TURN
+        await lst.stop(grace=0.1)
