@@ -30,7 +30,10 @@ starts it, when it could start anyway, with no task and no handler slot, while f
 than ``SPLIT_AHEAD`` answers wait to be written and they stay under
 ``connection.max.unread.response.bytes``; they are sent together at the next loop
 turn, in one write (issue 14's never-read clients: a task, a wake-up of the writer and a
-write system call per answer before).
+write system call per answer before). Metadata requests start at most
+``metadata_turns.PER_TURN`` per event loop turn over all connections, the rest in
+the turns after (metadata_turns.py): never-read clients taking their answers together
+had their connections answer 120 of them in one turn.
 
 Limits, with Kafka's names where Kafka has one:
 - ``socket.request.max.bytes``: a larger size prefix closes the connection before
@@ -117,6 +120,7 @@ from odradek.config_catalog.gateway import GATEWAY_CONFIGS
 from odradek.gateway.authentication import SaslSession
 from odradek.gateway.listeners import ANONYMOUS, ListenerSecurity
 from odradek.gateway.memory_pool import MemoryPool
+from odradek.gateway.metadata_turns import metadata_turns
 from odradek.gateway.ordered_lanes import OrderedLanes
 from odradek.gateway.produce_lane import ProduceLane
 from odradek.gateway.refusal_log import RefusalLog
@@ -131,6 +135,7 @@ _refusals = RefusalLog(log)
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 _PRODUCE = 0  # ApiKey.PRODUCE, and how a request frame starts with it (INT16 api key)
 _PRODUCE_KEY = struct.pack(">h", _PRODUCE)
+_METADATA_KEY = struct.pack(">h", 3)  # ApiKey.METADATA
 # Linux's SIOCOUTQ (the same number as TIOCOUTQ): bytes in a TCP socket's send queue
 # that the peer has not acknowledged yet (tcp(7)).
 _SIOCOUTQ: int = getattr(termios, "TIOCOUTQ", -1)
@@ -673,7 +678,7 @@ class KafkaConnection(asyncio.BaseProtocol):
     def eof_received(self) -> bool | None:
         # Half-close: let queued responses go out, then close (Kafka closes on EOF).
         self.draining = True
-        if not self.started:  # no request started: nothing to send
+        if not self.started and not self.waiting:  # nothing read: nothing to send
             self.close()
         self._flush()
         return True
@@ -756,6 +761,10 @@ class KafkaConnection(asyncio.BaseProtocol):
         while self.waiting and self._may_start(self.waiting[0]):
             if self.closed:
                 return
+            if self.waiting[0][:2] == _METADATA_KEY and not metadata_turns(self._loop).may_start(
+                self._start_waiting
+            ):
+                return  # a few Metadata requests start per loop turn (metadata_turns.py)
             body = memoryview(self.waiting.popleft())
             size = len(body)
             try:
@@ -909,7 +918,7 @@ class KafkaConnection(asyncio.BaseProtocol):
                 if self.draining and self.decoder.unparsed_bytes and not self.waiting:
                     self._parse_more()  # requests read before the client's EOF
                     continue
-                if self.draining:
+                if self.draining and not self.waiting:  # (waiting: for their turn)
                     self.close()
                 return
             fut, size, slot = self.pending[0]
