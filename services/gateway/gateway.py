@@ -75,6 +75,7 @@ from odradek.protocol.fetch_response import encode_fetch_response
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import (
     FetchResponse,
+    Message,
     MetadataResponse,
     ProduceResponse,
     decode_request,
@@ -513,15 +514,10 @@ class Gateway:
         docs/data-link.md). None, and so :meth:`_dispatch` in a task, whenever a client
         quota is configured (throttling.py awaits) or the request does not decode (its
         error answer is :meth:`_dispatch`'s); the same metrics as :meth:`_dispatch`."""
-        if self.quotas.any() or _FETCH not in self.handlers:
+        decoded = self._decoded_to_start(header, body)
+        if decoded is None:
             return None
-        start = time.perf_counter()
-        try:
-            request = decode_request(header, body)
-        except ProtocolError:
-            return None
-        metrics = self._request_metrics(_FETCH, header.api_version)
-        metrics.requests.inc()
+        request, metrics, start = decoded
         return fetch_api.start(
             self,
             ctx,
@@ -529,6 +525,24 @@ class Gateway:
             request,  # type: ignore[arg-type]  # a Fetch header decodes to a FetchRequest
             functools.partial(_fetch_frame, header, metrics.seconds, start),
         )
+
+    def _decoded_to_start(
+        self, header: RequestHeader, body: memoryview
+    ) -> tuple[Message, _RequestMetrics, float] | None:
+        """The request decoded, its metrics counted and its clock started, for a request
+        handled without a task; None (:meth:`_dispatch` in a task then) whenever a client
+        quota is configured (throttling.py awaits), the API has no handler, or the
+        request does not decode (its error answer is :meth:`_dispatch`'s)."""
+        if self.quotas.any() or header.api_key not in self.handlers:
+            return None
+        start = time.perf_counter()
+        try:
+            request = decode_request(header, body)
+        except ProtocolError:
+            return None
+        metrics = self._request_metrics(header.api_key, header.api_version)
+        metrics.requests.inc()
+        return request, metrics, start
 
     def _produce_at_once(
         self, ctx: ConnectionContext, header: RequestHeader, body: memoryview
@@ -538,15 +552,10 @@ class Gateway:
         :meth:`_dispatch` ends one (decoded once either way). None, and so
         :meth:`_dispatch` in a task, whenever a client quota is configured or the request
         does not decode; the same metrics as :meth:`_dispatch`."""
-        if self.quotas.any() or _PRODUCE not in self.handlers:
+        decoded = self._decoded_to_start(header, body)
+        if decoded is None:
             return None
-        start = time.perf_counter()
-        try:
-            request = decode_request(header, body)
-        except ProtocolError:
-            return None
-        metrics = self._request_metrics(_PRODUCE, header.api_version)
-        metrics.requests.inc()
+        request, metrics, start = decoded
         started = produce_api.start(
             self,
             ctx,

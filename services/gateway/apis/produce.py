@@ -444,18 +444,27 @@ async def _send(
     except Exception as exc:  # StorageUnavailable and friends: let the client refresh metadata
         answers = _failed(call, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
     else:
-        answers = list(response.partitions)
-        if len(answers) != len(call.partitions):
-            log.warning(
-                "storage node %s answered %d of %d partition entries",
-                node_id,
-                len(answers),
-                len(call.partitions),
-            )
-            answers = _failed(call, ErrorCode.UNKNOWN_SERVER_ERROR, "incomplete answer")
+        answers = _partition_answers(node_id, call, response)
     finally:
         sent()  # failed or answered (gRPC): nothing left that could be overtaken
     split_answers(run, node_id, call, answers)
+
+
+def _partition_answers(
+    node_id: int, call: NodeCall, response: storage_pb2.ProduceResponse
+) -> list[storage_pb2.ProducePartitionResult]:
+    """The leader's answer per partition of the call, in the call's order; every
+    partition failed when the node answered a different number of them."""
+    answers = list(response.partitions)
+    if len(answers) != len(call.partitions):
+        log.warning(
+            "storage node %s answered %d of %d partition entries",
+            node_id,
+            len(answers),
+            len(call.partitions),
+        )
+        return _failed(call, ErrorCode.UNKNOWN_SERVER_ERROR, "incomplete answer")
+    return answers
 
 
 def _failed(
@@ -657,15 +666,7 @@ class _Started:
             except Exception as exc:
                 answers = _failed(call, ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
             else:
-                answers = list(response.partitions)
-                if len(answers) != len(call.partitions):
-                    log.warning(
-                        "storage node %s answered %d of %d partition entries",
-                        node,
-                        len(answers),
-                        len(call.partitions),
-                    )
-                    answers = _failed(call, ErrorCode.UNKNOWN_SERVER_ERROR, "incomplete answer")
+                answers = _partition_answers(node, call, response)
         self._leader_answered(run, node, call, answers)
 
     def _leader_answered(
