@@ -7,13 +7,46 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, cast
 
+from odradek.controller_client import ControllerClient
 from odradek.datalink.client import DataLinkPool, fetch_answer
 from odradek.datalink.frame import FETCH
 from odradek.metadata_cache import MetadataCache
 from odradek.rpc.v1 import common_pb2, storage_pb2
 from odradek.storage.data_link import DataLinkServer
+from odradek.storage.fetch import FetchHandler
+from odradek.storage.isr import IsrManager
+from odradek.storage.metrics import StorageMetrics
+from odradek.storage.produce import ProduceHandler
+from odradek.storage.replica_manager import ReplicaManager
+
+
+@dataclass
+class LeaderHandlers:
+    """The data link handlers a leader's tests call: Produce and Fetch."""
+
+    produce: ProduceHandler
+    fetch: FetchHandler
+
+
+def leader_handlers(replicas: ReplicaManager, node_id: int) -> LeaderHandlers:
+    """A storage node's real Produce and Fetch handlers over ``replicas``, with an ISR
+    manager whose controller is never reached (nothing here shrinks or expands the ISR)."""
+    metrics = StorageMetrics()
+    isr = IsrManager(
+        node_id,
+        ControllerClient("127.0.0.1:9"),
+        lambda: 1,
+        lambda: list(replicas),
+        replica_lag_time_max_ms=30_000,
+        clock_ms=replicas.clock_ms,
+        metrics=metrics,
+    )
+    return LeaderHandlers(
+        ProduceHandler(replicas, metrics), FetchHandler(replicas, isr, metrics, lambda: False)
+    )
 
 
 @asynccontextmanager

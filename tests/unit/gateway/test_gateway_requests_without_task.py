@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 from gateway_testkit import offline_gateway, produce_request
 from helpers.batches import producer_batch
+from helpers.data_links import leader_handlers
 from helpers.waiting import wait_until_async
 
-from odradek.controller_client import ControllerClient
 from odradek.datalink.client import DataLinkConnection
 from odradek.datalink.frame import FETCH
 from odradek.gateway.apis.produce import PRODUCE_COALESCED
@@ -53,11 +53,7 @@ from odradek.protocol.messages import (
 from odradek.protocol.versions import response_header_version
 from odradek.rpc.v1 import common_pb2, storage_pb2
 from odradek.storage.data_link import DataLinkServer
-from odradek.storage.fetch import FetchHandler
-from odradek.storage.isr import IsrManager
-from odradek.storage.metrics import StorageMetrics
 from odradek.storage.partition import Partition
-from odradek.storage.produce import ProduceHandler
 from odradek.storage.replica_manager import ReplicaManager
 
 NODE = 100
@@ -100,12 +96,6 @@ def _metadata(data_port: int = 0) -> common_pb2.ClusterMetadata:
     )
 
 
-@dataclass
-class _Handlers:
-    produce: ProduceHandler
-    fetch: FetchHandler
-
-
 class _Tasks:
     """A task factory noting the tasks the gateway and the storage node create (not the
     test's own, like ``asyncio.wait_for``'s)."""
@@ -142,19 +132,7 @@ async def served(tmp_path: Path) -> AsyncIterator[_Served]:
     replicas.apply(Snapshot.build(_metadata()))
     part = replicas.get("t", 0)
     assert part is not None and part.is_leader
-    metrics = StorageMetrics()
-    isr = IsrManager(
-        NODE,
-        ControllerClient("127.0.0.1:9"),
-        lambda: 1,
-        lambda: list(replicas),
-        replica_lag_time_max_ms=30_000,
-        clock_ms=replicas.clock_ms,
-        metrics=metrics,
-    )
-    handlers = _Handlers(
-        ProduceHandler(replicas, metrics), FetchHandler(replicas, isr, metrics, lambda: False)
-    )
+    handlers = leader_handlers(replicas, NODE)
     server = DataLinkServer("127.0.0.1", 0, lambda: handlers)  # type: ignore[arg-type,return-value]
     port = await server.start()
     loop = asyncio.get_running_loop()

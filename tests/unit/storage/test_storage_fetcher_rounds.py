@@ -19,28 +19,19 @@ from typing import Any
 
 import pytest
 from helpers.batches import producer_batch
+from helpers.data_links import leader_handlers
 from test_storage_replica_manager import snapshot
 
-from odradek.controller_client import ControllerClient
 from odradek.datalink.client import DataLinkConnection
 from odradek.log.manager import LogManager
 from odradek.storage.data_link import DataLinkServer
-from odradek.storage.fetch import FetchHandler
 from odradek.storage.fetcher import ReplicaFetcherManager
-from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.partition import Partition
-from odradek.storage.produce import ProduceHandler
 from odradek.storage.replica_manager import ReplicaManager
 from odradek.storage.settings import StorageSettings
 
 LEADER, FOLLOWER = 1, 2
-
-
-@dataclass
-class _Handlers:
-    produce: ProduceHandler
-    fetch: FetchHandler
 
 
 @dataclass
@@ -57,19 +48,7 @@ async def _serve(tmp_path: Path) -> tuple[Partition, DataLinkServer, LogManager]
     replicas.apply(snapshot(1, [(0, [LEADER, FOLLOWER], LEADER, 0)]))
     part = replicas.get("t", 0)
     assert part is not None and part.is_leader
-    metrics = StorageMetrics()
-    isr = IsrManager(
-        LEADER,
-        ControllerClient("127.0.0.1:9"),
-        lambda: 1,
-        lambda: list(replicas),
-        replica_lag_time_max_ms=30_000,
-        clock_ms=replicas.clock_ms,
-        metrics=metrics,
-    )
-    handlers = _Handlers(
-        ProduceHandler(replicas, metrics), FetchHandler(replicas, isr, metrics, lambda: False)
-    )
+    handlers = leader_handlers(replicas, LEADER)
     server = DataLinkServer("127.0.0.1", 0, lambda: handlers)  # type: ignore[arg-type, return-value]
     await server.start()
     return part, server, logs

@@ -26,10 +26,9 @@ from typing import Any
 
 import pytest
 from helpers.batches import producer_batch
-from helpers.data_links import fetch_one_partition, served_data_link
+from helpers.data_links import fetch_one_partition, leader_handlers, served_data_link
 from test_storage_replica_manager import snapshot
 
-from odradek.controller_client import ControllerClient
 from odradek.datalink.client import DataLinkPool
 from odradek.datalink.frame import PRODUCE, meta_bytes
 from odradek.log.manager import LogManager
@@ -37,11 +36,8 @@ from odradek.protocol.errors import ErrorCode
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.data_link import DataLinkServer, _Connection
 from odradek.storage.deadlines import Deadlines
-from odradek.storage.fetch import FetchHandler, ParkedFetch
-from odradek.storage.isr import IsrManager
-from odradek.storage.metrics import StorageMetrics
+from odradek.storage.fetch import ParkedFetch
 from odradek.storage.partition import Partition
-from odradek.storage.produce import ProduceHandler
 from odradek.storage.replica_manager import ReplicaManager
 from odradek.storage.replication_wait import ReplicationWait
 from odradek.storage.wakeup_turn import WakeupTurn
@@ -49,12 +45,6 @@ from odradek.storage.wakeup_turn import WakeupTurn
 ME, NODE = 1, 100
 PARKED_KINDS = (ParkedFetch, ReplicationWait, Deadlines)
 WAKEUP_KINDS = (ParkedFetch, ReplicationWait, WakeupTurn, DataLinkServer, _Connection)
-
-
-@dataclass
-class _Handlers:
-    produce: ProduceHandler
-    fetch: FetchHandler
 
 
 @dataclass
@@ -74,19 +64,7 @@ async def leader(tmp_path: Path) -> AsyncIterator[_Leader]:
     replicas.apply(snapshot(1, [(0, [ME, 2, 3], ME, 0)]))
     part = replicas.get("t", 0)
     assert part is not None and part.is_leader
-    metrics = StorageMetrics()
-    isr = IsrManager(
-        ME,
-        ControllerClient("127.0.0.1:9"),
-        lambda: 1,
-        lambda: list(replicas),
-        replica_lag_time_max_ms=30_000,
-        clock_ms=replicas.clock_ms,
-        metrics=metrics,
-    )
-    handlers = _Handlers(
-        ProduceHandler(replicas, metrics), FetchHandler(replicas, isr, metrics, lambda: False)
-    )
+    handlers = leader_handlers(replicas, ME)
     async with served_data_link(handlers, NODE) as (server, pool):
         yield _Leader(server, pool, part)
     logs.shutdown()
