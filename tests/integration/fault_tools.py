@@ -10,11 +10,14 @@ is read back exactly once, in increasing order within its partition.
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import os
+import re
 import signal
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from helpers.waiting import wait_until
 
 from odradek.rpc.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from odradek.tools.dump_log import dump_log
 from odradek.tools.launcher import Cluster
 
 # ---------------------------------------------------------------------- controller probes
@@ -160,6 +164,13 @@ class NumberedProducer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="numbered-producer", daemon=True)
         self._lock = threading.Lock()
+        # The client's own account of its produce errors, retries and epoch bumps
+        # (librdkafka ``debug=eos,msg``), the last lines kept for a failure's message.
+        self.client_log: deque[str] = deque(maxlen=20000)
+        self._logger = logging.getLogger(f"numbered-producer-{id(self)}")
+        self._logger.propagate = False
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.addHandler(_RingHandler(self.client_log))
 
     def start(self) -> NumberedProducer:
         self._thread.start()
@@ -198,6 +209,8 @@ class NumberedProducer:
                 "retry.backoff.max.ms": 500,
                 "topic.metadata.refresh.interval.ms": 1000,
                 "error_cb": self._on_error,
+                "debug": "eos,msg",
+                "logger": self._logger,
                 **self.config,
             }
         )
@@ -223,6 +236,15 @@ class NumberedProducer:
         self._stop.set()
         self._thread.join(timeout)
         assert not self._thread.is_alive(), "the producer did not finish flushing"
+
+
+class _RingHandler(logging.Handler):
+    def __init__(self, ring: deque[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.ring = ring
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.ring.append(record.getMessage())
 
 
 # ---------------------------------------------------------------------- verifying
@@ -297,3 +319,47 @@ def verify(acked: dict[int, tuple[int, int]], log: dict[int, list[tuple[int, int
         if seq not in acked and len(found) > 1:
             problems.append(f"unacknowledged {seq} was written {len(found)} times: {found}")
     return problems
+
+
+_PROBLEM_OFFSETS = re.compile(r"\((\d+), (\d+)\)|partition (\d+): \d+ at offset (\d+)")
+_BATCH_OFFSETS = re.compile(r"baseOffset: (\d+) lastOffset: (\d+)")
+
+
+def explain(
+    cluster: Cluster, topic: str, problems: list[str], producer: NumberedProducer | None = None
+) -> str:
+    """What a failed verdict needs to be understood: every storage node's batches around
+    the offsets the problems name (producer id, epoch, sequences, leader epoch: which
+    leader wrote a duplicate, and under which producer epoch), and the client's last
+    produce errors, retries and epoch bumps."""
+    around: dict[int, set[int]] = defaultdict(set)
+    for problem in problems:
+        for m in _PROBLEM_OFFSETS.finditer(problem):
+            part, offset = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            around[int(part)].add(int(offset))
+    out = io.StringIO()
+    for part, offsets in sorted(around.items()):
+        low, high = min(offsets) - 6, max(offsets) + 6
+        for node_dir in sorted(cluster.data_dir.glob("storage-*")):
+            pdir = node_dir / f"{topic}-{part}"
+            out.write(f"-- {node_dir.name} {pdir.name}, offsets {low}..{high}\n")
+            for seg in sorted(pdir.glob("*.log")):
+                dumped = io.StringIO()
+                dump_log(str(seg), False, False, dumped)
+                for line in dumped.getvalue().splitlines():
+                    m = _BATCH_OFFSETS.search(line)
+                    if m and int(m.group(2)) >= low and int(m.group(1)) <= high:
+                        out.write(line.split(" isTransactional")[0] + "\n")
+            checkpoint = pdir / "leader-epoch-checkpoint"
+            if checkpoint.exists():
+                epochs = checkpoint.read_text().split(chr(10))[2:]
+                out.write("   leader epochs: " + "; ".join(e for e in epochs if e) + "\n")
+    if producer is not None:
+        lines = [
+            line
+            for line in producer.client_log
+            if not line.startswith(("PRODUCE", "MSGSET")) or "error" in line.lower()
+        ]
+        out.write("-- the producer's last produce errors and idempotence events:\n")
+        out.write("\n".join(lines[-150:]) + "\n")
+    return out.getvalue()

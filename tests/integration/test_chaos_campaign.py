@@ -47,6 +47,7 @@ from fault_tools import (
     cluster_metadata,
     create_topic,
     create_topic_once_placeable,
+    explain,
     kill9_service,
     online_storage_nodes,
     partition_state,
@@ -281,6 +282,8 @@ def run_campaign_schedule(
     verdict.order = sum(" after " in p for p in problems)
     verdict.commits_backwards = group.backwards()
     verdict.notes = problems[:10] + producer.errors
+    if problems:
+        verdict.notes.append(explain(cluster, topic, problems, producer))
     return verdict
 
 

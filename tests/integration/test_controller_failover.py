@@ -23,6 +23,7 @@ from fault_tools import (
     active_controllers,
     cluster_metadata,
     create_topic,
+    explain,
     partition_state,
     read_everything,
     verify,
@@ -125,5 +126,5 @@ def test_standby_takes_over_within_two_lease_ttls_while_producing(
     wait_full_isr(cluster, unique_topic, 2)
     assert {100, 101, 102} <= set(registrations(cluster))
     problems = verify(producer.acked, read_everything(cluster.bootstrap_servers, unique_topic, 2))
-    assert not problems, problems[:20]
+    assert not problems, (problems[:20], explain(cluster, unique_topic, problems, producer))
     assert cluster_metadata(cluster).controller_id != 0

@@ -23,6 +23,7 @@ import pytest
 from fault_tools import (
     NumberedProducer,
     create_topic,
+    explain,
     partition_state,
     read_everything,
     verify,
@@ -113,7 +114,12 @@ def run_schedule(cluster: Cluster, topic: str, seed: int, steps: list[Kill]) -> 
     wait_full_isr(cluster, topic, PARTITIONS)
     everything = read_everything(cluster.bootstrap_servers, topic, PARTITIONS)
     problems = verify(producer.acked, everything)
-    assert not problems, (problems[:20], log, f"sent {producer.sent}, acked {len(producer.acked)}")
+    assert not problems, (
+        problems[:20],
+        log,
+        f"sent {producer.sent}, acked {len(producer.acked)}",
+        explain(cluster, topic, problems, producer),
+    )
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import grpc
 import pytest
 from fault_tools import (
     NumberedProducer,
+    explain,
     partition_state,
     read_everything,
     verify,
@@ -169,5 +170,5 @@ def test_cut_off_leader_is_replaced_and_loses_nothing_acknowledged(
     everything = read_everything(cluster.bootstrap_servers, unique_topic, 1)
     assert all(seq != MARKER for _, seq in everything.get(0, [])), "divergent record survived"
     problems = verify(producer.acked, everything)
-    assert not problems, problems[:20]
+    assert not problems, (problems[:20], explain(cluster, unique_topic, problems, producer))
     assert elected_after < 15
