@@ -46,7 +46,7 @@ from odradek.storage.deadlines import Deadlines
 from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import Wakeup
-from odradek.storage.partition import Partition
+from odradek.storage.partition import Partition, Role
 from odradek.storage.replica_manager import ReplicaManager
 from odradek.storage.wakeup_turn import WakeupTurn
 
@@ -192,7 +192,8 @@ class FetchHandler:
                 part = slot.partition
                 if data and part is not None and self._throttled(part, request.replica_id):
                     throttled += len(data)
-            self.replicas.quotas.leader.record(throttled)
+            if throttled:
+                self.replicas.quotas.leader.record(throttled)
         return response, records
 
     @staticmethod
@@ -227,16 +228,24 @@ class FetchHandler:
                         ErrorCode.REPLICA_NOT_AVAILABLE,
                         f"Replica {replica_id} is not assigned to partition {part.name}",
                     )
-                if fp.last_fetched_epoch >= 0:
-                    epoch, end = part.end_offset_for_epoch(fp.last_fetched_epoch)
-                    if end >= 0 and (end < fp.fetch_offset or epoch < fp.last_fetched_epoch):
+                fetch_offset = fp.fetch_offset
+                last_fetched = fp.last_fetched_epoch
+                if last_fetched >= 0:
+                    # The common round: the follower is in the leader's latest epoch,
+                    # which ends at the log end (LeaderEpochFileCache.endOffsetFor),
+                    # answered without the cache's lock and search (issue 18).
+                    if last_fetched == part.log.leader_epoch_cache.latest_epoch:
+                        epoch, end = last_fetched, part.log.log_end_offset
+                    else:
+                        epoch, end = part.end_offset_for_epoch(last_fetched)
+                    if end >= 0 and (end < fetch_offset or epoch < last_fetched):
                         slot.diverging = (epoch, end)
                         continue
-                part.check_fetch_offset(fp.fetch_offset)
+                part.check_fetch_offset(fetch_offset)
             except KafkaError as exc:
                 slot.error, slot.message = exc.code, exc.message
                 continue
-            part.update_follower_fetch_state(replica_id, fp.fetch_offset, fp.log_start_offset, now)
+            part.update_follower_fetch_state(replica_id, fetch_offset, fp.log_start_offset, now)
             if replica_id not in part.isr:  # an ISR member never expands it (the common case)
                 self.isr.maybe_expand(part, replica_id)
 
@@ -254,17 +263,24 @@ class FetchHandler:
                 return False
             fp = slot.request
             epoch = fp.current_leader_epoch
-            if part.offline or not part.is_leader or (epoch >= 0 and epoch != part.leader_epoch):
+            if (
+                part.offline
+                or part.role is not Role.LEADER
+                or (epoch >= 0 and epoch != part.leader_epoch)
+            ):
                 return False
+            # The log's fields, not the partition's properties over them: a leader runs
+            # this twice per parked fetch, several fetches per replicated record.
+            plog = part.log
             offset = fp.fetch_offset
-            if offset < part.log_start_offset:
+            if offset < plog.log_start_offset:
                 return False
-            leo = part.log_end_offset
+            leo = plog.log_end_offset
             if replica:
                 if offset != leo:
                     return False
             elif offset > leo or offset < (
-                part.last_stable_offset if committed else part.high_watermark
+                plog.last_stable_offset if committed else plog.high_watermark
             ):
                 return False
         return True
@@ -290,7 +306,8 @@ class FetchHandler:
             fp = slot.request
             part = slot.partition
             result = results.add()
-            result.topic = fp.topic
+            # The partition's own str: reading the request's field decodes a new one.
+            result.topic = fp.topic if part is None else part.topic
             result.partition = fp.partition
             data: bytes | FileRange = b""
             error = slot.error
@@ -331,10 +348,13 @@ class FetchHandler:
                         remaining = max(0, remaining - len(records))
                         min_one = False
             if part is not None:
-                result.high_watermark = part.high_watermark
-                result.last_stable_offset = part.last_stable_offset
-                result.log_start_offset = part.log_start_offset
-                result.log_end_offset = part.log_end_offset
+                # The log's own fields, not the partition's properties over them: five
+                # property chains per answer, three answers per replicated record.
+                plog = part.log
+                result.high_watermark = plog.high_watermark
+                result.last_stable_offset = plog.last_stable_offset
+                result.log_start_offset = plog.log_start_offset
+                result.log_end_offset = plog.log_end_offset
                 result.current_leader_epoch = part.leader_epoch
             else:
                 result.high_watermark = result.last_stable_offset = -1
