@@ -569,7 +569,7 @@ class Partition:
         records = self.log.read(
             fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
         ).records
-        return records if isinstance(records, bytes) else bytes(records)
+        return records.read() if isinstance(records, FileRange) else bytes(records)
 
     @_log_io
     def read_lazy(
