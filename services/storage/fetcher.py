@@ -474,7 +474,12 @@ class ReplicaFetcher:
                 if self._throttled(part):
                     self.quotas.follower.record(len(records))
             part.update_follower_high_watermark(result.high_watermark)
-            part.follow_leader_log_start(result.log_start_offset)
+            leader_start = result.log_start_offset
+            # Only when the leader's log start is past ours (DeleteRecords, retention):
+            # the call is a no-op otherwise, but its I/O guard runs every round, once per
+            # replicated record (issue 18). An offline log still goes through it, to fail.
+            if part.offline or leader_start > part.log.log_start_offset:
+                part.follow_leader_log_start(leader_start)
             state.failures = 0
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_end_offset >= 0:

@@ -338,8 +338,11 @@ class Partition:
                 ErrorCode.KAFKA_STORAGE_ERROR,
                 f"Partition {self.name} is offline: its log directory failed",
             )
-        self.check_leader_epoch(current_leader_epoch)
-        if not self.is_leader:
+        # The epoch check only when it would raise, the role read directly: a leader
+        # runs this several times per replicated record (issue 18).
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            self.check_leader_epoch(current_leader_epoch)
+        if self.role is not Role.LEADER:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"Leader not local for partition {self.name} on broker {self.node_id}",
@@ -454,11 +457,12 @@ class Partition:
 
     # -- leader: replication ------------------------------------------------------------
     def maybe_increment_high_watermark(self, now_ms: int) -> bool:
-        if not self.is_leader:
+        if self.role is not Role.LEADER:
             return False
-        leo = self.log_end_offset
+        log = self.log
+        leo = log.log_end_offset
         new_hw = leo
-        maximal = self.maximal_isr
+        maximal = self.isr if self.pending_isr is None else self.maximal_isr
         for replica, follower in self.followers.items():
             if follower.log_end_offset >= new_hw:
                 continue
@@ -467,8 +471,8 @@ class Partition:
                 and self.is_replica_eligible(replica)
             ):
                 new_hw = follower.log_end_offset
-        if new_hw > self.high_watermark:
-            self.log.high_watermark = new_hw
+        if new_hw > log.high_watermark:
+            log.high_watermark = new_hw
             self.hw_changed.notify()
             self.replication_waiters.wake_up_to(new_hw)
             return True
@@ -481,7 +485,7 @@ class Partition:
         if follower is None:
             return
         before_start = follower.log_start_offset
-        follower.update_fetch_state(fetch_offset, log_start_offset, self.log_end_offset, now_ms)
+        follower.update_fetch_state(fetch_offset, log_start_offset, self.log.log_end_offset, now_ms)
         self.maybe_increment_high_watermark(now_ms)
         if follower.log_start_offset != before_start:
             self.followers_changed.notify()
@@ -541,7 +545,8 @@ class Partition:
 
     # -- reads --------------------------------------------------------------------------
     def check_fetch_offset(self, fetch_offset: int) -> None:
-        start, end = self.log_start_offset, self.log_end_offset
+        log = self.log
+        start, end = log.log_start_offset, log.log_end_offset
         if fetch_offset < start or fetch_offset > end:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -553,11 +558,18 @@ class Partition:
     def read(
         self, fetch_offset: int, max_bytes: int, *, max_offset: int | None, min_one_message: bool
     ) -> bytes:
-        """Whole batches from ``fetch_offset`` below ``max_offset`` (None: the LEO)."""
-        records = self.read_with_aborted(
+        """Whole batches from ``fetch_offset`` below ``max_offset`` (None: the LEO).
+
+        :meth:`read_with_aborted`'s steps without its tuple and its lazy and aborted
+        cases: each follower's fetch reads here once per replicated record (issue 18)."""
+        self.check_fetch_offset(fetch_offset)
+        limit = self.log.log_end_offset if max_offset is None else max_offset
+        if fetch_offset >= limit or (max_bytes <= 0 and not min_one_message):
+            return b""
+        records = self.log.read(
             fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
-        )[0]
-        return records if isinstance(records, bytes) else records.read()
+        ).records
+        return records.read() if isinstance(records, FileRange) else bytes(records)
 
     @_log_io
     def read_lazy(
@@ -632,9 +644,10 @@ class Partition:
         # Only when it moves: a follower calls this on every fetch answer, thousands a
         # second under one-record acks=all produces, and the log's setter walks the
         # producer state each time (issue 18).
-        hw = min(leader_high_watermark, self.log_end_offset)
-        if hw != self.log.high_watermark:
-            self.log.high_watermark = hw
+        log = self.log
+        hw = min(leader_high_watermark, log.log_end_offset)
+        if hw != log.high_watermark:
+            log.high_watermark = hw
 
     @_log_io
     def follow_leader_log_start(self, leader_log_start_offset: int) -> None:

@@ -218,13 +218,15 @@ class ProduceHandler:
         response = storage_pb2.ProduceResponse()
         results = response.partitions
         for i, pp in enumerate(request.partitions):
+            # Each upb field read once (a new str for the topic each time it is read).
+            topic, index = pp.topic, pp.partition
             result = results.add()
-            result.topic = pp.topic
-            result.partition = pp.partition
+            result.topic = topic
+            result.partition = index
             result.base_offset = result.log_append_time = -1
             result.log_start_offset = result.current_leader_epoch = -1
             data = records[i] if records is not None else pp.records
-            slot = _Slot(pp, data, result, self.replicas.get(pp.topic, pp.partition))
+            slot = _Slot(pp, data, result, self.replicas.get(topic, index))
             slots.append(slot)
             if acks not in (-1, 0, 1):
                 _fail(slot, ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid required acks {acks}")
@@ -232,7 +234,7 @@ class ProduceHandler:
                 _fail(
                     slot,
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"This server does not host {pp.topic}-{pp.partition}",
+                    f"This server does not host {topic}-{index}",
                 )
             else:
                 slot.txn = transactional_batch(data)
