@@ -356,7 +356,9 @@ class LogSegment:
         self._size = position + total
         self._unflushed = True
         self._keep_recent(position, view)
-        if not self._rolling_ts_loaded and position == 0 and headers:
+        if position == 0 and headers:
+            # Whatever a roll check read of the empty segment before (Kafka's
+            # LogSegment.append sets rollingBasedTimestamp at position 0).
             self._rolling_ts = headers[0].max_timestamp
             self._rolling_ts_loaded = True
         oi = self.offset_index
