@@ -514,6 +514,24 @@ class Gateway:
         docs/data-link.md). None, and so :meth:`_dispatch` in a task, whenever a client
         quota is configured (throttling.py awaits) or the request does not decode (its
         error answer is :meth:`_dispatch`'s); the same metrics as :meth:`_dispatch`."""
+        repeat = ctx.fetch_repeat
+        if repeat is not None and not self.quotas.any():
+            # The connection's last Fetch again with other offsets (a consumer's next
+            # long poll): neither decoded nor planned again (fetch_api.start_repeated).
+            offsets = repeat.shape.offsets(header.api_version, body)
+            if offsets is not None:
+                start = time.perf_counter()
+                metrics = self._request_metrics(_FETCH, header.api_version)
+                started = fetch_api.start_repeated(
+                    self,
+                    ctx,
+                    repeat,
+                    offsets,
+                    functools.partial(_fetch_frame, header, metrics.seconds, start),
+                )
+                if started is not None:
+                    metrics.requests.inc()
+                    return started
         decoded = self._decoded_to_start(header, body)
         if decoded is None:
             return None
@@ -524,6 +542,7 @@ class Gateway:
             header,
             request,  # type: ignore[arg-type]  # a Fetch header decodes to a FetchRequest
             functools.partial(_fetch_frame, header, metrics.seconds, start),
+            body,
         )
 
     def _decoded_to_start(

@@ -57,6 +57,7 @@ from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.metric_tallies import CounterTally
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_repeat import RepeatedFetch, offset_positions
 from odradek.protocol.fetch_response import (
     Aborted,
     PartResp,
@@ -121,6 +122,23 @@ class _Plan:
     isolation: int
 
 
+@dataclass(slots=True)
+class Repeat:
+    """What a connection's last Fetch was made into, for the same request with other
+    offsets (:func:`start_repeated`): its plan and the storage request, which is sent
+    again with the new offsets set in it (as a follower's fetcher reuses its request).
+    Valid while the metadata snapshot it was planned on is current."""
+
+    shape: RepeatedFetch
+    snapshot: object
+    plan: _Plan
+    node: int
+    parts: list[storage_pb2.FetchPartition]
+    request: storage_pb2.FetchRequest
+    # Live views of ``request.partitions``, in request order: where the offsets go.
+    request_parts: list[storage_pb2.FetchPartition]
+
+
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
@@ -149,13 +167,16 @@ def start(
     header: RequestHeader,
     request: FetchRequest,
     encode: Callable[[FetchResponse], Result],
+    body: memoryview | None = None,
 ) -> asyncio.Future[Result]:
     """:func:`handle` without a task where none is needed, the response handed to
     ``encode``: a fetch from one leader over its open data link (a consumer fetching
     from that broker's port, the latency loop's case) is sent now and answered from the
     data link answer's callback, as the storage node parks it (``fetch.ParkedFetch``,
     docs/data-link.md); anything else (several leaders, a down-conversion, no open data
-    link) runs :func:`handle`'s steps in a task. The answer is the same either way."""
+    link) runs :func:`handle`'s steps in a task. The answer is the same either way.
+    With the request's ``body``, a fetch sent this way is remembered on the connection
+    (``ctx.fetch_repeat``) for :func:`start_repeated`."""
     plan = _plan(gw, ctx, header, request)
     loop = ctx.loop or asyncio.get_running_loop()
     if plan.version > 3 and len(plan.by_node) <= 1:
@@ -164,20 +185,83 @@ def start(
             _deliver(out, plan, encode)
             return out
         [(node, parts)] = plan.by_node.items()
+        rpc = _rpc(parts, plan.max_wait_ms, plan.min_bytes, plan.max_bytes, plan.isolation)
         try:
-            call = gw.storage.fetch_started(
-                node,
-                _rpc(parts, plan.max_wait_ms, plan.min_bytes, plan.max_bytes, plan.isolation),
-                _timeout(plan.max_wait_ms),
-            )
+            call = gw.storage.fetch_started(node, rpc, _timeout(plan.max_wait_ms))
         except Exception as exc:  # the connection closed under us: as a failed call
             _take_failure(node, parts, exc, plan.results)
             _deliver(out, plan, encode)
             return out
         if call is not None:
+            if body is not None and not plan.results and not gw.authorizer.enabled:
+                ctx.fetch_repeat = _repeat(gw, plan, body, node, parts, rpc)
             call.add_done_callback(functools.partial(_called, out, plan, node, parts, encode))
             return out
     return loop.create_task(_encoded(gw, plan, encode))
+
+
+def _repeat(
+    gw: GatewayApi,
+    plan: _Plan,
+    body: memoryview,
+    node: int,
+    parts: list[storage_pb2.FetchPartition],
+    rpc: storage_pb2.FetchRequest,
+) -> Repeat | None:
+    """``plan`` remembered for the same request with other offsets, when the body's
+    offsets are found where the decoded request has them (every partition sent to
+    ``node``, none answered here: no error of its own, no authorizer)."""
+    positions = offset_positions(plan.version, body)
+    if positions is None or len(positions) != len(parts):
+        return None
+    shape = RepeatedFetch(plan.version, body, positions)
+    if shape.offsets(plan.version, body) != [p.fetch_offset for p in parts]:
+        return None
+    return Repeat(shape, gw.metadata.current, plan, node, parts, rpc, list(rpc.partitions))
+
+
+def start_repeated(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    repeat: Repeat,
+    offsets: list[int],
+    encode: Callable[[FetchResponse], Result],
+) -> asyncio.Future[Result] | None:
+    """:func:`start` for a request that is the connection's last sent Fetch with other
+    offsets (``repeat.shape``): no decode, no plan, no storage request built (its
+    offsets are set in the one sent last time), so a consumer's long poll per record
+    costs less (issue 18; Kafka's fetch sessions, KIP-227, spare the broker the same
+    work for a client that uses them). The same storage call and answer as
+    :func:`start`; None (nothing done: decode and :func:`start` then) when the
+    metadata changed since, or the node has no open data link."""
+    if repeat.snapshot is not gw.metadata.current:
+        ctx.fetch_repeat = None
+        return None
+    for part, offset in zip(repeat.request_parts, offsets, strict=True):
+        part.fetch_offset = offset
+    first = repeat.plan
+    node, parts = repeat.node, repeat.parts
+    plan = _Plan(
+        first.version,
+        first.order,
+        {},
+        first.by_node,
+        first.max_wait_ms,
+        first.min_bytes,
+        first.max_bytes,
+        first.isolation,
+    )
+    out: asyncio.Future[Result] = (ctx.loop or asyncio.get_running_loop()).create_future()
+    try:
+        call = gw.storage.fetch_started(node, repeat.request, _timeout(plan.max_wait_ms))
+    except Exception as exc:  # the connection closed under us: as a failed call
+        _take_failure(node, parts, exc, plan.results)
+        _deliver(out, plan, encode)
+        return out
+    if call is None:
+        return None
+    call.add_done_callback(functools.partial(_called, out, plan, node, parts, encode))
+    return out
 
 
 async def _encoded(
