@@ -71,7 +71,11 @@ from odradek.protocol import policy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import build_api_versions_response
 from odradek.protocol.exceptions import ProtocolError, UnsupportedVersionError
-from odradek.protocol.fetch_response import encode_fetch_response
+from odradek.protocol.fetch_response import (
+    TopicAnswers,
+    encode_fetch_answer,
+    encode_fetch_response,
+)
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import (
     FetchResponse,
@@ -136,10 +140,13 @@ def _fetch_frame(
     header: RequestHeader,
     seconds: HistogramTally | Histogram,
     start: float,
-    response: FetchResponse,
+    response: FetchResponse | TopicAnswers,
 ) -> Result:
-    """A Fetch handled without a task, as :meth:`Gateway._dispatch` ends one."""
+    """A Fetch handled without a task, as :meth:`Gateway._dispatch` ends one (its
+    answer as a response, or as the plain tuples of ``encode_fetch_answer``)."""
     seconds.observe(time.perf_counter() - start)
+    if isinstance(response, list):
+        return encode_fetch_answer(header.correlation_id, header.api_version, response)
     parts = encode_fetch_response(header.correlation_id, header.api_version, response)
     return parts if parts is not None else encode_response(header, response)
 

@@ -60,7 +60,9 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_repeat import RepeatedFetch, offset_positions
 from odradek.protocol.fetch_response import (
     Aborted,
+    PartAnswer,
     PartResp,
+    TopicAnswers,
     TopicResp,
     fetch_response,
     partition_data,
@@ -166,7 +168,7 @@ def start(
     ctx: ConnectionContext,
     header: RequestHeader,
     request: FetchRequest,
-    encode: Callable[[FetchResponse], Result],
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
     body: memoryview | None = None,
 ) -> asyncio.Future[Result]:
     """:func:`handle` without a task where none is needed, the response handed to
@@ -217,7 +219,19 @@ def _repeat(
     shape = RepeatedFetch(plan.version, body, positions)
     if shape.offsets(plan.version, body) != [p.fetch_offset for p in parts]:
         return None
-    return Repeat(shape, gw.metadata.current, plan, node, parts, rpc, list(rpc.partitions))
+    # The plan without its results table, which the answer fills with record buffers
+    # (views of the data link's read buffer: not to be kept alive with the connection).
+    kept = _Plan(
+        plan.version,
+        plan.order,
+        {},
+        plan.by_node,
+        plan.max_wait_ms,
+        plan.min_bytes,
+        plan.max_bytes,
+        plan.isolation,
+    )
+    return Repeat(shape, gw.metadata.current, kept, node, parts, rpc, list(rpc.partitions))
 
 
 def start_repeated(
@@ -225,7 +239,7 @@ def start_repeated(
     ctx: ConnectionContext,
     repeat: Repeat,
     offsets: list[int],
-    encode: Callable[[FetchResponse], Result],
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
 ) -> asyncio.Future[Result] | None:
     """:func:`start` for a request that is the connection's last sent Fetch with other
     offsets (``repeat.shape``): no decode, no plan, no storage request built (its
@@ -265,7 +279,7 @@ def start_repeated(
 
 
 async def _encoded(
-    gw: GatewayApi, plan: _Plan, encode: Callable[[FetchResponse], Result]
+    gw: GatewayApi, plan: _Plan, encode: Callable[[FetchResponse | TopicAnswers], Result]
 ) -> Result:
     return encode(await _answer(gw, plan))
 
@@ -275,7 +289,7 @@ def _called(
     plan: _Plan,
     node: int,
     parts: list[storage_pb2.FetchPartition],
-    encode: Callable[[FetchResponse], Result],
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
     call: asyncio.Future[Frame],
 ) -> None:
     """The leader's answer to a fetch :func:`start` sent: the response, as
@@ -294,11 +308,17 @@ def _called(
 
 
 def _deliver(
-    out: asyncio.Future[Result], plan: _Plan, encode: Callable[[FetchResponse], Result]
+    out: asyncio.Future[Result],
+    plan: _Plan,
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
 ) -> None:
+    """The answer to ``encode``: as plain tuples (``encode_fetch_answer``) when it
+    needs no aborted transactions, else as a response."""
     try:
         result = encode(
-            _assemble(plan.version, plan.order, plan.results, plan.max_bytes, plan.isolation)
+            _answers(plan)
+            if plan.isolation == 0 and plan.version >= 4
+            else _assemble(plan.version, plan.order, plan.results, plan.max_bytes, plan.isolation)
         )
     except Exception as exc:  # the connection closes, as for a task that raised
         out.set_exception(exc)
@@ -502,6 +522,47 @@ def _take_answer(
         results[(r.topic, r.partition)] = (r, data)
         size += len(data)
     return size, err
+
+
+def _answers(plan: _Plan) -> TopicAnswers:
+    """:func:`_assemble`'s answer (READ_UNCOMMITTED, version 4+: nothing to
+    down-convert, no aborted transactions) as plain tuples for
+    ``encode_fetch_answer``: the same byte budget, metrics and order."""
+    budget = plan.max_bytes
+    first = True
+    results = plan.results
+    topics: TopicAnswers = []
+    current_key: object = object()
+    current: list[PartAnswer] = []
+    for key, name, index in plan.order:
+        r, records = results.get((name if name is not None else str(key), index)) or _empty(
+            ErrorCode.UNKNOWN_SERVER_ERROR
+        )
+        if records:
+            if first:
+                first = False
+                budget -= len(records)
+            elif len(records) > budget:
+                records = b""
+            else:
+                budget -= len(records)
+        if records and name is not None:
+            _bytes_out(name).inc(len(records))
+        if key != current_key:
+            current = []
+            topics.append((key, current))
+            current_key = key
+        current.append(
+            (
+                index,
+                r.error_code,
+                r.high_watermark,
+                r.last_stable_offset,
+                r.log_start_offset,
+                records or b"",
+            )
+        )
+    return topics
 
 
 def _assemble(

@@ -77,6 +77,10 @@ async def test_a_repeated_fetch_is_not_decoded_again(served: _Served, decoded: l
     # Before: every fetch decoded (four). The connect's fetch (another max_wait_ms) is
     # another request: the first of these is decoded, the three after it are not.
     assert decoded == [ApiKey.FETCH]
+    # What the connection keeps holds no record buffer (views of the data link's reads).
+    [conn] = served.listener.connections
+    repeat = conn.ctx.fetch_repeat
+    assert repeat is not None and repeat.plan.results == {}
     writer.close()
 
 
