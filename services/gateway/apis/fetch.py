@@ -25,7 +25,10 @@ Client quotas (odradek.gateway.throttling): ``max_bytes`` is capped by what
 ``consumer_byte_rate`` allows in one quota window; a throttled fetch is answered
 empty with its throttle time, as Kafka answers it.
 Deviations: fetch sessions (KIP-227) are not kept: every response carries session id
-0, which makes clients fetch sessionless (docs/compatibility.md C11). No rack-aware
+0, which makes clients fetch sessionless (docs/compatibility.md C11); a connection's
+Fetch that repeats its last one with other offsets is not decoded or planned again
+(:func:`start_repeated`, odradek.protocol.fetch_repeat), which spares the gateway what a
+session would. No rack-aware
 ``preferred_read_replica`` (always -1).
 
 A storage node that cannot be asked, or does not answer in time, gives its
@@ -312,12 +315,12 @@ def _deliver(
     plan: _Plan,
     encode: Callable[[FetchResponse | TopicAnswers], Result],
 ) -> None:
-    """The answer to ``encode``: as plain tuples (``encode_fetch_answer``) when it
-    needs no aborted transactions, else as a response."""
+    """The answer to ``encode``: as plain tuples (``encode_fetch_answer``) from version
+    4 on (nothing to down-convert), else as a response."""
     try:
         result = encode(
             _answers(plan)
-            if plan.isolation == 0 and plan.version >= 4
+            if plan.version >= 4
             else _assemble(plan.version, plan.order, plan.results, plan.max_bytes, plan.isolation)
         )
     except Exception as exc:  # the connection closes, as for a task that raised
@@ -525,9 +528,10 @@ def _take_answer(
 
 
 def _answers(plan: _Plan) -> TopicAnswers:
-    """:func:`_assemble`'s answer (READ_UNCOMMITTED, version 4+: nothing to
-    down-convert, no aborted transactions) as plain tuples for
-    ``encode_fetch_answer``: the same byte budget, metrics and order."""
+    """:func:`_assemble`'s answer (version 4+: nothing to down-convert) as plain
+    tuples for ``encode_fetch_answer``: the same byte budget, metrics, aborted
+    transactions and order."""
+    committed = plan.isolation == 1
     budget = plan.max_bytes
     first = True
     results = plan.results
@@ -559,6 +563,9 @@ def _answers(plan: _Plan) -> TopicAnswers:
                 r.high_watermark,
                 r.last_stable_offset,
                 r.log_start_offset,
+                [(a.producer_id, a.first_offset) for a in r.aborted_transactions]
+                if committed
+                else None,
                 records or b"",
             )
         )

@@ -1,5 +1,4 @@
-"""odradek.protocol.fetch_response ``encode_fetch_answer``: the gateway's
-READ_UNCOMMITTED Fetch answer from plain tuples is byte for byte the frame of the same
+"""odradek.protocol.fetch_response ``encode_fetch_answer``: the gateway's Fetch answer from plain tuples is byte for byte the frame of the same
 answer built as a response and encoded by ``encode_fetch_response`` (itself checked
 against the generic encoder in test_fetch_response_parts.py), at every version 4-16
 (issue 18: no response objects per consumer long poll)."""
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 from odradek.protocol.fetch_response import (
     INLINE_RECORDS_BELOW,
+    Aborted,
     PartAnswer,
     TopicAnswers,
     encode_fetch_answer,
@@ -34,6 +34,9 @@ part_st = st.tuples(
     st.integers(-1, 2**62),
     st.integers(-1, 2**62),
     st.integers(-1, 2**62),
+    st.one_of(
+        st.none(), st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3)
+    ),
     records_st,
 )
 topics_st = st.lists(
@@ -48,7 +51,21 @@ def _as_response(version: int, topics: list[tuple[str, uuid.UUID, list[PartAnswe
             topic_response(
                 name if version < 13 else None,
                 topic_id if version >= 13 else None,
-                [partition_data(i, e, hw, lso, ls, None, -1, r) for i, e, hw, lso, ls, r in parts],
+                [
+                    partition_data(
+                        i,
+                        e,
+                        hw,
+                        lso,
+                        ls,
+                        None
+                        if ab is None
+                        else [Aborted(producer_id=p, first_offset=o) for p, o in ab],
+                        -1,
+                        r,
+                    )
+                    for i, e, hw, lso, ls, ab, r in parts
+                ],
             )
             for name, topic_id, parts in topics
         ]
@@ -75,5 +92,5 @@ def test_the_same_bytes_as_the_response_encoder(
 
 def test_large_records_go_as_the_buffers_given() -> None:
     big = memoryview(bytes(INLINE_RECORDS_BELOW + 10))
-    frame = encode_fetch_answer(7, 12, [("t", [(0, 0, 5, 5, 0, big)])])
+    frame = encode_fetch_answer(7, 12, [("t", [(0, 0, 5, 5, 0, None, big)])])
     assert any(part is big for part in frame)
