@@ -114,6 +114,7 @@ import termios
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from odradek.certs import subject_dn
 from odradek.config_catalog.gateway import GATEWAY_CONFIGS
@@ -128,6 +129,9 @@ from odradek.protocol.exceptions import ProtocolError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import RequestHeader, parse_request_header
 from odradek.tls_reload import ReloadingServerContext
+
+if TYPE_CHECKING:  # (fetch.py imports this module)
+    from odradek.gateway.apis.fetch import Repeat
 
 log = logging.getLogger(__name__)
 # Refused and cut connections: one line a second per reason (refusal_log.py).
@@ -348,6 +352,9 @@ class ConnectionContext:
     unmuted: asyncio.Event = field(default_factory=_set_event)
     # The connection's loop (each asyncio.get_running_loop() is a getpid(), issue 18).
     loop: asyncio.AbstractEventLoop | None = None
+    # The last Fetch sent without a task, for the same request with other offsets
+    # (odradek.gateway.apis.fetch.Repeat; a consumer's long polls, issue 18).
+    fetch_repeat: Repeat | None = None
 
 
 class KafkaConnection(asyncio.BaseProtocol):

@@ -71,7 +71,11 @@ from odradek.protocol import policy
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import build_api_versions_response
 from odradek.protocol.exceptions import ProtocolError, UnsupportedVersionError
-from odradek.protocol.fetch_response import encode_fetch_response
+from odradek.protocol.fetch_response import (
+    TopicAnswers,
+    encode_fetch_answer,
+    encode_fetch_response,
+)
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import (
     FetchResponse,
@@ -136,10 +140,13 @@ def _fetch_frame(
     header: RequestHeader,
     seconds: HistogramTally | Histogram,
     start: float,
-    response: FetchResponse,
+    response: FetchResponse | TopicAnswers,
 ) -> Result:
-    """A Fetch handled without a task, as :meth:`Gateway._dispatch` ends one."""
+    """A Fetch handled without a task, as :meth:`Gateway._dispatch` ends one (its
+    answer as a response, or as the plain tuples of ``encode_fetch_answer``)."""
     seconds.observe(time.perf_counter() - start)
+    if isinstance(response, list):
+        return encode_fetch_answer(header.correlation_id, header.api_version, response)
     parts = encode_fetch_response(header.correlation_id, header.api_version, response)
     return parts if parts is not None else encode_response(header, response)
 
@@ -514,6 +521,24 @@ class Gateway:
         docs/data-link.md). None, and so :meth:`_dispatch` in a task, whenever a client
         quota is configured (throttling.py awaits) or the request does not decode (its
         error answer is :meth:`_dispatch`'s); the same metrics as :meth:`_dispatch`."""
+        repeat = ctx.fetch_repeat
+        if repeat is not None and not self.quotas.any():
+            # The connection's last Fetch again with other offsets (a consumer's next
+            # long poll): neither decoded nor planned again (fetch_api.start_repeated).
+            offsets = repeat.shape.offsets(header.api_version, body)
+            if offsets is not None:
+                start = time.perf_counter()
+                metrics = self._request_metrics(_FETCH, header.api_version)
+                started = fetch_api.start_repeated(
+                    self,
+                    ctx,
+                    repeat,
+                    offsets,
+                    functools.partial(_fetch_frame, header, metrics.seconds, start),
+                )
+                if started is not None:
+                    metrics.requests.inc()
+                    return started
         decoded = self._decoded_to_start(header, body)
         if decoded is None:
             return None
@@ -524,6 +549,7 @@ class Gateway:
             header,
             request,  # type: ignore[arg-type]  # a Fetch header decodes to a FetchRequest
             functools.partial(_fetch_frame, header, metrics.seconds, start),
+            body,
         )
 
     def _decoded_to_start(

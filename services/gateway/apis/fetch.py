@@ -25,7 +25,10 @@ Client quotas (odradek.gateway.throttling): ``max_bytes`` is capped by what
 ``consumer_byte_rate`` allows in one quota window; a throttled fetch is answered
 empty with its throttle time, as Kafka answers it.
 Deviations: fetch sessions (KIP-227) are not kept: every response carries session id
-0, which makes clients fetch sessionless (docs/compatibility.md C11). No rack-aware
+0, which makes clients fetch sessionless (docs/compatibility.md C11); a connection's
+Fetch that repeats its last one with other offsets is not decoded or planned again
+(:func:`start_repeated`, odradek.protocol.fetch_repeat), which spares the gateway what a
+session would. No rack-aware
 ``preferred_read_replica`` (always -1).
 
 A storage node that cannot be asked, or does not answer in time, gives its
@@ -57,9 +60,12 @@ from odradek.gateway.offload import LEGACY_CONVERSION_MAX_BYTES, run_heavy
 from odradek.metric_tallies import CounterTally
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_repeat import RepeatedFetch, offset_positions
 from odradek.protocol.fetch_response import (
     Aborted,
+    PartAnswer,
     PartResp,
+    TopicAnswers,
     TopicResp,
     fetch_response,
     partition_data,
@@ -121,6 +127,23 @@ class _Plan:
     isolation: int
 
 
+@dataclass(slots=True)
+class Repeat:
+    """What a connection's last Fetch was made into, for the same request with other
+    offsets (:func:`start_repeated`): its plan and the storage request, which is sent
+    again with the new offsets set in it (as a follower's fetcher reuses its request).
+    Valid while the metadata snapshot it was planned on is current."""
+
+    shape: RepeatedFetch
+    snapshot: object
+    plan: _Plan
+    node: int
+    parts: list[storage_pb2.FetchPartition]
+    request: storage_pb2.FetchRequest
+    # Live views of ``request.partitions``, in request order: where the offsets go.
+    request_parts: list[storage_pb2.FetchPartition]
+
+
 async def handle(
     gw: GatewayApi, ctx: ConnectionContext, header: RequestHeader, request: FetchRequest
 ) -> FetchResponse:
@@ -148,14 +171,17 @@ def start(
     ctx: ConnectionContext,
     header: RequestHeader,
     request: FetchRequest,
-    encode: Callable[[FetchResponse], Result],
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
+    body: memoryview | None = None,
 ) -> asyncio.Future[Result]:
     """:func:`handle` without a task where none is needed, the response handed to
     ``encode``: a fetch from one leader over its open data link (a consumer fetching
     from that broker's port, the latency loop's case) is sent now and answered from the
     data link answer's callback, as the storage node parks it (``fetch.ParkedFetch``,
     docs/data-link.md); anything else (several leaders, a down-conversion, no open data
-    link) runs :func:`handle`'s steps in a task. The answer is the same either way."""
+    link) runs :func:`handle`'s steps in a task. The answer is the same either way.
+    With the request's ``body``, a fetch sent this way is remembered on the connection
+    (``ctx.fetch_repeat``) for :func:`start_repeated`."""
     plan = _plan(gw, ctx, header, request)
     loop = ctx.loop or asyncio.get_running_loop()
     if plan.version > 3 and len(plan.by_node) <= 1:
@@ -164,24 +190,99 @@ def start(
             _deliver(out, plan, encode)
             return out
         [(node, parts)] = plan.by_node.items()
+        rpc = _rpc(parts, plan.max_wait_ms, plan.min_bytes, plan.max_bytes, plan.isolation)
         try:
-            call = gw.storage.fetch_started(
-                node,
-                _rpc(parts, plan.max_wait_ms, plan.min_bytes, plan.max_bytes, plan.isolation),
-                _timeout(plan.max_wait_ms),
-            )
+            call = gw.storage.fetch_started(node, rpc, _timeout(plan.max_wait_ms))
         except Exception as exc:  # the connection closed under us: as a failed call
             _take_failure(node, parts, exc, plan.results)
             _deliver(out, plan, encode)
             return out
         if call is not None:
+            if body is not None and not plan.results and not gw.authorizer.enabled:
+                ctx.fetch_repeat = _repeat(gw, plan, body, node, parts, rpc)
             call.add_done_callback(functools.partial(_called, out, plan, node, parts, encode))
             return out
     return loop.create_task(_encoded(gw, plan, encode))
 
 
+def _repeat(
+    gw: GatewayApi,
+    plan: _Plan,
+    body: memoryview,
+    node: int,
+    parts: list[storage_pb2.FetchPartition],
+    rpc: storage_pb2.FetchRequest,
+) -> Repeat | None:
+    """``plan`` remembered for the same request with other offsets, when the body's
+    offsets are found where the decoded request has them (every partition sent to
+    ``node``, none answered here: no error of its own, no authorizer)."""
+    positions = offset_positions(plan.version, body)
+    if positions is None or len(positions) != len(parts):
+        return None
+    shape = RepeatedFetch(plan.version, body, positions)
+    if shape.offsets(plan.version, body) != [p.fetch_offset for p in parts]:
+        return None
+    # The plan without its results table, which the answer fills with record buffers
+    # (views of the data link's read buffer: not to be kept alive with the connection).
+    kept = _Plan(
+        plan.version,
+        plan.order,
+        {},
+        plan.by_node,
+        plan.max_wait_ms,
+        plan.min_bytes,
+        plan.max_bytes,
+        plan.isolation,
+    )
+    return Repeat(shape, gw.metadata.current, kept, node, parts, rpc, list(rpc.partitions))
+
+
+def start_repeated(
+    gw: GatewayApi,
+    ctx: ConnectionContext,
+    repeat: Repeat,
+    offsets: list[int],
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
+) -> asyncio.Future[Result] | None:
+    """:func:`start` for a request that is the connection's last sent Fetch with other
+    offsets (``repeat.shape``): no decode, no plan, no storage request built (its
+    offsets are set in the one sent last time), so a consumer's long poll per record
+    costs less (issue 18; Kafka's fetch sessions, KIP-227, spare the broker the same
+    work for a client that uses them). The same storage call and answer as
+    :func:`start`; None (nothing done: decode and :func:`start` then) when the
+    metadata changed since, or the node has no open data link."""
+    if repeat.snapshot is not gw.metadata.current:
+        ctx.fetch_repeat = None
+        return None
+    for part, offset in zip(repeat.request_parts, offsets, strict=True):
+        part.fetch_offset = offset
+    first = repeat.plan
+    node, parts = repeat.node, repeat.parts
+    plan = _Plan(
+        first.version,
+        first.order,
+        {},
+        first.by_node,
+        first.max_wait_ms,
+        first.min_bytes,
+        first.max_bytes,
+        first.isolation,
+    )
+    out: asyncio.Future[Result] = (ctx.loop or asyncio.get_running_loop()).create_future()
+    try:
+        call = gw.storage.fetch_started(node, repeat.request, _timeout(plan.max_wait_ms))
+    except Exception as exc:  # the connection closed under us: as a failed call
+        _take_failure(node, parts, exc, plan.results)
+        _deliver(out, plan, encode)
+        return out
+    if call is None:
+        return None
+    call.add_done_callback(functools.partial(_called, out, plan, node, parts, encode))
+    return out
+
+
 async def _encoded(
-    gw: GatewayApi, plan: _Plan, encode: Callable[[FetchResponse], Result]
+    gw: GatewayApi, plan: _Plan, encode: Callable[[FetchResponse | TopicAnswers], Result]
 ) -> Result:
     return encode(await _answer(gw, plan))
 
@@ -191,7 +292,7 @@ def _called(
     plan: _Plan,
     node: int,
     parts: list[storage_pb2.FetchPartition],
-    encode: Callable[[FetchResponse], Result],
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
     call: asyncio.Future[Frame],
 ) -> None:
     """The leader's answer to a fetch :func:`start` sent: the response, as
@@ -210,11 +311,17 @@ def _called(
 
 
 def _deliver(
-    out: asyncio.Future[Result], plan: _Plan, encode: Callable[[FetchResponse], Result]
+    out: asyncio.Future[Result],
+    plan: _Plan,
+    encode: Callable[[FetchResponse | TopicAnswers], Result],
 ) -> None:
+    """The answer to ``encode``: as plain tuples (``encode_fetch_answer``) from version
+    4 on (nothing to down-convert), else as a response."""
     try:
         result = encode(
-            _assemble(plan.version, plan.order, plan.results, plan.max_bytes, plan.isolation)
+            _answers(plan)
+            if plan.version >= 4
+            else _assemble(plan.version, plan.order, plan.results, plan.max_bytes, plan.isolation)
         )
     except Exception as exc:  # the connection closes, as for a task that raised
         out.set_exception(exc)
@@ -418,6 +525,51 @@ def _take_answer(
         results[(r.topic, r.partition)] = (r, data)
         size += len(data)
     return size, err
+
+
+def _answers(plan: _Plan) -> TopicAnswers:
+    """:func:`_assemble`'s answer (version 4+: nothing to down-convert) as plain
+    tuples for ``encode_fetch_answer``: the same byte budget, metrics, aborted
+    transactions and order."""
+    committed = plan.isolation == 1
+    budget = plan.max_bytes
+    first = True
+    results = plan.results
+    topics: TopicAnswers = []
+    current_key: object = object()
+    current: list[PartAnswer] = []
+    for key, name, index in plan.order:
+        r, records = results.get((name if name is not None else str(key), index)) or _empty(
+            ErrorCode.UNKNOWN_SERVER_ERROR
+        )
+        if records:
+            if first:
+                first = False
+                budget -= len(records)
+            elif len(records) > budget:
+                records = b""
+            else:
+                budget -= len(records)
+        if records and name is not None:
+            _bytes_out(name).inc(len(records))
+        if key != current_key:
+            current = []
+            topics.append((key, current))
+            current_key = key
+        current.append(
+            (
+                index,
+                r.error_code,
+                r.high_watermark,
+                r.last_stable_offset,
+                r.log_start_offset,
+                [(a.producer_id, a.first_offset) for a in r.aborted_transactions]
+                if committed
+                else None,
+                records or b"",
+            )
+        )
+    return topics
 
 
 def _assemble(

@@ -18,6 +18,9 @@ per partition of every Fetch (odradek.protocol.produce_response does the same fo
 Produce). Their objects compare, encode and read like constructed ones (the tagged
 fields are set to their schema default, None).
 
+The gateway's task-free Fetch answers skip those objects too: :func:`encode_fetch_answer`
+frames the same bytes from plain tuples (tests/unit/protocol/test_fetch_answer_frame.py).
+
 Field layout: Kafka's ``FetchResponse.json`` (clients/src/main/resources/common/message).
 """
 
@@ -168,6 +171,72 @@ def encode_fetch_response(
                     out.append(cur)
                     out.append(cast("Buffer", records))
                     cur = bytearray()
+            if flexible:
+                cur += b"\x00"  # the partition's tagged fields
+        if flexible:
+            cur += b"\x00"  # the topic's tagged fields
+    if flexible:
+        cur += b"\x00"  # the response's tagged fields
+    out.append(cur)
+    total = sum(map(len, out))
+    out.insert(0, _I32.pack(total))
+    return out
+
+
+# A partition's answer as :func:`encode_fetch_answer` takes it: partition_index,
+# error_code, high_watermark, last_stable_offset, log_start_offset, the aborted
+# transactions as (producer_id, first_offset) (None: a null array, READ_UNCOMMITTED),
+# records.
+PartAnswer = tuple[int, int, int, int, int, list[tuple[int, int]] | None, Buffer]
+# Topics in response order: the name (before v13) or the id, and its partitions.
+TopicAnswers = list[tuple[str | uuid.UUID | None, list[PartAnswer]]]
+_ZERO_ID = uuid.UUID(int=0)
+
+
+def encode_fetch_answer(correlation_id: int, version: int, topics: TopicAnswers) -> list[Buffer]:
+    """:func:`encode_fetch_response`'s frame of the sessionless answer the gateway gives
+    (throttle 0, no error, session 0, ``preferred_read_replica`` -1, no tagged
+    fields), from plain tuples: no response,
+    topic and partition objects built to be read once (issue 18: one such answer per
+    consumer long poll). Versions 4 and later (earlier ones are down-converted)."""
+    flexible = version >= FIRST_FLEXIBLE
+    out: list[Buffer] = []
+    cur = bytearray(encode_response_header(correlation_id, 1 if flexible else 0))
+    cur += _I32.pack(0)  # throttle_time_ms (v1+)
+    if version >= 7:
+        cur += b"\x00\x00\x00\x00\x00\x00"  # error_code, session_id
+    cur += _array_len(len(topics), flexible)
+    null = b"\x00" if flexible else b"\xff\xff\xff\xff"  # a null array
+    preferred = b"\xff\xff\xff\xff" if version >= 11 else b""  # preferred_read_replica -1
+    part = _PART_V5 if version >= 5 else _PART_V4
+    for key, partitions in topics:
+        if version >= 13:
+            cur += (key if isinstance(key, uuid.UUID) else _ZERO_ID).bytes
+        else:
+            cur += _topic_name(key if isinstance(key, str) else "", flexible)
+        cur += _array_len(len(partitions), flexible)
+        for index, error, high_watermark, last_stable, log_start, aborted, records in partitions:
+            if version >= 5:
+                cur += part.pack(index, error, high_watermark, last_stable, log_start)
+            else:
+                cur += part.pack(index, error, high_watermark, last_stable)
+            if aborted is None:
+                cur += null
+            else:
+                cur += _array_len(len(aborted), flexible)
+                for producer_id, first_offset in aborted:
+                    cur += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        cur += b"\x00"
+            cur += preferred
+            size = len(records)
+            cur += _uvarint(size + 1) if flexible else _I32.pack(size)
+            if size < INLINE_RECORDS_BELOW:
+                cur += records
+            else:
+                out.append(cur)
+                out.append(records)
+                cur = bytearray()
             if flexible:
                 cur += b"\x00"  # the partition's tagged fields
         if flexible:
