@@ -14,6 +14,7 @@ import pytest
 from helpers.waiting import wait_until
 
 from odradek.parent_watch import launcher_env, watch_parent
+from odradek.tools.etcd_server import etcd_binary
 from odradek.tools.launcher import Cluster
 
 
@@ -99,3 +100,41 @@ def test_second_storage_process_on_a_log_dir_fails_at_start(cluster: Cluster) ->
     # One line says what is wrong (no traceback of ours to read through).
     assert "odradek.storage: Failed to acquire lock on file .lock in" in err, err[-2000:]
     assert storage.process.poll() is None  # the first one is untouched
+
+
+_ETCD_STARTER = """
+import sys, time
+from pathlib import Path
+from odradek.tools.etcd_server import EtcdServer
+server = EtcdServer(Path(sys.argv[1]), fast=True)
+server.start()
+print(server.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_sigkill_of_the_etcd_starter_stops_etcd(tmp_path: Path) -> None:
+    """``odradek up --etcd`` (and a test cluster on etcd) killed with SIGKILL takes its
+    etcd with it: the launcher's Cluster starts it as below, from the main thread."""
+    if etcd_binary() is None:
+        pytest.skip("etcd is not installed (Debian package etcd-server)")
+    starter = subprocess.Popen(
+        [sys.executable, "-c", _ETCD_STARTER, str(tmp_path / "etcd")],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    etcd_pid = 0
+    try:
+        assert starter.stdout is not None
+        etcd_pid = int(starter.stdout.readline())
+        assert _alive(etcd_pid)
+        starter.send_signal(signal.SIGKILL)
+        starter.wait(10)
+        wait_until(lambda: not _alive(etcd_pid), "etcd gone with its starter", timeout=20)
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+        if etcd_pid and _alive(etcd_pid):
+            os.kill(etcd_pid, signal.SIGKILL)

@@ -14,6 +14,12 @@ certificate signed by ``ca`` (etcd's ``--cert-file``, ``--key-file``,
 (``--peer-cert-file``, ``--peer-key-file``, ``--peer-trusted-ca-file``,
 ``--peer-client-cert-auth``): the certificate must then also be a client certificate
 (extended key usage clientAuth), which members present to each other.
+
+Started from the main thread, etcd gets SIGTERM when its starter dies, however it dies
+(util-linux ``setpriv --pdeathsig``, which then execs etcd: the pid stays etcd's), as
+the services do (:mod:`odradek.parent_watch`): an ``odradek up --etcd`` killed with
+SIGKILL leaves no etcd holding its ports and data directory. The signal follows the
+thread that started it, hence the main thread only.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,6 +51,15 @@ def etcd_binary() -> str | None:
     return shutil.which(ETCD_BINARY) or (
         "/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None
     )
+
+
+def parent_death_prefix() -> list[str]:
+    """The command prefix that makes etcd stop with its starter (empty where it cannot:
+    no ``setpriv``, or not the main thread, whose exit would stop etcd too early)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
 
 
 def _free_port(host: str) -> int:
@@ -151,7 +167,7 @@ class EtcdServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as out:
             self.process = subprocess.Popen(
-                self.command(),
+                parent_death_prefix() + self.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
