@@ -112,6 +112,27 @@ def _empty(error: int) -> Answer:
     ), b""
 
 
+class _ResponseBudget:
+    """The response's ``max_bytes`` (Kafka's fetch.max.bytes) over its partitions in
+    order: the first partition with records gets them whole, so a consumer progresses
+    past a batch larger than the limit (KIP-74); a later one only what still fits."""
+
+    __slots__ = ("first", "left")
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+        self.first = True
+
+    def take(self, records: Buffer) -> Buffer:
+        if records:
+            if self.first:
+                self.first = False
+            elif len(records) > self.left:
+                return b""
+            self.left -= len(records)
+        return records
+
+
 @dataclass(slots=True)
 class _Plan:
     """A Fetch request checked: what each partition answers, or which node to ask."""
@@ -532,8 +553,7 @@ def _answers(plan: _Plan) -> TopicAnswers:
     tuples for ``encode_fetch_answer``: the same byte budget, metrics, aborted
     transactions and order."""
     committed = plan.isolation == 1
-    budget = plan.max_bytes
-    first = True
+    budget = _ResponseBudget(plan.max_bytes)
     results = plan.results
     topics: TopicAnswers = []
     current_key: object = object()
@@ -542,14 +562,7 @@ def _answers(plan: _Plan) -> TopicAnswers:
         r, records = results.get((name if name is not None else str(key), index)) or _empty(
             ErrorCode.UNKNOWN_SERVER_ERROR
         )
-        if records:
-            if first:
-                first = False
-                budget -= len(records)
-            elif len(records) > budget:
-                records = b""
-            else:
-                budget -= len(records)
+        records = budget.take(records)
         if records and name is not None:
             _bytes_out(name).inc(len(records))
         if key != current_key:
@@ -579,8 +592,7 @@ def _assemble(
     max_bytes: int,
     isolation: int,
 ) -> FetchResponse:
-    budget = max_bytes
-    first = True
+    budget = _ResponseBudget(max_bytes)
     topics: list[TopicResp] = []
     current_key: object = object()
     current: list[PartResp] = []
@@ -589,14 +601,7 @@ def _assemble(
             ErrorCode.UNKNOWN_SERVER_ERROR
         )
         error = r.error_code
-        if records:
-            if first:
-                first = False
-                budget -= len(records)
-            elif len(records) > budget:
-                records = b""
-            else:
-                budget -= len(records)
+        records = budget.take(records)
         if records and version <= 3:
             try:
                 records = downconvert(
