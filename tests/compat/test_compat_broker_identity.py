@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from compat_clients import JavaClient, KafkajsClient
@@ -157,7 +158,17 @@ def test_kafka_python_admin(shaped: tuple[str, list[int]]) -> None:
         topic = topic_name()
         wanted = assignment_of(ids)
         admin.create_topics([KpNewTopic(topic, replica_assignments=dict(enumerate(wanted)))])
-        (described,) = admin.describe_topics([topic])
+        # kafka-python asks any broker, here maybe the other gateway, which learns of the
+        # topic a moment later (as Kafka's brokers do from the controller's log; its
+        # own admin client retries UNKNOWN_TOPIC_OR_PARTITION, kafka-python does not).
+        described: dict[str, Any] = {}
+
+        def known() -> bool:
+            nonlocal described
+            (described,) = admin.describe_topics([topic])
+            return len(described["partitions"]) == len(wanted)
+
+        wait_until(known, f"{topic} described with its partitions", timeout=15)
         parts = sorted(described["partitions"], key=lambda p: p["partition_index"])
         assert [p["replica_nodes"] for p in parts] == wanted
         assert all(p["leader_id"] in p["replica_nodes"] for p in parts)
