@@ -108,6 +108,26 @@ def _has_tagged(response: Any) -> bool:
     return False
 
 
+def _put_records(out: list[Buffer], cur: bytearray, records: Buffer, flexible: bool) -> bytearray:
+    """A partition's records field: a small one copied into the piece being written, a
+    large one handed on as a piece of its own (never copied); the piece to go on with."""
+    size = len(records)
+    cur += _uvarint(size + 1) if flexible else _I32.pack(size)
+    if size < INLINE_RECORDS_BELOW:
+        cur += records
+        return cur
+    out.append(cur)
+    out.append(records)
+    return bytearray()
+
+
+def _framed(out: list[Buffer], cur: bytearray) -> list[Buffer]:
+    """The response's pieces, the last one added, behind their INT32 total size."""
+    out.append(cur)
+    out.insert(0, _I32.pack(sum(map(len, out))))
+    return out
+
+
 def encode_fetch_response(
     correlation_id: int, version: int, response: FetchResponse
 ) -> list[Buffer] | None:
@@ -163,24 +183,14 @@ def encode_fetch_response(
             if records is None:
                 cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                size = len(records)
-                cur += _uvarint(size + 1) if flexible else _I32.pack(size)
-                if size < INLINE_RECORDS_BELOW:
-                    cur += records
-                else:
-                    out.append(cur)
-                    out.append(cast("Buffer", records))
-                    cur = bytearray()
+                cur = _put_records(out, cur, cast("Buffer", records), flexible)
             if flexible:
                 cur += b"\x00"  # the partition's tagged fields
         if flexible:
             cur += b"\x00"  # the topic's tagged fields
     if flexible:
         cur += b"\x00"  # the response's tagged fields
-    out.append(cur)
-    total = sum(map(len, out))
-    out.insert(0, _I32.pack(total))
-    return out
+    return _framed(out, cur)
 
 
 # A partition's answer as :func:`encode_fetch_answer` takes it: partition_index,
@@ -229,24 +239,14 @@ def encode_fetch_answer(correlation_id: int, version: int, topics: TopicAnswers)
                     if flexible:
                         cur += b"\x00"
             cur += preferred
-            size = len(records)
-            cur += _uvarint(size + 1) if flexible else _I32.pack(size)
-            if size < INLINE_RECORDS_BELOW:
-                cur += records
-            else:
-                out.append(cur)
-                out.append(records)
-                cur = bytearray()
+            cur = _put_records(out, cur, records, flexible)
             if flexible:
                 cur += b"\x00"  # the partition's tagged fields
         if flexible:
             cur += b"\x00"  # the topic's tagged fields
     if flexible:
         cur += b"\x00"  # the response's tagged fields
-    out.append(cur)
-    total = sum(map(len, out))
-    out.insert(0, _I32.pack(total))
-    return out
+    return _framed(out, cur)
 
 
 def partition_data(
