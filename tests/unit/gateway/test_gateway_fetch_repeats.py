@@ -32,7 +32,6 @@ from test_gateway_requests_without_task import (  # the fixture and its helpers
 from odradek.gateway import gateway as gateway_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import FetchRequest, encode_request
 
 __all__ = ["served"]  # (the fixture, imported)
 
@@ -96,32 +95,7 @@ async def test_a_fetch_that_differs_is_decoded_and_answered_as_itself(
     answer = response.responses[0].partitions[0]
     assert (cid, answer.error_code, bytes(answer.records)) == (2, ErrorCode.NONE, b"")
     # Another partition_max_bytes: a record cut to nothing would differ; decoded anew.
-    T = FetchRequest.FetchTopic
-    other = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=10,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            T(
-                topic="t",
-                partitions=[
-                    T.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1,
-                    )
-                ],
-            )
-        ],
-    )
-    writer.write(bytes(encode_request(ApiKey.FETCH, VERSION, 3, "unit", other)))
+    writer.write(_fetch(3, 0, wait_ms=10, partition_max_bytes=1))
     cid, response = await _answer(reader, ApiKey.FETCH, VERSION)
     answer = response.responses[0].partitions[0]
     # (the first batch is returned whole even past partition_max_bytes, as Kafka does)

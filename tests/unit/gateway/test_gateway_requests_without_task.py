@@ -156,7 +156,9 @@ async def served(tmp_path: Path) -> AsyncIterator[_Served]:
         logs.shutdown()
 
 
-def _fetch(cid: int, offset: int, wait_ms: int = 10_000) -> bytes:
+def _fetch(
+    cid: int, offset: int, wait_ms: int = 10_000, partition_max_bytes: int = 1 << 20
+) -> bytes:
     T = FetchRequest.FetchTopic
     request = FetchRequest(
         replica_id=-1,
@@ -176,7 +178,7 @@ def _fetch(cid: int, offset: int, wait_ms: int = 10_000) -> bytes:
                         fetch_offset=offset,
                         last_fetched_epoch=-1,
                         log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
+                        partition_max_bytes=partition_max_bytes,
                     )
                 ],
             )
