@@ -32,6 +32,10 @@ from odradek.storage.wakeup_turn import WakeupTurn
 Waiter = tuple[Partition, int, int]
 
 
+def _answered(codes: list[ErrorCode]) -> None:
+    """A finished wait's callback: the answer went out already."""
+
+
 class ReplicationWait:
     """The outcome of each waiter, in order, handed to ``on_done`` once every waiter is
     decided or ``timeout_ms`` has passed (the undecided ones are REQUEST_TIMED_OUT).
@@ -148,10 +152,9 @@ class ReplicationWait:
         if self.finished:
             return
         self.finished = True
+        on_done = self._on_done
         self._release()
-        self._on_done(
-            [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in self._outcome]
-        )
+        on_done([ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in self._outcome])
 
     def _release(self) -> None:
         if self._deadlines is not None:
@@ -161,6 +164,12 @@ class ReplicationWait:
             self._timer = None
         for waiter in self._registered.values():
             waiter.active = False
+        # Each registration holds this wait (its ``event``) and this wait held them: a
+        # cycle, freed only by the cyclic collector, which runs rarely in a service
+        # (odradek.gc_tuning). Until then the answer callback kept the request's record
+        # blobs, views of a 4 MiB data link receive buffer each (issue 18).
+        self._registered = {}
+        self._on_done = _answered
 
 
 async def await_replication(
