@@ -11,23 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.processes import alive
 from helpers.waiting import wait_until
 
 from odradek.parent_watch import launcher_env, watch_parent
 from odradek.tools.etcd_server import etcd_binary
 from odradek.tools.launcher import Cluster
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); its state says it is gone.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 @pytest.mark.slow  # tens of seconds: in make test-slow, which CI runs
@@ -63,16 +52,16 @@ def test_sigkill_of_odradek_up_stops_every_service(tmp_path: Path) -> None:
         assert launcher.poll() is None, (tmp_path / "up.log").read_text()
         info = json.loads(cluster_file.read_text())
         pids = [s["pid"] for s in info["services"]]
-        assert len(pids) >= 5 and all(_alive(p) for p in pids)
+        assert len(pids) >= 5 and all(alive(p) for p in pids)
         launcher.send_signal(signal.SIGKILL)
         launcher.wait(10)
-        wait_until(lambda: not any(_alive(p) for p in pids), "services gone", timeout=60)
+        wait_until(lambda: not any(alive(p) for p in pids), "services gone", timeout=60)
     finally:
         log.close()
         if launcher.poll() is None:
             launcher.kill()
         for p in pids:
-            if _alive(p):
+            if alive(p):
                 os.kill(p, signal.SIGKILL)
 
 
@@ -129,12 +118,12 @@ def test_sigkill_of_the_etcd_starter_stops_etcd(tmp_path: Path) -> None:
     try:
         assert starter.stdout is not None
         etcd_pid = int(starter.stdout.readline())
-        assert _alive(etcd_pid)
+        assert alive(etcd_pid)
         starter.send_signal(signal.SIGKILL)
         starter.wait(10)
-        wait_until(lambda: not _alive(etcd_pid), "etcd gone with its starter", timeout=20)
+        wait_until(lambda: not alive(etcd_pid), "etcd gone with its starter", timeout=20)
     finally:
         if starter.poll() is None:
             starter.kill()
-        if etcd_pid and _alive(etcd_pid):
+        if etcd_pid and alive(etcd_pid):
             os.kill(etcd_pid, signal.SIGKILL)

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+from helpers.processes import alive
+
 from odradek.parent_watch import PARENT_PID_ENV
 
 SERVICE = """
@@ -38,14 +40,6 @@ def _switches(pid: int, tid: int) -> int:
     return int(fields["voluntary_ctxt_switches"]) + int(fields["nonvoluntary_ctxt_switches"])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_the_watchdog_does_not_wake_while_the_launcher_lives_and_acts_when_it_dies() -> None:
     launcher = subprocess.Popen(
         [sys.executable, "-c", LAUNCHER],
@@ -64,12 +58,12 @@ def test_the_watchdog_does_not_wake_while_the_launcher_lives_and_acts_when_it_di
         launcher.kill()
         launcher.wait(5)
         deadline = time.monotonic() + 10
-        while _alive(service) and time.monotonic() < deadline:
+        while alive(service) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(service), "the service outlived its launcher"
+        assert not alive(service), "the service outlived its launcher"
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait(5)
-        if service and _alive(service):
+        if service and alive(service):
             os.kill(service, signal.SIGKILL)
