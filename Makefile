@@ -1,5 +1,12 @@
 # Odradek developer entry points. Every target works on a fresh clone.
-PYTHON ?= python3
+# The interpreter .venv is made from: the distribution's CPython when it is 3.11 or newer
+# and has venv (Debian's is built with PGO and LTO, libpython linked into the executable),
+# else python3 on PATH. A default pyenv build (no PGO, libpython a shared library) spent
+# 15-25% more CPU per replicated record (docs/data-link.md, "The interpreter"). An existing
+# .venv is kept: `make clean install` remakes it. `make PYTHON=...` chooses another.
+PYTHON ?= $(shell for p in /usr/bin/python3 python3; do \
+	$$p -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { echo $$p; exit 0; }; done; echo python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
