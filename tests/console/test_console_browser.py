@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from console_browser import SCREENSHOTS, Browser, require_browser
+from helpers.group_commits import commit_when_loaded
 
 from odradek.tools.launcher import Cluster, ClusterOptions
 
@@ -83,9 +84,7 @@ def seeded(console_cluster: Cluster, admin: AdminClient) -> dict[str, int]:
         )
     assert producer.flush(30) == 0
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": SEED_GROUP})
-    consumer.commit(
-        offsets=[TopicPartition(SEED_TOPIC, p, 5) for p in range(3)], asynchronous=False
-    )
+    commit_when_loaded(consumer, [TopicPartition(SEED_TOPIC, p, 5) for p in range(3)])
     consumer.close()
     return {"records": 60}
 

@@ -5,12 +5,12 @@ segment files on disk."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from helpers.group_commits import commit_when_loaded
 
 from odradek.console.groups import describe_groups
 from odradek.console.log_sizes import LogSizeReader
@@ -44,19 +44,7 @@ def _seed(bootstrap: str, topic: str, group: str) -> dict[int, int]:
     assert producer.flush(30) == 0
     committed = {p: p for p in range(PARTITIONS)}  # partition p committed at offset p
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    deadline = time.monotonic() + 60
-    while True:  # right after start the group coordinator may still be loading its shards
-        try:
-            consumer.commit(
-                offsets=[TopicPartition(topic, p, o) for p, o in committed.items()],
-                asynchronous=False,
-            )
-            break
-        except KafkaException as exc:
-            retriable = exc.args[0].code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS
-            if not retriable or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    commit_when_loaded(consumer, [TopicPartition(topic, p, o) for p, o in committed.items()])
     consumer.close()
     return committed
 
