@@ -64,6 +64,7 @@ from odradek.records import (
 )
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # record timestamps are ms since this
 
 
 # -- options ---------------------------------------------------------------------------
@@ -593,7 +594,8 @@ def test_record_batches_decode_column_wise_like_the_batch_decoder(
     assert [g["offset"] for g in got] == [r.offset for r in want]
     for g, r in zip(got, want, strict=True):
         assert (g["key"], g["value"], g["topic"], g["partition"]) == (r.key, r.value, "t", 3)
-        assert int(g["timestamp"].timestamp() * 1000) == r.timestamp
+        # Exact: timestamp() is a float, and 2187855152.581 * 1000 is 2187855152580.9998.
+        assert (g["timestamp"] - _EPOCH) // timedelta(milliseconds=1) == r.timestamp
         assert g["headers"] == ([{"key": k, "value": v} for k, v in r.headers] or None)
     log_append_offsets = (
         {r.offset for b in decode_batches(cut_wire) if b.timestamp_type == 1 for r in b.records}
