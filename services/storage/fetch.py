@@ -43,6 +43,7 @@ from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.deadlines import Deadlines
+from odradek.storage.delayed_operation import DelayedOperation
 from odradek.storage.isr import IsrManager
 from odradek.storage.metrics import StorageMetrics
 from odradek.storage.notify import Wakeup
@@ -425,30 +426,23 @@ class FetchHandler:
 Answer = tuple[storage_pb2.FetchResponse, list[bytes | FileRange]]
 
 
-class ParkedFetch:
-    """A fetch parked on the leader as loop callbacks (:meth:`FetchHandler.fetch_later`):
-    the same steps as :meth:`FetchHandler.fetch_split`'s loop, each wake-up of the
-    partitions' notifiers (``data_changed`` for a follower, ``hw_changed`` for a
-    consumer) re-checking in a loop callback of its own or, when given, in the loop's
-    :class:`~odradek.storage.wakeup_turn.WakeupTurn`; the deadline a loop timer or, when
-    given, the connection's :class:`~odradek.storage.deadlines.Deadlines`."""
+class ParkedFetch(DelayedOperation):
+    """A fetch parked on the leader (:meth:`FetchHandler.fetch_later`; Kafka's
+    DelayedFetch): the same steps as :meth:`FetchHandler.fetch_split`'s loop, re-run on
+    each wake-up of the partitions' notifiers (``data_changed`` for a follower,
+    ``hw_changed`` for a consumer) and once more at ``max_wait_ms``
+    (:mod:`odradek.storage.delayed_operation`)."""
 
     __slots__ = (
         "_answer",
-        "_deadlines",
         "_handler",
         "_lazy",
-        "_loop",
         "_may_wait",
         "_min_bytes",
         "_notifiers",
         "_replica",
         "_request",
-        "_scheduled",
         "_slots",
-        "_timer",
-        "_turn",
-        "done",
         "expired",
     )
 
@@ -464,18 +458,13 @@ class ParkedFetch:
         deadlines: Deadlines | None = None,
         turn: WakeupTurn | None = None,
     ) -> None:
+        DelayedOperation.__init__(self, loop, deadlines, turn)
         self._handler = handler
-        self._deadlines = deadlines
-        self._turn = turn
         self._replica = replica
         self._lazy = lazy
         self._request = request
         self._slots = slots
-        self._loop = loop
         self._answer = answer
-        self._scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        self.done = False
         self.expired = False
         self._notifiers = [
             (s.partition.data_changed if replica else s.partition.hw_changed)
@@ -486,46 +475,23 @@ class ParkedFetch:
         self._min_bytes = min_bytes = request.min_bytes
         self._may_wait = wait_ms > 0 and min_bytes > 0 and bool(self._notifiers)
         deadline = loop.time() + max(0, wait_ms) / 1000.0
-        if self._step():
+        if self.try_complete():
             return
         if deadline <= loop.time():
             self.expire()
             return
         for notifier in self._notifiers:
             notifier.add(self)
-        if deadlines is not None:
-            deadlines.add(self, deadline)
-        else:
-            self._timer = loop.call_at(deadline, self.expire)
-
-    def set(self) -> None:
-        """Called by the partitions' notifiers."""
-        if not self._scheduled and not self.done:
-            self._scheduled = True
-            if self._turn is not None:
-                self._turn.call(self._recheck)
-            else:
-                self._loop.call_soon(self._recheck)
-
-    def cancel(self) -> None:
-        """Withdraw the fetch without an answer (the caller is gone)."""
-        if not self.done:
-            self.done = True
-            self._release()
-
-    def _recheck(self) -> None:
-        self._scheduled = False
-        if not self.done:
-            self._step()
+        self._park_until(deadline)
 
     def expire(self) -> None:
         """The wait is over: read once more and answer (Kafka's DelayedFetch on expiry)."""
         self._timer = None
         self.expired = True
         if not self.done:
-            self._step()
+            self.try_complete()
 
-    def _step(self) -> bool:
+    def try_complete(self) -> bool:
         """One pass of fetch_split's loop; True once answered."""
         handler, request, slots = self._handler, self._request, self._slots
         replica = self._replica
@@ -556,8 +522,4 @@ class ParkedFetch:
     def _release(self) -> None:
         for notifier in self._notifiers:
             notifier.discard(self)
-        if self._deadlines is not None:
-            self._deadlines.discard(self)
-        elif self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        DelayedOperation._release(self)

@@ -273,7 +273,7 @@ class ProduceHandler:
             answer(staged.response)
 
         wait = ReplicationWait(staged.waiting, staged.timeout_ms, loop, replicated, deadlines, turn)
-        return None if wait.finished else wait
+        return None if wait.done else wait
 
     async def _verify(self, request: storage_pb2.ProduceRequest, slots: list[_Slot]) -> None:
         """Start KIP-890 verification where no transaction is ongoing yet and ask the

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.deadlines import Deadlines
+from odradek.storage.delayed_operation import DelayedOperation
 from odradek.storage.notify import OffsetWaiter
 from odradek.storage.partition import Partition
 from odradek.storage.wakeup_turn import WakeupTurn
@@ -36,34 +37,24 @@ def _answered(codes: list[ErrorCode]) -> None:
     """A finished wait's callback: the answer went out already."""
 
 
-class ReplicationWait:
+class ReplicationWait(DelayedOperation):
     """The outcome of each waiter, in order, handed to ``on_done`` once every waiter is
     decided or ``timeout_ms`` has passed (the undecided ones are REQUEST_TIMED_OUT).
 
     Waiters on one partition share one registration, at the lowest offset still
     pending: a storage call carrying many batches of one partition (a run of coalesced
-    Produce requests, odradek.gateway.produce_lane) waits once, not once per batch. A
-    wake-up re-checks in a loop callback of its own, after whatever moved the high
-    watermark has finished. ``on_done`` may run inside the constructor (everything
-    decided already, or no time left); :meth:`cancel` withdraws the wait unanswered.
-    The deadline is a loop timer or, when given, the caller's connection's
-    :class:`~odradek.storage.deadlines.Deadlines` (one timer for its parked calls); the
-    re-check a loop callback or, when given, a run of the loop's
-    :class:`~odradek.storage.wakeup_turn.WakeupTurn`.
+    Produce requests, odradek.gateway.produce_lane) waits once, not once per batch.
+    ``on_done`` may run inside the constructor (everything decided already, or no time
+    left); :meth:`cancel` withdraws the wait unanswered. Wake-ups and the deadline as
+    every parked call's (:mod:`odradek.storage.delayed_operation`).
     """
 
     __slots__ = (
-        "_deadlines",
-        "_loop",
         "_on_done",
         "_outcome",
         "_pending",
         "_registered",
-        "_scheduled",
-        "_timer",
-        "_turn",
         "_waiting",
-        "finished",
     )
 
     def __init__(
@@ -75,49 +66,21 @@ class ReplicationWait:
         deadlines: Deadlines | None = None,
         turn: WakeupTurn | None = None,
     ) -> None:
-        self._deadlines = deadlines
-        self._turn = turn
+        DelayedOperation.__init__(self, loop, deadlines, turn)
         self._waiting = waiting
-        self._loop = loop
         self._on_done = on_done
         self._outcome: list[ErrorCode | None] = [None] * len(waiting)
         self._pending = list(range(len(waiting)))
         self._registered: dict[int, OffsetWaiter] = {}  # by id() of the partition
-        self._scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        self.finished = False
         deadline = loop.time() + max(0, timeout_ms) / 1000.0
-        if self._check():
+        if self.try_complete():
             return
         if deadline <= loop.time():
-            self._finish()
+            self.expire()
             return
-        if deadlines is not None:
-            deadlines.add(self, deadline)
-        else:
-            self._timer = loop.call_at(deadline, self._finish)
+        self._park_until(deadline)
 
-    def set(self) -> None:
-        """Called by :class:`~odradek.storage.notify.OffsetWaiters` on a wake-up."""
-        if not self._scheduled and not self.finished:
-            self._scheduled = True
-            if self._turn is not None:
-                self._turn.call(self._recheck)
-            else:
-                self._loop.call_soon(self._recheck)
-
-    def cancel(self) -> None:
-        """Withdraw the wait without an answer (the caller is gone)."""
-        if not self.finished:
-            self.finished = True
-            self._release()
-
-    def _recheck(self) -> None:
-        self._scheduled = False
-        if not self.finished:
-            self._check()
-
-    def _check(self) -> bool:
+    def try_complete(self) -> bool:
         """Decide what can be decided; True once every waiter is (answered then)."""
         waiting, outcome = self._waiting, self._outcome
         still = []
@@ -149,19 +112,15 @@ class ReplicationWait:
         self._finish()
 
     def _finish(self) -> None:
-        if self.finished:
+        if self.done:
             return
-        self.finished = True
+        self.done = True
         on_done = self._on_done
         self._release()
         on_done([ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in self._outcome])
 
     def _release(self) -> None:
-        if self._deadlines is not None:
-            self._deadlines.discard(self)
-        elif self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        DelayedOperation._release(self)
         for waiter in self._registered.values():
             waiter.active = False
         # Each registration holds this wait (its ``event``) and this wait held them: a

@@ -144,7 +144,7 @@ async def test_a_closed_connection_withdraws_its_waits(leader: _Leader) -> None:
     with pytest.raises(DataLinkError):
         await asyncio.wait_for(answer, 10)
     await _until(lambda: not leader.server.connections, "the node to see the close")
-    assert all(w.finished for w in waiting.values())
+    assert all(w.done for w in waiting.values())
     assert len(leader.part.replication_waiters) == 1  # held, but withdrawn
     leader.followers_at(1)  # wakes nothing: withdrawn
     assert len(leader.part.replication_waiters) == 0
