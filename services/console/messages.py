@@ -22,7 +22,8 @@ from odradek.console.offsets import EARLIEST, LATEST, list_offsets
 from odradek.kafka_client import KafkaClient, KafkaClientError, check
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import FetchRequest, ProduceRequest
+from odradek.protocol.fetch_request import consumer_fetch
+from odradek.protocol.messages import ProduceRequest
 from odradek.records.batch import iter_entries
 from odradek.records.legacy import iter_records as legacy_records
 from odradek.records.record import BatchBuilder, decode_batch
@@ -97,32 +98,12 @@ async def _fetch(
     client: KafkaClient, leader: int, topic: str, partition: int, offset: int
 ) -> tuple[list[Message], int, int]:
     """Records at or after ``offset`` (one fetch), with the high watermark and log start."""
-    cls = FetchRequest
-    request = cls(
-        replica_id=-1,
+    request = consumer_fetch(
+        {(topic, partition): offset},
         max_wait_ms=0,
         min_bytes=0,
         max_bytes=FETCH_BYTES,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            cls.FetchTopic(
-                topic=topic,
-                partitions=[
-                    cls.FetchTopic.FetchPartition(
-                        partition=partition,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=FETCH_BYTES,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
+        partition_max_bytes=FETCH_BYTES,
     )
     response = await client.send(ApiKey.FETCH, request, leader)
     check(response.error_code)

@@ -18,11 +18,11 @@ from typing import TypeVar
 from odradek.kafka_client import KafkaClient, KafkaClientError, check, error_text
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_request import READ_COMMITTED, consumer_fetch
 from odradek.protocol.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DescribeConfigsRequest,
-    FetchRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
     IncrementalAlterConfigsRequest,
@@ -38,7 +38,6 @@ from odradek.protocol.messages import (
 
 TopicPartition = tuple[str, int]
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
-READ_COMMITTED = 1
 T = TypeVar("T")
 V = TypeVar("V")
 EARLIEST = -2
@@ -96,34 +95,13 @@ async def fetch(
     partition_max_bytes: int,
 ) -> dict[TopicPartition, FetchedPartition]:
     """One full (sessionless) read_committed Fetch from ``leader``."""
-    cls = FetchRequest
-    request = cls(
-        replica_id=-1,
+    request = consumer_fetch(
+        positions,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
+        partition_max_bytes=partition_max_bytes,
         isolation_level=READ_COMMITTED,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            cls.FetchTopic(
-                topic=topic,
-                partitions=[
-                    cls.FetchTopic.FetchPartition(
-                        partition=p,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=partition_max_bytes,
-                    )
-                    for p, offset in parts
-                ],
-            )
-            for topic, parts in by_topic(positions).items()
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
     )
     response = await client.send(ApiKey.FETCH, request, leader)
     check(getattr(response, "error_code", 0))

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from odradek.pipeline.record_columns import decode_records, next_offset
 from odradek.pipeline.wire_connection import WireConnection, partition_leaders
+from odradek.protocol.fetch_request import consumer_fetch
 from odradek.protocol.messages import FetchRequest
 
 FETCH = 1
@@ -52,27 +53,13 @@ def leader_address(conf: Mapping[str, Any], topic: str, partition: int) -> tuple
     return found[0][partition]
 
 
-def _request(topic: str, partition: int, offset: int, max_bytes: int) -> Any:
-    ft = FetchRequest.FetchTopic
-    return FetchRequest(
-        replica_id=-1,
+def _request(topic: str, partition: int, offset: int, max_bytes: int) -> FetchRequest:
+    return consumer_fetch(
+        {(topic, partition): offset},
         max_wait_ms=MAX_WAIT_MS,
         min_bytes=1,
         max_bytes=max_bytes,
-        isolation_level=0,
-        topics=[
-            ft(
-                topic=topic,
-                partitions=[
-                    ft.FetchPartition(
-                        partition=partition,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=max_bytes,
-                    )
-                ],
-            )
-        ],
+        partition_max_bytes=max_bytes,
     )
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from odradek.log.file_range import FileRange
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
+from odradek.protocol.fetch_request import READ_COMMITTED
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.deadlines import Deadlines
 from odradek.storage.delayed_operation import DelayedOperation
@@ -52,8 +53,6 @@ from odradek.storage.replica_manager import ReplicaManager
 from odradek.storage.wakeup_turn import WakeupTurn
 
 log = logging.getLogger(__name__)
-
-READ_COMMITTED = 1
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ import asyncio
 import logging
 
 from odradek.protocol.errors import ErrorCode, KafkaError, error_code_for
+from odradek.protocol.fetch_request import READ_COMMITTED
 from odradek.rpc.v1 import storage_pb2
 from odradek.storage.notify import subscribed, wait_until
 from odradek.storage.partition import Partition
@@ -34,7 +35,6 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
-READ_COMMITTED = 1
 
 
 def _code(exc: BaseException, what: str) -> int:
