@@ -29,7 +29,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -284,6 +284,9 @@ class Gateway:
         ]
         self.certificates.served = self.served
         self._served_ids: set[int] = set()  # storage nodes with broker ports
+        self._bound: list[int] = []  # each listener's bootstrap port, once started
+        # Set by the process shell: reports the ports again when a broker port opens later.
+        self.report_ports: Callable[[dict[str, int]], None] | None = None
         self._announced: _PortState | None = None  # what the controller last accepted
         self._out_of_range: set[int] = set()
         self._brokers_cache: dict[str | None, tuple[Snapshot, _PortState, dict[int, Broker]]]
@@ -325,12 +328,17 @@ class Gateway:
             self._tasks.append(lag_probe)
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
-        # "kafka" and "broker-<id>": the first listener's; "kafka-<name>" and
-        # "<name>-broker-<id>": every listener's (cluster.json, docs/security.md).
-        ports = {"kafka": bound[0], "grpc": grpc_port, "metrics": metrics_port}
+        self._bound = bound
+        return self.ports()
+
+    def ports(self) -> dict[str, int]:
+        """The bound ports by role, as the ready file and cluster.json list them: "kafka"
+        and "broker-<id>" the first listener's, "kafka-<name>" and "<name>-broker-<id>"
+        every listener's (docs/security.md)."""
+        ports = {"kafka": self._bound[0], "grpc": self._grpc_port, "metrics": self._metrics_port}
         first = self.served[0]
         ports.update({f"broker-{n}": p for n, p in sorted(first.broker_ports.items())})
-        for served, port in zip(self.served, bound, strict=True):
+        for served, port in zip(self.served, self._bound, strict=True):
             name = served.name.lower()
             ports[f"kafka-{name}"] = port
             ports.update({f"{name}-broker-{n}": p for n, p in sorted(served.broker_ports.items())})
@@ -398,8 +406,12 @@ class Gateway:
     async def _serve_storage_nodes(self) -> None:
         """Open ports for new storage nodes and announce them (raises if the controller
         cannot be reached; the follower task tries again)."""
-        for storage_id in self._unserved(self.metadata.current):
+        opened = self._unserved(self.metadata.current)
+        for storage_id in opened:
             await self._open_broker_port(storage_id)
+        if opened and self._bound and self.report_ports is not None:
+            # A storage node that joined after the ready file was written (odradek.service).
+            self.report_ports(self.ports())
         if self.membership is not None and self._announced != self._port_state():
             ports = self._port_state()
             await self.membership.announce(self._node(), timeout=self.request_timeout_ms / 1000)

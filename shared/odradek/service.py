@@ -20,7 +20,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from odradek import internal_tls
 from odradek.config import Config, ConfigError, parse_overrides
@@ -42,6 +42,15 @@ class Service(Protocol):
     async def stop(self) -> None:
         """Drain and stop; must be safe to call once after ``start``."""
         ...
+
+
+@runtime_checkable
+class ReportsPorts(Protocol):
+    """A service whose ports grow after start (a gateway's broker port for a storage node
+    that joins later): the shell sets ``report_ports`` to rewrite the ready file, which
+    ``odradek up`` reads again for cluster.json."""
+
+    report_ports: Callable[[dict[str, int]], None] | None
 
 
 def setup_logging(level: str) -> None:
@@ -113,12 +122,20 @@ async def _serve(build: Callable[[], Service], ready_file: str | None) -> None:
         loop.add_signal_handler(sig, stop.set)
     ports = await service.start()
     tune_after_start()  # start-up state is never walked by the cyclic collector again
-    info = {"name": service.name, "pid": os.getpid(), "ports": ports}
     log.info("%s serving: %s", service.name, json.dumps(ports))
     if ready_file:
-        tmp = Path(ready_file + ".tmp")
-        tmp.write_text(json.dumps(info) + "\n")
-        os.replace(tmp, ready_file)
+        path = ready_file
+
+        def report(ports: dict[str, int]) -> None:
+            tmp = Path(path + ".tmp")
+            info = {"name": service.name, "pid": os.getpid(), "ports": ports}
+            tmp.write_text(json.dumps(info) + "\n")
+            os.replace(tmp, path)
+
+        report(ports)
+        if isinstance(service, ReportsPorts):
+            # No await since start() returned: nothing it reports is lost in between.
+            service.report_ports = report
     await stop.wait()
     log.info("%s draining", service.name)
     with contextlib.suppress(asyncio.CancelledError):

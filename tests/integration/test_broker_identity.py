@@ -53,12 +53,8 @@ from odradek.protocol.messages import (
     ProduceRequest,
 )
 from odradek.tools.launcher import (
-    STORAGE_BASE_ID,
     Cluster,
     ClusterOptions,
-    ServiceSpec,
-    start_process,
-    wait_ready,
 )
 
 SETTINGS = {
@@ -429,17 +425,6 @@ def test_topics_describe_is_truthful(shaped: tuple[Cluster, str]) -> None:
 # -- storage nodes going and coming -------------------------------------------------------------
 
 
-def add_storage_node(cluster: Cluster, node_id: int) -> None:
-    template = cluster.service(f"storage-{STORAGE_BASE_ID}").spec
-    settings = dict(template.settings)
-    data_dir = template.data_dir.parent / f"storage-{node_id}"
-    settings.update({"node.id": str(node_id), "log.dirs": str(data_dir)})
-    spec = ServiceSpec(f"storage-{node_id}", "storage", "storage", settings, data_dir)
-    svc = start_process(spec, cluster.run_dir, cluster.log_dir)
-    cluster.services.append(svc)
-    wait_ready([svc], 60)
-
-
 def brokers_of(cluster: Cluster) -> dict[int, str]:
     return {b.node_id: endpoint(b) for b in metadata(bootstraps(cluster)[0], 12, []).brokers}
 
@@ -482,10 +467,17 @@ def test_storage_nodes_down_restarted_and_added(tmp_path: Any) -> None:
         )
         wait_until(lambda: all_in_sync(cluster, topic), "replicas in sync again", timeout=30)
 
-        # Scale-out: a new storage node gets a broker port on every gateway.
-        add_storage_node(cluster, 102)
+        # Scale-out: a new storage node gets a broker port on every gateway, and
+        # cluster.json lists them once add_storage_node returns (the gateways open them
+        # after the node registers, and write their ready files again).
+        added = cluster.add_storage_node()
+        assert added.spec.settings["node.id"] == "102"
+        listed = json.loads((cluster.data_dir / "cluster.json").read_text())
+        gateway_ports = [s["ports"] for s in listed["services"] if s["kind"] == "gateway"]
+        assert len(gateway_ports) == 2 and all("broker-102" in p for p in gateway_ports)
         wait_until(lambda: 102 in brokers_of(cluster), "broker 102 listed", timeout=30)
         after = brokers_of(cluster)
+        assert int(after[102].rsplit(":", 1)[1]) in {p["broker-102"] for p in gateway_ports}
         assert {k: v for k, v in after.items() if k != 102} == before
         for address in [after[102], *bootstraps(cluster)]:
             md = metadata(address, 12, [topic])

@@ -26,6 +26,7 @@ and the offset store: a bare produce/fetch cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -169,6 +170,38 @@ def wait_ready(services: list[RunningService], timeout: float) -> None:
             raise ClusterError(f"timed out after {timeout:.0f}s waiting for {names}")
         if waiting:
             time.sleep(0.05)
+
+
+def wait_broker_ports(services: list[RunningService], timeout: float) -> None:
+    """Wait until every gateway lists a broker port for every storage node. Ephemeral
+    broker ports open as storage nodes register, which may be after a gateway wrote its
+    ready file; it writes the file again then (odradek.service.ReportsPorts). Fixed
+    ports (``broker.port.start``) are all open before it is ready."""
+    storage = [s.spec.settings["node.id"] for s in services if s.spec.kind == "storage"]
+    gateways = [
+        s
+        for s in services
+        if s.spec.kind == "gateway"
+        and s.process.poll() is None
+        and not int(s.spec.settings.get("broker.port.start") or 0)
+    ]
+    deadline = time.monotonic() + timeout
+    while True:
+        missing: dict[str, list[str]] = {}
+        for svc in gateways:
+            with contextlib.suppress(OSError, ValueError):
+                info = json.loads(svc.ready_file.read_text())
+                svc.ports = {k: int(v) for k, v in info.get("ports", {}).items()}
+            lacking = [n for n in storage if f"broker-{n}" not in svc.ports]
+            if lacking:
+                missing[svc.spec.name] = lacking
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(
+                f"timed out after {timeout:.0f}s waiting for broker ports: {missing}"
+            )
+        time.sleep(0.05)
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -475,6 +508,7 @@ class Cluster:
                 rest.append(start_process(spec, self.run_dir, self.log_dir))
             self.services.extend(rest)
             wait_ready(rest, self.opts.start_timeout)
+            wait_broker_ports(self.services, self.opts.start_timeout)
         except BaseException:
             self.stop()
             raise
@@ -610,6 +644,7 @@ class Cluster:
         svc = start_process(spec, self.run_dir, self.log_dir)
         self.services.append(svc)
         wait_ready([svc], self.opts.start_timeout)
+        wait_broker_ports(self.services, self.opts.start_timeout)
         self.write_cluster_file()
         return svc
 
