@@ -284,7 +284,6 @@ class Gateway:
         ]
         self.certificates.served = self.served
         self._served_ids: set[int] = set()  # storage nodes with broker ports
-        self._bound: list[int] = []  # each listener's bootstrap port, once started
         # Set by the process shell: reports the ports again when a broker port opens later.
         self.report_ports: Callable[[dict[str, int]], None] | None = None
         self._announced: _PortState | None = None  # what the controller last accepted
@@ -300,7 +299,8 @@ class Gateway:
     async def start(self) -> dict[str, int]:
         grpc_port = await self.rpc.start()
         metrics_port = await self.metrics_server.start()
-        bound = [await served.start() for served in self.served]
+        for served in self.served:
+            await served.start()
         self._grpc_port, self._metrics_port = grpc_port, metrics_port
         if self.fixed_broker_ports:
             # Fixed ports: all of them now, so a port conflict fails the start.
@@ -328,19 +328,22 @@ class Gateway:
             self._tasks.append(lag_probe)
         await self.rpc.set_serving(live=True, ready=True)
         self.metrics_server.ready = True
-        self._bound = bound
         return self.ports()
 
     def ports(self) -> dict[str, int]:
         """The bound ports by role, as the ready file and cluster.json list them: "kafka"
         and "broker-<id>" the first listener's, "kafka-<name>" and "<name>-broker-<id>"
         every listener's (docs/security.md)."""
-        ports = {"kafka": self._bound[0], "grpc": self._grpc_port, "metrics": self._metrics_port}
         first = self.served[0]
+        ports = {
+            "kafka": first.bootstrap.port,
+            "grpc": self._grpc_port,
+            "metrics": self._metrics_port,
+        }
         ports.update({f"broker-{n}": p for n, p in sorted(first.broker_ports.items())})
-        for served, port in zip(self.served, self._bound, strict=True):
+        for served in self.served:
             name = served.name.lower()
-            ports[f"kafka-{name}"] = port
+            ports[f"kafka-{name}"] = served.bootstrap.port
             ports.update({f"{name}-broker-{n}": p for n, p in sorted(served.broker_ports.items())})
         return ports
 
@@ -409,8 +412,9 @@ class Gateway:
         opened = self._unserved(self.metadata.current)
         for storage_id in opened:
             await self._open_broker_port(storage_id)
-        if opened and self._bound and self.report_ports is not None:
-            # A storage node that joined after the ready file was written (odradek.service).
+        if opened and self.metrics_server.ready and self.report_ports is not None:
+            # A storage node that joined after start, when the ready file was written
+            # (odradek.service); one seen during start is in start()'s answer.
             self.report_ports(self.ports())
         if self.membership is not None and self._announced != self._port_state():
             ports = self._port_state()

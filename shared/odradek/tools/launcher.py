@@ -26,7 +26,6 @@ and the offset store: a bare produce/fetch cluster.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -117,6 +116,16 @@ class RunningService:
             "command": self.spec.command(self.ready_file),
         }
 
+    def read_ready_file(self) -> bool:
+        """Take the ports from the service's ready file; False while there is none yet
+        (or it is being replaced)."""
+        try:
+            info = json.loads(self.ready_file.read_text())
+        except (OSError, ValueError):
+            return False
+        self.ports = {k: int(v) for k, v in info.get("ports", {}).items()}
+        return True
+
 
 class ClusterError(RuntimeError):
     pass
@@ -152,12 +161,7 @@ def wait_ready(services: list[RunningService], timeout: float) -> None:
     waiting = list(services)
     while waiting:
         for svc in list(waiting):
-            if svc.ready_file.exists():
-                try:
-                    info = json.loads(svc.ready_file.read_text())
-                except ValueError:
-                    continue
-                svc.ports = {k: int(v) for k, v in info.get("ports", {}).items()}
+            if svc.read_ready_file():
                 waiting.remove(svc)
             elif svc.process.poll() is not None:
                 tail = _tail(svc.log_file)
@@ -189,9 +193,7 @@ def wait_broker_ports(services: list[RunningService], timeout: float) -> None:
     while True:
         missing: dict[str, list[str]] = {}
         for svc in gateways:
-            with contextlib.suppress(OSError, ValueError):
-                info = json.loads(svc.ready_file.read_text())
-                svc.ports = {k: int(v) for k, v in info.get("ports", {}).items()}
+            svc.read_ready_file()
             lacking = [n for n in storage if f"broker-{n}" not in svc.ports]
             if lacking:
                 missing[svc.spec.name] = lacking
